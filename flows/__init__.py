@@ -1,0 +1,1 @@
+"""Prefect flows: ``train`` (entry + CLI), the per-iteration child flow, ``evaluate``."""

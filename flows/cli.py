@@ -1,0 +1,113 @@
+"""Command line of ``flows/train.py``: arguments, local services, progress and summary."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.logging import RichHandler
+
+from infra.checkpoint.store import CheckpointError
+from infra.extensions import ExtensionError, load_extension_modules
+from infra.prefect_api import ensure_prefect_api
+from infra.runtime_env import apply_base_env
+from rl_core.config import ConfigError, available_presets, load_config
+from rl_core.config.loader import DEFAULT_PRESET
+
+console = Console(stderr=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Arguments of the train CLI."""
+    parser = argparse.ArgumentParser(
+        prog="python flows/train.py",
+        description="Train a policy with rlpipe (Prefect flows over Ray workers, MLflow tracking).",
+    )
+    parser.add_argument(
+        "--config",
+        default=DEFAULT_PRESET,
+        help=f"preset name or YAML path (presets: {', '.join(available_presets())})",
+    )
+    parser.add_argument("--run-name", help="run name (resume key); same as run.name=...")
+    parser.add_argument(
+        "--resume", action="store_true", help="require an existing checkpoint (run.resume=must)"
+    )
+    parser.add_argument("--fresh", action="store_true", help="refuse to resume (run.resume=never)")
+    parser.add_argument(
+        "overrides", nargs="*", help="dotted overrides, e.g. actor.lr=1e-3 env.num_envs=16"
+    )
+    return parser
+
+
+def run_cli(train_flow: Any, argv: list[str] | None = None) -> int:
+    """Validate the config, make sure a Prefect API exists, run the train flow."""
+    args = build_parser().parse_args(argv)
+    apply_base_env()
+    _setup_logging()
+    overrides = list(args.overrides)
+    if args.run_name:
+        overrides.append(f"run.name={args.run_name}")
+    if args.resume:
+        overrides.append("run.resume=must")
+    if args.fresh:
+        overrides.append("run.resume=never")
+    try:
+        load_extension_modules()
+        cfg = load_config(args.config, overrides)  # fail before any server or worker starts
+    except (ConfigError, ExtensionError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    output_dir = Path(cfg.run.output_dir)
+    server = ensure_prefect_api(output_dir / ".prefect")
+    try:
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: os.environ["PREFECT_API_URL"]}):
+            summary = train_flow(preset=args.config, overrides=overrides)
+    except (CheckpointError, ConfigError, ExtensionError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    finally:
+        if server:
+            _flush_prefect_logs()
+            server.stop()
+    _print_summary(summary)
+    return 0
+
+
+def _flush_prefect_logs() -> None:
+    """Send buffered run logs before the local API goes away."""
+    try:
+        from prefect.logging.handlers import APILogHandler
+
+        APILogHandler.flush()
+    except Exception:  # noqa: BLE001 - best effort at shutdown
+        pass
+
+
+def _setup_logging() -> None:
+    handler = RichHandler(console=console, show_path=False, markup=False)
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s")
+    for name in ("rlpipe", "infra", "flows"):
+        logging.getLogger(name).setLevel(logging.INFO)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    console.rule("rlpipe run finished")
+    for key in (
+        "run_name",
+        "iterations",
+        "env_steps",
+        "solved",
+        "last_eval_return",
+        "best_eval_return",
+        "resumed_from",
+    ):
+        console.print(f"{key:>18}: {summary.get(key)}")
+    console.print(f"{'MLflow run id':>18}: {summary.get('mlflow_run_id')}")
+    console.print(f"{'tracking URI':>18}: {summary.get('tracking_uri')}")
+    console.print(f"{'checkpoint dir':>18}: {summary.get('checkpoint_dir')}")

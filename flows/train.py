@@ -1,0 +1,148 @@
+"""Train a policy: ``python flows/train.py [--config PRESET] [section.field=value ...]``.
+
+The ``train`` flow connects Ray, builds the worker groups, opens (or re-attaches) the MLflow
+run, resumes from the latest committed checkpoint, then runs one ``iteration-<k>`` child
+flow per training iteration.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the project importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from prefect import flow
+from prefect.runtime import flow_run
+
+from flows.iteration import STEPS, iteration_flow
+from infra.runtime_env import apply_base_env
+from infra.session import TrainSession
+from rl_core.config import load_config
+
+logger = logging.getLogger("rlpipe.train")
+
+
+def _train_run_name() -> str:
+    params = flow_run.parameters or {}
+    return f"train-{params.get('run_name') or params.get('preset') or 'default'}"
+
+
+@flow(name="train", flow_run_name=_train_run_name, persist_result=False, log_prints=False)
+def train(
+    preset: str = "ppo_cartpole",
+    overrides: list[str] | None = None,
+    run_name: str | None = None,
+) -> dict[str, Any]:
+    """Train with a preset plus dotted overrides; resumes the run's latest checkpoint.
+
+    Args:
+        preset: Preset name in ``configs/`` or a YAML path.
+        overrides: ``section.field=value`` strings.
+        run_name: Shortcut for ``run.name=...`` (the resume key).
+
+    Returns:
+        Summary: MLflow run id and tracking URI, checkpoint dir, final metrics.
+    """
+    apply_base_env()
+    extra = [f"run.name={run_name}"] if run_name else []
+    cfg = load_config(preset, [*(overrides or []), *extra])
+    tags = {"prefect.flow_run_id": str(flow_run.id or "")}
+    session = TrainSession(cfg, tags=tags)
+    status = "FAILED"
+    try:
+        summary = run_training(session, first_attempt=(flow_run.run_count or 1) <= 1)
+        status = "FINISHED"
+        return summary
+    finally:
+        session.close(status)
+
+
+def run_training(session: TrainSession, first_attempt: bool = True) -> dict[str, Any]:
+    """The loop of iteration flows, with timing, MLflow logging and progress lines."""
+    cfg = session.cfg
+    state = session.state
+    if session.resumed_from is not None:
+        logger.info("continuing %s from iteration %d", cfg.run.name, session.resumed_from)
+    it = state.iteration
+    while it < cfg.run.max_iterations and not state.solved:
+        if first_attempt and cfg.run.fail_at_iteration == it and session.resumed_from is None:
+            raise RuntimeError(f"run.fail_at_iteration={it}: failing on purpose (testing aid)")
+        started = time.perf_counter()
+        result = iteration_flow(session.id, it)
+        wall = time.perf_counter() - started
+        if "rewound_to" in result:
+            logger.warning(
+                "trainer was rebuilt; continuing from iteration %d", result["rewound_to"]
+            )
+            it = result["rewound_to"]
+            continue
+        metrics = iteration_metrics(result["steps"], wall, state.env_steps)
+        state.history.append({k: metrics[k] for k in ("time/iteration", "time/orchestration")})
+        if session.tracker:
+            session.tracker.log_metrics(metrics, step=it)
+        log_progress(cfg.run.max_iterations, it, metrics)
+        it += 1
+    return {
+        "run_name": cfg.run.name,
+        "iterations": state.iteration,
+        "env_steps": state.env_steps,
+        "solved": state.solved,
+        "last_eval_return": state.last_eval_return,
+        "best_eval_return": state.best_eval_return,
+        "resumed_from": session.resumed_from,
+        "mlflow_run_id": session.tracker.run_id if session.tracker else None,
+        "tracking_uri": session.tracker.tracking_uri if session.tracker else None,
+        "checkpoint_dir": session.store_uri,
+    }
+
+
+def iteration_metrics(
+    steps: dict[str, dict[str, Any]], wall: float, env_steps: int
+) -> dict[str, float]:
+    """Flatten step results into metrics plus ``time/<step>`` and ``time/orchestration``."""
+    metrics: dict[str, float] = {}
+    compute = 0.0
+    for name in STEPS:
+        if name not in steps:
+            continue
+        seconds = float(steps[name]["seconds"])
+        metrics[f"time/{name}"] = seconds
+        compute += seconds
+        for key, value in steps[name].items():
+            if "/" in key and isinstance(value, (int, float)) and not isinstance(value, bool):
+                metrics[key] = float(value)
+    metrics["time/iteration"] = wall
+    metrics["time/compute"] = compute
+    metrics["time/orchestration"] = max(0.0, wall - compute)
+    metrics["time/orchestration_ratio"] = metrics["time/orchestration"] / max(wall, 1e-9)
+    metrics["env/total_steps"] = float(env_steps)
+    return metrics
+
+
+def log_progress(total: int, it: int, m: dict[str, float]) -> None:
+    """One progress line per iteration."""
+    parts = [f"iter {it + 1}/{total}", f"env steps {int(m['env/total_steps'])}"]
+    if "env/episode_return_mean" in m:
+        parts.append(f"return {m['env/episode_return_mean']:.1f}")
+    if "rollout/steps_per_second" in m:
+        parts.append(f"{m['rollout/steps_per_second']:.0f} steps/s")
+    if "eval/return_mean" in m:
+        parts.append(f"eval {m['eval/return_mean']:.1f}")
+    parts.append(f"orch {1000 * m['time/orchestration']:.0f} ms")
+    logger.info(" | ".join(parts))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point (see ``--help``)."""
+    from flows.cli import run_cli
+
+    return run_cli(train, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

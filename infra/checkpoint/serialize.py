@@ -1,0 +1,40 @@
+"""Bytes ↔ objects for checkpoint files (safetensors for weights, weights-only torch.load)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from infra.checkpoint.store import CheckpointError
+
+
+def tensors_to_bytes(tensors: dict[str, torch.Tensor]) -> bytes:
+    """Serialize named tensors as safetensors."""
+    return st_save({k: v.detach().cpu().contiguous() for k, v in tensors.items()})
+
+
+def bytes_to_tensors(data: bytes, what: str) -> dict[str, torch.Tensor]:
+    """Parse safetensors bytes; ``what`` names the file in errors."""
+    try:
+        return st_load(data)
+    except Exception as exc:  # noqa: BLE001 - any parse failure means a bad file
+        raise CheckpointError(f"{what} is not a valid safetensors file: {exc}") from None
+
+
+def object_to_bytes(obj: Any) -> bytes:
+    """Serialize tensors/containers of primitives with ``torch.save``."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def bytes_to_object(data: bytes, what: str) -> Any:
+    """Load with ``weights_only=True`` (no arbitrary code); ``what`` names the file."""
+    try:
+        return torch.load(io.BytesIO(data), weights_only=True)
+    except Exception as exc:  # noqa: BLE001
+        raise CheckpointError(f"{what} could not be loaded: {exc}") from None

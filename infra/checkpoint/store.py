@@ -1,0 +1,153 @@
+"""Checkpoint store: files per step, committed by writing the ``latest`` manifest last.
+
+Layout under the store root (one store per run)::
+
+    step_000010/actor_0/model.safetensors ...   files of one checkpoint
+    latest.json                                 {"step": 10, "dir": "step_000010", ...}
+
+A checkpoint becomes visible only when ``latest.json`` is replaced (temp file + rename), after
+all its files are written, so a crash mid-save never leaves a half checkpoint as latest.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "latest.json"
+FORMAT_VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, unreadable or inconsistent."""
+
+
+def step_dir_name(step: int) -> str:
+    """Directory name of the checkpoint taken after ``step`` iterations."""
+    return f"step_{step:06d}"
+
+
+class CheckpointStore(abc.ABC):
+    """Where a run's checkpoints live; workers and the driver open it from its URI."""
+
+    uri: str
+
+    @abc.abstractmethod
+    def write_bytes(self, relpath: str, data: bytes) -> None:
+        """Write one file (relative to the store root)."""
+
+    @abc.abstractmethod
+    def read_bytes(self, relpath: str) -> bytes:
+        """Read one file; raises :class:`CheckpointError` if missing."""
+
+    @abc.abstractmethod
+    def exists(self, relpath: str) -> bool:
+        """Whether a file exists."""
+
+    @abc.abstractmethod
+    def _replace_manifest(self, data: bytes) -> None:
+        """Atomically replace the manifest."""
+
+    @abc.abstractmethod
+    def local_path(self, relpath: str) -> Path | None:
+        """A local path for ``relpath`` if the store is on disk (else None)."""
+
+    def commit(self, step: int, meta: dict[str, Any]) -> dict[str, Any]:
+        """Make the checkpoint of ``step`` the latest one.
+
+        Args:
+            step: Iterations completed when the checkpoint was taken.
+            meta: Extra fields for the manifest (MLflow run id, counters...).
+        """
+        manifest = {"format": FORMAT_VERSION, "step": step, "dir": step_dir_name(step), **meta}
+        self._replace_manifest(json.dumps(manifest, indent=2, sort_keys=True).encode())
+        return manifest
+
+    def latest(self) -> dict[str, Any] | None:
+        """The committed manifest, or None if this run has no checkpoint.
+
+        Raises:
+            CheckpointError: The manifest exists but is corrupt or names missing files.
+        """
+        if not self.exists(MANIFEST):
+            return None
+        raw = self.read_bytes(MANIFEST)
+        try:
+            manifest = json.loads(raw)
+            step, folder = int(manifest["step"]), str(manifest["dir"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(
+                f"{self.uri}/{MANIFEST} is corrupt ({exc}); refusing to resume"
+            ) from None
+        if manifest.get("format") != FORMAT_VERSION:
+            raise CheckpointError(
+                f"{self.uri}/{MANIFEST} has format {manifest.get('format')!r}; this rlpipe reads {FORMAT_VERSION}"
+            )
+        if not self.exists(f"{folder}/COMPLETE"):
+            raise CheckpointError(f"{self.uri}/{folder} named by {MANIFEST} is incomplete")
+        manifest["step"] = step
+        return manifest
+
+
+class LocalCheckpointStore(CheckpointStore):
+    """Checkpoint store on a local (or network-mounted) file system."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root).resolve()
+        self.uri = str(self.root)
+
+    def write_bytes(self, relpath: str, data: bytes) -> None:  # noqa: D102
+        path = self.root / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(path, data)
+
+    def read_bytes(self, relpath: str) -> bytes:  # noqa: D102
+        try:
+            return (self.root / relpath).read_bytes()
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint file {self.root / relpath} is missing") from None
+
+    def exists(self, relpath: str) -> bool:  # noqa: D102
+        return (self.root / relpath).exists()
+
+    def _replace_manifest(self, data: bytes) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.root / MANIFEST, data)
+
+    def local_path(self, relpath: str) -> Path:  # noqa: D102
+        return self.root / relpath
+
+    def prune(self, keep_steps: set[int]) -> None:
+        """Delete checkpoint folders other than ``keep_steps`` (never the latest)."""
+        latest = self.latest()
+        keep = {step_dir_name(s) for s in keep_steps}
+        if latest:
+            keep.add(latest["dir"])
+        for child in self.root.glob("step_*"):
+            if child.is_dir() and child.name not in keep:
+                shutil.rmtree(child, ignore_errors=True)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def open_store(uri: str) -> CheckpointStore:
+    """Open the store at ``uri`` (a local path; ``s3://`` is added by the S3 store)."""
+    if uri.startswith("s3://"):
+        raise CheckpointError("s3:// checkpoint stores are not available in this build")
+    return LocalCheckpointStore(uri)

@@ -1,0 +1,104 @@
+"""Making sure a Prefect API is there: use ``PREFECT_API_URL`` or start a local server."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+class LocalPrefectServer:
+    """A ``prefect server start`` subprocess on 127.0.0.1 (stopped by :meth:`stop`).
+
+    Args:
+        log_path: Where the server's output goes.
+        port: Port to bind (default: a free one).
+    """
+
+    def __init__(self, log_path: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}/api"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        exe = Path(sys.executable).with_name("prefect")
+        cmd = [
+            str(exe) if exe.exists() else "prefect",
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
+        env = {
+            **os.environ,
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_UI_ENABLED": "true",
+        }
+        env.pop("PREFECT_API_URL", None)
+        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        """Block until ``/health`` answers.
+
+        Raises:
+            RuntimeError: The server exited or did not become healthy in time.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"prefect server exited with code {self.process.returncode}; see {self._log.name}"
+                )
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.25)
+        raise RuntimeError(
+            f"prefect server did not become healthy in {timeout:.0f}s; see {self._log.name}"
+        )
+
+    def stop(self) -> None:
+        """Terminate the server process."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ensure_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
+    """Return None if ``PREFECT_API_URL`` is set; else start a local server and export its URL.
+
+    The URL is put in ``os.environ`` so Ray workers running Prefect tasks report to the
+    same API instead of each starting a temporary server.
+    """
+    if os.environ.get("PREFECT_API_URL"):
+        return None
+    start = time.perf_counter()
+    server = LocalPrefectServer(state_dir / "prefect-server.log")
+    server.wait_healthy()
+    os.environ["PREFECT_API_URL"] = server.url
+    logger.info(
+        "started a local Prefect API at %s in %.1fs", server.url, time.perf_counter() - start
+    )
+    return server

@@ -1,0 +1,62 @@
+"""Connecting to Ray: a local cluster by default, or a configured address."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import ray
+
+from infra.runtime_env import apply_base_env, worker_env_vars
+
+logger = logging.getLogger(__name__)
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def resolve_address(configured: str | None) -> str:
+    """``cluster.address`` if set, else ``RAY_ADDRESS``, else ``"local"`` (new local cluster)."""
+    return configured or os.environ.get("RAY_ADDRESS") or "local"
+
+
+def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str, float]:
+    """Connect this process to Ray once (no-op if already connected).
+
+    Args:
+        address: Ray address (``None`` → :func:`resolve_address`).
+        num_cpus: CPUs of a newly started local cluster (ignored when attaching).
+
+    Returns:
+        The cluster's total resources.
+    """
+    apply_base_env()
+    if not ray.is_initialized():
+        target = resolve_address(address)
+        env = worker_env_vars()
+        # Workers import rl_core/infra from the project root, wherever the driver runs.
+        paths = [str(PROJECT_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        kwargs: dict = {
+            "address": target,
+            "runtime_env": {"env_vars": env},
+            "include_dashboard": False,
+            "logging_level": logging.WARNING,
+            "log_to_driver": True,
+        }
+        if target == "local":
+            kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
+            kwargs["_node_ip_address"] = "127.0.0.1"
+        else:
+            kwargs.pop("include_dashboard")
+        logger.info("connecting to Ray (%s)", target)
+        ray.init(**kwargs)
+        if str(PROJECT_ROOT) not in sys.path:
+            sys.path.insert(0, str(PROJECT_ROOT))
+    return ray.cluster_resources()
+
+
+def shutdown() -> None:
+    """Disconnect from Ray (stops a local cluster this process started)."""
+    if ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,235 @@
+"""TrainingRuntime: the worker groups of one run and the operations tasks call on them.
+
+Each public method is one pipeline step's worth of worker work and returns a small dict
+(metrics and ``seconds`` spent waiting on workers); tensors stay in Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import ray
+
+from infra import ray_cluster
+from infra.checkpoint.serialize import bytes_to_object, object_to_bytes
+from infra.checkpoint.store import open_store, step_dir_name
+from infra.placement import plan_placement
+from infra.worker_group import WorkerGroup
+from infra.workers.actor_worker import ActorWorker
+from infra.workers.base import worker_seed
+from infra.workers.env_worker import EnvWorker
+from infra.workers.rollout_worker import RolloutWorker
+from rl_core.config import RLPipeConfig
+
+logger = logging.getLogger(__name__)
+
+
+class TrainingRuntime:
+    """Creates and drives the env, rollout and actor worker groups of a run.
+
+    Args:
+        cfg: The validated run config.
+    """
+
+    def __init__(self, cfg: RLPipeConfig) -> None:
+        self.cfg = cfg
+        self.config_dict = cfg.model_dump(mode="json")
+        resources = ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
+        cluster_cpus = int(resources.get("CPU", 1))
+        sizes = {
+            "env": cfg.env.num_workers,
+            "rollout": cfg.rollout.num_workers,
+            "actor": cfg.actor.num_workers,
+        }
+        self.placement = plan_placement(cfg.cluster.component_placement, sizes, cluster_cpus)
+        for name, plan in self.placement.items():
+            logger.info("placement %s: %d worker(s) on %s", name, sizes[name], plan.mode)
+        self.env = WorkerGroup(
+            "env",
+            EnvWorker,
+            sizes["env"],
+            self.placement["env"],
+            lambda r: (self.config_dict, r, self.placement["env"].cpus),
+        )
+        self.spaces = ray.get(self.env[0].spaces.remote())
+        self.rollout = WorkerGroup(
+            "rollout",
+            RolloutWorker,
+            sizes["rollout"],
+            self.placement["rollout"],
+            lambda r: (self.config_dict, r, self.placement["rollout"].cpus, self.spaces),
+        )
+        self.actor = WorkerGroup(
+            "actor",
+            ActorWorker,
+            sizes["actor"],
+            self.placement["actor"],
+            lambda r: (self.config_dict, r, self.placement["actor"].cpus, self.spaces),
+        )
+        self._batch_refs: list[Any] = []
+        # Wait for every worker to finish start-up (fails fast on config/extension errors).
+        for group in (self.env, self.rollout, self.actor):
+            group.call_sync("ping")
+
+    # -- steps ---------------------------------------------------------------------------
+    def weight_sync(self) -> dict[str, Any]:
+        """Push the trainer's weights to every rollout worker."""
+        start = time.perf_counter()
+        out = ray.get(
+            self.actor[0].get_weight_buckets.remote(self.cfg.rollout.weight_sync_bucket_mb)
+        )
+        versions = ray.get(
+            [h.load_weights.remote(out["refs"], out["version"]) for h in self.rollout.handles]
+        )
+        return {
+            "seconds": time.perf_counter() - start,
+            "version": out["version"],
+            "rollout_versions": versions,
+            "rollout/weight_sync_bytes": out["bytes"],
+            "rollout/weight_sync_buckets": len(out["refs"]),
+        }
+
+    def collect(self) -> dict[str, Any]:
+        """Run every env worker's rollout loop and hand the batches to the trainer."""
+        start = time.perf_counter()
+        pairs = [
+            h.interact.options(num_returns=2).remote(
+                self.rollout[i % len(self.rollout)], self.cfg.rollout.num_steps
+            )
+            for i, h in enumerate(self.env.handles)
+        ]
+        self._batch_refs = [p[0] for p in pairs]
+        stats = ray.get([p[1] for p in pairs])
+        ray.get([h.receive_batch.remote(*self._batch_refs) for h in self.actor.handles])
+        self._batch_refs = []
+        returns = [r for s in stats for r in s["episode_returns"]]
+        lengths = [n for s in stats for n in s["episode_lengths"]]
+        env_steps = sum(s["env_steps"] for s in stats)
+        seconds = time.perf_counter() - start
+        metrics: dict[str, Any] = {
+            "seconds": seconds,
+            "env_steps": env_steps,
+            "env/episodes": len(returns),
+            "rollout/steps_per_second": env_steps / max(seconds, 1e-9),
+            "env/step_seconds": max(s["env_seconds"] for s in stats),
+        }
+        if returns:
+            metrics["env/episode_return_mean"] = float(np.mean(returns))
+            metrics["env/episode_length_mean"] = float(np.mean(lengths))
+        return metrics
+
+    def reward(self) -> dict[str, Any]:
+        """Apply the reward function on the trainer's batch."""
+        return self._timed_actor_call("apply_reward")
+
+    def advantages(self) -> dict[str, Any]:
+        """Compute advantages and returns on the trainer."""
+        return self._timed_actor_call("compute_advantages")
+
+    def update(self, iteration: int) -> dict[str, Any]:
+        """Update the policy on the trainer."""
+        return self._timed_actor_call("update", iteration)
+
+    def _timed_actor_call(self, method: str, *args: Any) -> dict[str, Any]:
+        start = time.perf_counter()
+        results = self.actor.call_sync(method, *args)
+        out = dict(results[0])
+        out["seconds"] = time.perf_counter() - start
+        return out
+
+    def policy_weights_ref(self) -> Any:
+        """ObjectRef of the trainer's weights (numpy state dict) for evaluation tasks."""
+        return self.actor[0].get_state_dict.remote()
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+        """Write every worker's state for ``step`` (not yet committed)."""
+        start = time.perf_counter()
+        folder = step_dir_name(step)
+        store = open_store(store_uri)
+        refs = self.actor.call("save_checkpoint", store_uri, folder)
+        env_states = self.env.call_sync("get_state")
+        rng_states = self.rollout.call_sync("get_rng_state")
+        workers = {"env_states": env_states, "rollout_rng": rng_states}
+        store.write_bytes(f"{folder}/workers.pt", object_to_bytes(_bytes_safe(workers)))
+        ray.get(refs)
+        return {"seconds": time.perf_counter() - start, "dir": folder}
+
+    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
+        """Restore every worker from a committed checkpoint folder."""
+        store = open_store(store_uri)
+        self.actor.call_sync("load_checkpoint", store_uri, folder)
+        workers = bytes_to_object(store.read_bytes(f"{folder}/workers.pt"), f"{folder}/workers.pt")
+        env_states = [_from_bytes_safe(s) for s in workers["env_states"]]
+        ray.get(
+            [
+                h.set_state.remote(
+                    env_states[i] if i < len(env_states) else None, self._reseed(i, step)
+                )
+                for i, h in enumerate(self.env.handles)
+            ]
+        )
+        rng = workers["rollout_rng"]
+        ray.get(
+            [h.set_rng_state.remote(rng[i % len(rng)]) for i, h in enumerate(self.rollout.handles)]
+        )
+
+    def _reseed(self, rank: int, step: int) -> int:
+        return worker_seed(self.cfg.run.seed, "env", rank) * self.cfg.env.num_envs + 7919 * step
+
+    # -- recovery ------------------------------------------------------------------------
+    def repair(self, step: int) -> dict[str, list[int]]:
+        """Respawn dead workers.
+
+        Env workers are reseeded; rollout workers get weights at the next weight sync. A
+        dead trainer is respawned blank: the caller must reload the last checkpoint
+        (reported under ``actor``).
+        """
+        rebuilt: dict[str, list[int]] = {}
+        for group in (self.env, self.rollout, self.actor):
+            dead = group.dead_ranks()
+            for rank in dead:
+                group.respawn(rank)
+            if dead:
+                rebuilt[group.name] = dead
+        if "env" in rebuilt:
+            ray.get(
+                [
+                    self.env[r].set_state.remote(None, self._reseed(r, step) + 1)
+                    for r in rebuilt["env"]
+                ]
+            )
+        for group in (self.env, self.rollout, self.actor):
+            group.call_sync("ping")
+        return rebuilt
+
+    def worker_pids(self) -> dict[str, list[int]]:
+        """Process ids per group (for tests and debugging)."""
+        return {g.name: g.call_sync("pid") for g in (self.env, self.rollout, self.actor)}
+
+    def shutdown(self) -> None:
+        """Stop all workers."""
+        for group in (self.env, self.rollout, self.actor):
+            group.shutdown()
+
+
+def _bytes_safe(obj: Any) -> Any:
+    """Wrap raw bytes as uint8 tensors so ``torch.load(weights_only=True)`` accepts them."""
+    import torch
+
+    if isinstance(obj, bytes):
+        return {"__bytes__": torch.frombuffer(bytearray(obj), dtype=torch.uint8)}
+    if isinstance(obj, dict):
+        return {k: _bytes_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_bytes_safe(v) for v in obj]
+    return obj
+
+
+def _from_bytes_safe(obj: Any) -> Any:
+    if isinstance(obj, dict) and set(obj) == {"__bytes__"}:
+        return obj["__bytes__"].numpy().tobytes()
+    return obj

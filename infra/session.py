@@ -1,0 +1,207 @@
+"""TrainSession: everything one training run holds in the driver process.
+
+Prefect flows and tasks receive only the session's id (a string) and look the session up
+here, so no large object ever goes through Prefect's parameter handling or API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from infra.checkpoint.store import CheckpointError, open_store
+from infra.runtime import TrainingRuntime
+from infra.tracking import MlflowTracker, flatten_config
+from rl_core.config import RLPipeConfig
+
+logger = logging.getLogger(__name__)
+_SESSIONS: dict[str, TrainSession] = {}
+
+
+@dataclass
+class RunState:
+    """Driver-side counters saved in every checkpoint manifest."""
+
+    iteration: int = 0  # iterations completed
+    env_steps: int = 0
+    best_eval_return: float | None = None
+    last_eval_return: float | None = None
+    solved: bool = False
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def config_hash(cfg: RLPipeConfig) -> str:
+    """Short stable hash of a resolved config."""
+    blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def default_tracking_uri(output_dir: Path) -> str:
+    """MLflow on a SQLite file under the output directory."""
+    return f"sqlite:///{(output_dir / 'mlflow.db').resolve()}"
+
+
+class TrainSession:
+    """Config, workers, checkpoint store, MLflow run and counters of one training run.
+
+    Creating a session resumes from the run's latest committed checkpoint when one exists
+    (``run.resume``), re-attaching the MLflow run recorded in it.
+
+    Args:
+        cfg: The validated config.
+        tags: Extra MLflow tags (e.g. the Prefect flow run id).
+
+    Raises:
+        CheckpointError: The checkpoint state conflicts with ``run.resume``, or the latest
+            checkpoint is corrupt (raised before any worker starts).
+    """
+
+    def __init__(self, cfg: RLPipeConfig, tags: dict[str, str] | None = None) -> None:
+        self.cfg = cfg
+        self.id = uuid.uuid4().hex
+        self.output_dir = Path(cfg.run.output_dir).resolve()
+        self.run_dir = self.output_dir / cfg.run.name
+        self.store_uri = str(self.run_dir / "checkpoints")
+        self.store = open_store(self.store_uri)
+        self.manifest = self.store.latest()
+        self._check_resume_policy()
+        self.state = RunState()
+        self.config_hash = config_hash(cfg)
+        self._seed_driver(cfg.run.seed)
+        self.tracker = self._open_tracker(tags or {}) if cfg.tracking.enabled else None
+        self.runtime = TrainingRuntime(cfg)
+        self.resumed_from: int | None = None
+        if self.manifest:
+            self.restore(self.manifest)
+        _SESSIONS[self.id] = self
+
+    # -- set-up --------------------------------------------------------------------------
+    def _check_resume_policy(self) -> None:
+        policy = self.cfg.run.resume
+        if policy == "never" and self.manifest:
+            raise CheckpointError(
+                f"run {self.cfg.run.name!r} already has a checkpoint at step "
+                f"{self.manifest['step']} ({self.store_uri}) and run.resume=never; pick another "
+                "run.name or set run.resume=auto"
+            )
+        if policy == "must" and not self.manifest:
+            raise CheckpointError(
+                f"run.resume=must but run {self.cfg.run.name!r} has no committed checkpoint in "
+                f"{self.store_uri}"
+            )
+
+    @staticmethod
+    def _seed_driver(seed: int) -> None:
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+
+    def _open_tracker(self, tags: dict[str, str]) -> MlflowTracker:
+        track = self.cfg.tracking
+        uri = track.tracking_uri or default_tracking_uri(self.output_dir)
+        run_id = self.manifest.get("mlflow_run_id") if self.manifest else None
+        tracker = MlflowTracker(
+            tracking_uri=uri,
+            experiment_name=track.experiment_name or self.cfg.preset,
+            run_name=self.cfg.run.name,
+            run_id=run_id,
+            tags={
+                "rlpipe.run_name": self.cfg.run.name,
+                "rlpipe.preset": self.cfg.preset,
+                "rlpipe.algorithm": self.cfg.algorithm.loss_type,
+                "rlpipe.config_hash": self.config_hash,
+                **tags,
+            },
+            artifact_location=str(self.output_dir / "mlartifacts"),
+        )
+        tracker.log_params(flatten_config(self.cfg.model_dump(mode="json")))
+        if not tracker.resumed:
+            tracker.log_dict(self.cfg.model_dump(mode="json"), "config/resolved_config.yaml")
+        return tracker
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def checkpoint(self) -> dict[str, Any]:
+        """Save every worker's state and the counters, then commit (manifest last)."""
+        step = self.state.iteration
+        saved = self.runtime.save_checkpoint(self.store_uri, step)
+        self.store.write_bytes(f"{saved['dir']}/driver_rng.json", json.dumps(_rng_state()).encode())
+        self.store.write_bytes(f"{saved['dir']}/COMPLETE", b"ok\n")
+        manifest = self.store.commit(
+            step,
+            {
+                "run_name": self.cfg.run.name,
+                "mlflow_run_id": self.tracker.run_id if self.tracker else None,
+                "config_hash": self.config_hash,
+                "state": asdict(self.state),
+            },
+        )
+        self.manifest = manifest
+        return {"seconds": saved["seconds"], "dir": saved["dir"], "step": step}
+
+    def restore(self, manifest: dict[str, Any]) -> None:
+        """Load the workers and counters from a committed checkpoint."""
+        if manifest.get("config_hash") != self.config_hash:
+            logger.warning(
+                "resuming run %r with a config that differs from the checkpoint's (%s != %s)",
+                self.cfg.run.name,
+                self.config_hash,
+                manifest.get("config_hash"),
+            )
+        self.runtime.load_checkpoint(self.store_uri, manifest["dir"], int(manifest["step"]))
+        raw = self.store.read_bytes(f"{manifest['dir']}/driver_rng.json")
+        _set_rng_state(json.loads(raw))
+        self.state = RunState(**manifest["state"])
+        self.resumed_from = int(manifest["step"])
+        logger.info("resumed run %r from checkpoint step %d", self.cfg.run.name, self.resumed_from)
+
+    def close(self, status: str = "FINISHED") -> None:
+        """Finish the MLflow run and stop the workers."""
+        try:
+            if self.tracker:
+                self.tracker.finish(status)
+        finally:
+            self.runtime.shutdown()
+            _SESSIONS.pop(self.id, None)
+
+
+def _rng_state() -> dict[str, Any]:
+    """The driver's python/numpy/torch RNG states as JSON-able data."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "python": [version, list(internal), gauss],
+        "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)],
+        "torch": torch.get_rng_state().tolist(),
+    }
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+
+
+def get_session(session_id: str) -> TrainSession:
+    """Look up a live session by id.
+
+    Raises:
+        KeyError: No such session in this process.
+    """
+    try:
+        return _SESSIONS[session_id]
+    except KeyError:
+        raise KeyError(
+            f"no training session {session_id!r} in this process; iteration flows must run "
+            "in the process of their train flow"
+        ) from None

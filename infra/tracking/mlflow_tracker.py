@@ -1,0 +1,147 @@
+"""MLflow tracking through ``MlflowClient`` with an explicit run id (thread-safe).
+
+The fluent API's active run is thread-local (None inside Prefect task threads), so every
+call here names the run id. Metric batches are logged asynchronously so tracking stays
+off the iteration's critical path; :meth:`MlflowTracker.flush` waits for them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.tracking import MlflowClient
+
+logger = logging.getLogger(__name__)
+_BAD_CHARS = re.compile(r"[^A-Za-z0-9_\-. /:]")
+_SECRET_KEY = re.compile(r"(secret|password|token|access_key|api_key)", re.IGNORECASE)
+MAX_PARAM_LEN = 6000
+
+
+def flatten_config(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """Flatten a nested config to dotted keys with string values (secrets masked)."""
+    out: dict[str, str] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten_config(value, f"{name}."))
+            continue
+        text = "***" if _SECRET_KEY.search(name) else json.dumps(value, default=str)
+        out[metric_name(name)] = text[:MAX_PARAM_LEN]
+    return out
+
+
+def metric_name(name: str) -> str:
+    """Make ``name`` valid for MLflow (replace characters it rejects)."""
+    return _BAD_CHARS.sub("_", name)
+
+
+class MlflowTracker:
+    """One MLflow run of one training run.
+
+    Args:
+        tracking_uri: MLflow tracking URI.
+        experiment_name: Experiment (created if missing).
+        run_name: Display name of a new run.
+        run_id: Re-attach to this existing run instead of creating one (resume).
+        tags: Tags set on the run.
+        artifact_location: Artifact root of a newly created experiment (None: MLflow's).
+    """
+
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment_name: str,
+        run_name: str,
+        run_id: str | None = None,
+        tags: dict[str, str] | None = None,
+        artifact_location: str | None = None,
+    ) -> None:
+        self.tracking_uri = tracking_uri
+        self.client = MlflowClient(tracking_uri)
+        experiment = self.client.get_experiment_by_name(experiment_name)
+        self.experiment_id = (
+            experiment.experiment_id
+            if experiment
+            else self.client.create_experiment(experiment_name, artifact_location=artifact_location)
+        )
+        if run_id:
+            self.run_id = self.client.get_run(run_id).info.run_id
+            self.client.update_run(self.run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+            self.resumed = True
+        else:
+            run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags or {})
+            self.run_id = run.info.run_id
+            self.resumed = False
+        if tags and run_id:
+            self.set_tags(tags)
+        self._pending: list[Any] = []
+
+    def log_params(self, params: dict[str, str]) -> None:
+        """Log params (skips keys already logged with the same value, e.g. on resume)."""
+        existing = self.client.get_run(self.run_id).data.params
+        fresh = [Param(k, v) for k, v in params.items() if existing.get(k) != v]
+        changed = [p.key for p in fresh if p.key in existing]
+        if changed:
+            logger.warning("params changed since the run started (not re-logged): %s", changed)
+            fresh = [p for p in fresh if p.key not in existing]
+        for i in range(0, len(fresh), 100):
+            self.client.log_batch(self.run_id, params=fresh[i : i + 100])
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        """Set run tags."""
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_metrics(self, metrics: dict[str, float], step: int, synchronous: bool = False) -> None:
+        """Log numeric metrics at ``step`` (non-numeric values are skipped)."""
+        now = int(time.time() * 1000)
+        batch = [
+            Metric(metric_name(k), float(v), now, step)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        ]
+        for i in range(0, len(batch), 200):
+            op = self.client.log_batch(
+                self.run_id, metrics=batch[i : i + 200], synchronous=synchronous
+            )
+            if op is not None:
+                self._pending.append(op)
+
+    def flush(self) -> None:
+        """Wait for asynchronously logged metrics."""
+        for op in self._pending:
+            op.wait()
+        self._pending.clear()
+
+    def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
+        """Log a dict as a JSON or YAML artifact (by extension)."""
+        self.client.log_dict(self.run_id, data, artifact_file)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        """Log text as an artifact."""
+        self.client.log_text(self.run_id, text, artifact_file)
+
+    def log_artifacts(self, local_dir: str | os.PathLike, artifact_path: str) -> None:
+        """Upload a directory's files under ``artifact_path``."""
+        self.client.log_artifacts(self.run_id, str(local_dir), artifact_path)
+
+    def log_files(self, files: dict[str, bytes], artifact_path: str) -> None:
+        """Upload in-memory files (name → bytes) under ``artifact_path``."""
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, data in files.items():
+                target = Path(tmp) / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            self.log_artifacts(tmp, artifact_path)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        """Flush pending metrics and mark the run ``FINISHED``/``FAILED``/``KILLED``."""
+        self.flush()
+        self.client.set_terminated(self.run_id, status=status)

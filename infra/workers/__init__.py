@@ -1,0 +1,1 @@
+"""Long-lived Ray actors holding envs, policies and optimizers."""

@@ -1,0 +1,154 @@
+"""ActorWorker: the trainer holding the policy, optimizer and the current batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+
+from infra.checkpoint.serialize import (
+    bytes_to_object,
+    bytes_to_tensors,
+    object_to_bytes,
+    tensors_to_bytes,
+)
+from infra.checkpoint.store import open_store
+from infra.weight_sync import bucket_nbytes, state_dict_to_buckets
+from infra.workers.base import Stopwatch, WorkerBase, worker_seed
+from rl_core.models import get_model
+from rl_core.rewards import get_reward
+from rl_core.training.batch import concat_batches, writable_tree
+from rl_core.training.ppo import compute_advantages, ppo_update
+from rl_core.training.schedules import lr_at
+
+_OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+
+
+class ActorWorker(WorkerBase):
+    """Trains the policy on rollout batches; serves weights to rollout workers."""
+
+    group = "actor"
+
+    def __init__(
+        self, config: dict[str, Any], rank: int, cpus: tuple[int, ...], spaces: Any
+    ) -> None:
+        super().__init__(config, rank, cpus)
+        seed = worker_seed(self.cfg.run.seed, "actor", rank)
+        torch.manual_seed(seed)  # model init is reproducible from the run seed
+        self.policy = get_model(self.cfg.model, spaces)
+        actor = self.cfg.actor
+        kwargs: dict[str, Any] = {"lr": actor.lr, "weight_decay": actor.weight_decay}
+        if actor.optimizer in ("adam", "adamw"):
+            kwargs["eps"] = actor.adam_eps
+        self.optimizer = _OPTIMIZERS[actor.optimizer](self.policy.parameters(), **kwargs)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.version = 0
+        self.batch: dict[str, Any] | None = None
+
+    # -- training steps ------------------------------------------------------------------
+    def receive_batch(self, *batches: dict[str, Any]) -> dict[str, float]:
+        """Take the env workers' batches (Ray resolves the ObjectRefs passed as args)."""
+        watch = Stopwatch()
+        self.batch = writable_tree(concat_batches(list(batches)))
+        return {"seconds": watch.elapsed(), "samples": float(self.batch["rewards"].size)}
+
+    def apply_reward(self) -> dict[str, float]:
+        """Apply the configured reward function to the batch's rewards."""
+        watch = Stopwatch()
+        batch = self._require_batch()
+        fn = get_reward(self.cfg.reward.reward_type)
+        batch["rewards"] = np.asarray(
+            fn(rewards=batch["rewards"], scale=self.cfg.reward.scale), dtype=np.float32
+        )
+        return {"seconds": watch.elapsed(), "rollout/reward_mean": float(batch["rewards"].mean())}
+
+    def compute_advantages(self) -> dict[str, float]:
+        """Advantages and returns for the current batch."""
+        watch = Stopwatch()
+        metrics = compute_advantages(self.policy, self._require_batch(), self.cfg.algorithm)
+        return {"seconds": watch.elapsed(), **metrics}
+
+    def update(self, iteration: int) -> dict[str, float]:
+        """One policy update on the current batch; bumps the weight version."""
+        watch = Stopwatch()
+        actor = self.cfg.actor
+        lr = lr_at(
+            actor.lr,
+            iteration,
+            self.cfg.run.max_iterations,
+            actor.lr_schedule,
+            actor.warmup_iterations,
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.policy.train()
+        metrics = ppo_update(
+            self.policy,
+            self.optimizer,
+            self._require_batch(),
+            self.cfg.algorithm,
+            actor,
+            self.generator,
+        )
+        self.batch = None
+        self.version += 1
+        return {"seconds": watch.elapsed(), "train/lr": lr, **metrics}
+
+    def _require_batch(self) -> dict[str, Any]:
+        if self.batch is None:
+            raise RuntimeError("no rollout batch: run the rollout step before this one")
+        return self.batch
+
+    # -- weights -------------------------------------------------------------------------
+    def get_weight_buckets(self, bucket_mb: float) -> dict[str, Any]:
+        """Put the state dict in the object store as numpy buckets.
+
+        Returns:
+            ``{"version", "refs", "bytes", "seconds"}``; ``refs`` are ObjectRefs of buckets.
+        """
+        watch = Stopwatch()
+        buckets = state_dict_to_buckets(self.policy.state_dict(), int(bucket_mb * 2**20))
+        refs = [ray.put(b) for b in buckets]
+        return {
+            "version": self.version,
+            "refs": refs,
+            "bytes": bucket_nbytes(buckets),
+            "seconds": watch.elapsed(),
+        }
+
+    def get_state_dict(self) -> dict[str, np.ndarray]:
+        """The policy weights as numpy arrays."""
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.policy.state_dict().items()}
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def save_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
+        """Write model, optimizer and RNG state under ``folder`` of the store."""
+        watch = Stopwatch()
+        store = open_store(store_uri)
+        prefix = f"{folder}/actor_{self.rank}"
+        store.write_bytes(f"{prefix}/model.safetensors", tensors_to_bytes(self.policy.state_dict()))
+        store.write_bytes(f"{prefix}/optimizer.pt", object_to_bytes(self.optimizer.state_dict()))
+        state = {"generator": self.generator.get_state(), "version": self.version}
+        store.write_bytes(f"{prefix}/trainer_state.pt", object_to_bytes(state))
+        return {"seconds": watch.elapsed()}
+
+    def load_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
+        """Restore what :meth:`save_checkpoint` wrote."""
+        store = open_store(store_uri)
+        prefix = f"{folder}/actor_{self.rank}"
+        weights = bytes_to_tensors(
+            store.read_bytes(f"{prefix}/model.safetensors"), f"{prefix}/model.safetensors"
+        )
+        self.policy.load_state_dict(weights, strict=True)
+        self.optimizer.load_state_dict(
+            bytes_to_object(store.read_bytes(f"{prefix}/optimizer.pt"), f"{prefix}/optimizer.pt")
+        )
+        state = bytes_to_object(
+            store.read_bytes(f"{prefix}/trainer_state.pt"), f"{prefix}/trainer_state.pt"
+        )
+        self.generator.set_state(state["generator"])
+        self.version = int(state["version"])
+        self.batch = None
+        return {"version": self.version}

@@ -1,0 +1,183 @@
+"""Advantage estimators (registered) and advantage normalisation.
+
+Step-wise tensors are time-major: ``[T, N]`` for ``T`` steps of ``N`` parallel envs.
+Estimators run under ``torch.no_grad()``: advantages and returns are training targets.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rl_core.algorithms.registry import register_advantage
+
+
+def _check_shape(name: str, tensor: torch.Tensor, shape: torch.Size) -> None:
+    if tensor.shape != shape:
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)}, expected {tuple(shape)}")
+
+
+@register_advantage("gae")
+def compute_gae(
+    *,
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    next_values: torch.Tensor,
+    final_values: torch.Tensor | None = None,
+    gamma: float,
+    gae_lambda: float,
+    **_: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised Advantage Estimation with correct terminated/truncated handling.
+
+    For each step ``t`` (per env), with ``V`` the value function:
+
+    * ``terminated[t]``: ``delta = r_t - V(s_t)``; no bootstrap, and the recursion stops.
+    * ``truncated[t]`` (and not terminated): ``delta = r_t + gamma * final_values[t] - V(s_t)``;
+      the recursion stops too, since row ``t + 1`` starts a new episode.
+    * otherwise: ``delta = r_t + gamma * V(s_{t+1}) - V(s_t)`` with ``V(s_{t+1})`` taken from
+      ``values[t + 1]``, or from ``next_values`` at ``t = T - 1``, and
+      ``A_t = delta + gamma * gae_lambda * A_{t+1}``.
+
+    Args:
+        rewards: ``[T, N]`` rewards ``r_t``.
+        values: ``[T, N]`` value estimates ``V(s_t)``.
+        terminated: ``[T, N]`` bool/0-1, the episode ended in a terminal state at step ``t``.
+        truncated: ``[T, N]`` bool/0-1, the episode was cut off (time limit) at step ``t``.
+        next_values: ``[N]`` value ``V(s_T)`` of the observation after the last step.
+        final_values: ``[T, N]`` value of the final observation of the episode that was
+            truncated at step ``t``; read only where ``truncated`` is set (other entries are
+            ignored). May be omitted only if nothing is truncated.
+        gamma: Discount factor.
+        gae_lambda: GAE ``lambda``.
+        **_: Ignored, so every estimator can be called with the same keywords.
+
+    Returns:
+        ``(advantages, returns)``, both ``[T, N]`` in the dtype of ``values``, with
+        ``returns = advantages + values``.
+
+    Raises:
+        ValueError: Shapes disagree, or something is truncated but ``final_values`` is None.
+    """
+    if values.dim() != 2:
+        raise ValueError(f"values must be [T, N], got shape {tuple(values.shape)}")
+    shape = values.shape
+    for name, tensor in (
+        ("rewards", rewards),
+        ("terminated", terminated),
+        ("truncated", truncated),
+    ):
+        _check_shape(name, tensor, shape)
+    _check_shape("next_values", next_values, shape[1:])
+    term = terminated.bool()
+    trunc = truncated.bool() & ~term
+    if final_values is None:
+        if bool(trunc.any()):
+            raise ValueError("final_values is required when any step is truncated")
+        final_values = torch.zeros_like(values)
+    _check_shape("final_values", final_values, shape)
+
+    with torch.no_grad():
+        dtype = values.dtype
+        rewards, final_values = rewards.to(dtype), final_values.to(dtype)
+        next_values = next_values.to(dtype)
+        zeros = torch.zeros_like(next_values)
+        advantages = torch.zeros_like(values)
+        last = zeros
+        for t in reversed(range(shape[0])):
+            v_next = values[t + 1] if t + 1 < shape[0] else next_values
+            bootstrap = torch.where(term[t], zeros, torch.where(trunc[t], final_values[t], v_next))
+            delta = rewards[t] + gamma * bootstrap - values[t]
+            carry = torch.where(term[t] | trunc[t], zeros, last)
+            last = delta + gamma * gae_lambda * carry
+            advantages[t] = last
+        returns = advantages + values
+    return advantages, returns
+
+
+@register_advantage("grpo")
+def compute_group_advantages(
+    *,
+    rewards: torch.Tensor,
+    group_size: int,
+    eps: float = 1e-6,
+    norm_std: bool = True,
+    **_: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Group-relative (GRPO) outcome advantages.
+
+    Consecutive runs of ``group_size`` entries of ``rewards`` are responses to the same prompt
+    (or episodes from the same start). Each score is compared with its group:
+    ``A = (r - mean) / (std + eps)``, where ``std`` is the *unbiased* sample standard deviation
+    (``torch.std`` default, as in the GRPO reference implementations such as verl). With
+    ``norm_std=False`` the advantage is ``r - mean`` (Dr. GRPO). A group of size 1 gets
+    advantage 0.
+
+    Args:
+        rewards: 1-D tensor of ``B`` scalar scores, ``B`` divisible by ``group_size``.
+        group_size: Number of consecutive entries forming one group.
+        eps: Added to the group std before dividing.
+        norm_std: Divide by the group std (GRPO) or not (Dr. GRPO).
+        **_: Ignored, so every estimator can be called with the same keywords.
+
+    Returns:
+        ``(advantages, returns)``, both ``[B]`` floating tensors. There is no value function,
+        so ``returns`` equals ``advantages`` (as in verl).
+
+    Raises:
+        ValueError: ``rewards`` is not 1-D, ``group_size < 1``, or ``B % group_size != 0``.
+    """
+    if rewards.dim() != 1:
+        raise ValueError(f"rewards must be 1-D [B], got shape {tuple(rewards.shape)}")
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    batch = rewards.shape[0]
+    if batch % group_size != 0:
+        raise ValueError(
+            f"number of rewards ({batch}) is not divisible by group_size ({group_size}); "
+            "each group must hold group_size consecutive entries"
+        )
+    with torch.no_grad():
+        scores = rewards if rewards.is_floating_point() else rewards.float()
+        groups = scores.reshape(-1, group_size)
+        advantages = groups - groups.mean(dim=1, keepdim=True)
+        if norm_std:
+            if group_size > 1:
+                std = groups.std(dim=1, keepdim=True)
+            else:
+                std = torch.zeros_like(advantages)
+            advantages = advantages / (std + eps)
+        advantages = advantages.reshape(batch)
+    return advantages, advantages.clone()
+
+
+def normalize_advantages(
+    adv: torch.Tensor, mask: torch.Tensor | None = None, eps: float = 1e-8
+) -> torch.Tensor:
+    """Standardise advantages to zero mean and unit std over the valid elements.
+
+    The mean and (unbiased) std are taken over elements where ``mask`` is set, or over all
+    elements when ``mask`` is None. Invalid elements are set to 0 in the result.
+
+    Args:
+        adv: Advantages of any shape.
+        mask: Optional bool/0-1 tensor broadcastable to ``adv``; True marks valid elements.
+        eps: Added to the std before dividing.
+
+    Returns:
+        Tensor shaped like ``adv``: ``(adv - mean) / (std + eps)`` on valid elements.
+    """
+    if mask is None:
+        valid = adv.reshape(-1)
+    else:
+        bool_mask = torch.broadcast_to(mask.bool(), adv.shape)
+        valid = adv[bool_mask]
+    if valid.numel() == 0:
+        return torch.zeros_like(adv)
+    mean = valid.mean()
+    std = valid.std() if valid.numel() > 1 else torch.zeros_like(mean)
+    out = (adv - mean) / (std + eps)
+    if mask is not None:
+        out = torch.where(bool_mask, out, torch.zeros_like(out))
+    return out

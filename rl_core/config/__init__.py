@@ -1,0 +1,6 @@
+"""Configuration schema, presets and override parsing."""
+
+from rl_core.config.loader import ConfigError, available_presets, load_config, validate_config
+from rl_core.config.schema import RLPipeConfig
+
+__all__ = ["ConfigError", "RLPipeConfig", "available_presets", "load_config", "validate_config"]

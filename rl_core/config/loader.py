@@ -1,0 +1,137 @@
+"""Load a config: YAML preset + dotted CLI overrides, validated by the schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from rl_core.config.schema import RLPipeConfig
+
+PRESET_DIR = Path(__file__).resolve().parents[2] / "configs"
+DEFAULT_PRESET = "ppo_cartpole"
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with one line per offending field."""
+
+
+def available_presets() -> list[str]:
+    """Names of the YAML presets shipped in ``configs/``."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def resolve_preset_path(preset: str) -> Path:
+    """Map a preset name or a YAML path to an existing file.
+
+    Raises:
+        ConfigError: Neither a known preset nor an existing file.
+    """
+    candidate = Path(preset)
+    if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
+        return candidate
+    named = PRESET_DIR / f"{preset}.yaml"
+    if named.is_file():
+        return named
+    raise ConfigError(
+        f"config {preset!r} is neither a preset nor a YAML file; presets: "
+        f"{', '.join(available_presets())}"
+    )
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split ``"actor.lr=1e-3"`` into (["actor", "lr"], 0.001); the value is parsed as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like section.field=value")
+    key, raw = text.split("=", 1)
+    path = [p for p in key.strip().split(".") if p]
+    if not path:
+        raise ConfigError(f"override {text!r} has an empty field name")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {text!r}: value is not valid YAML ({exc})") from None
+    return path, value
+
+
+def apply_override(data: dict[str, Any], path: list[str], value: Any) -> None:
+    """Set ``data[path[0]][path[1]]... = value`` creating nested dicts as needed."""
+    node = data
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[path[-1]] = value
+
+
+def load_config(
+    preset: str | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> RLPipeConfig:
+    """Build the validated config of a run.
+
+    Args:
+        preset: Preset name (``configs/<name>.yaml``) or a YAML path; None = default preset.
+        overrides: Dotted ``section.field=value`` strings applied after the preset.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        ConfigError: Unknown preset, malformed YAML/override, or any schema violation; the
+            message names each field, its value and what is allowed.
+    """
+    path = resolve_preset_path(preset or DEFAULT_PRESET)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections")
+    data.setdefault("preset", path.stem)
+    for text in overrides:
+        apply_override(data, *parse_override(text))
+    return validate_config(data, source=str(path))
+
+
+def validate_config(data: dict[str, Any], source: str = "config") -> RLPipeConfig:
+    """Validate a plain dict against the schema, raising :class:`ConfigError`."""
+    try:
+        return RLPipeConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, data, source)) from None
+
+
+def format_validation_error(exc: ValidationError, data: dict[str, Any], source: str) -> str:
+    """One readable line per error: field, bad value, what is allowed."""
+    lines = [f"invalid configuration ({source}):"]
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        field = ".".join(loc) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            allowed = _allowed_fields(loc[:-1])
+            lines.append(f"  {field}: unknown field; allowed fields here: {', '.join(allowed)}")
+            continue
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        if err["type"] == "value_error" and not loc:
+            lines.append(f"  {msg}")
+            continue
+        shown = repr(err.get("input")) if "input" in err else "(missing)"
+        lines.append(f"  {field} = {shown}: {msg}")
+    return "\n".join(lines)
+
+
+def _allowed_fields(section_path: list[str]) -> list[str]:
+    model: type[BaseModel] = RLPipeConfig
+    for part in section_path:
+        field = model.model_fields.get(part)
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return sorted(model.model_fields)

@@ -1,0 +1,59 @@
+"""Parsing of RLinf-style component placement strings (``actor: 0-1``, ``env,rollout: 0``)."""
+
+from __future__ import annotations
+
+KNOWN_COMPONENTS = ("env", "rollout", "actor", "reward", "ref")
+
+
+def parse_cpu_set(spec: str | int) -> tuple[int, ...]:
+    """Parse ``"0-3"``, ``"0,2"``, ``"1"`` or ``2`` into a sorted tuple of CPU indices.
+
+    Raises:
+        ValueError: The spec is malformed (message says what is allowed).
+    """
+    if isinstance(spec, bool):
+        raise ValueError(f"{spec!r} is not a CPU set")
+    if isinstance(spec, int):
+        if spec < 0:
+            raise ValueError(f"CPU index must be >= 0, got {spec}")
+        return (spec,)
+    cpus: set[int] = set()
+    for part in str(spec).replace(" ", "").split(","):
+        if not part:
+            raise ValueError(f"empty item in CPU set {spec!r}")
+        try:
+            if "-" in part:
+                lo_s, hi_s = part.split("-", 1)
+                lo, hi = int(lo_s), int(hi_s)
+                if lo > hi:
+                    raise ValueError
+                cpus.update(range(lo, hi + 1))
+            else:
+                cpus.add(int(part))
+        except ValueError:
+            raise ValueError(
+                f"bad CPU set {spec!r}: use an index (0), a range (0-3) or a list (0,2)"
+            ) from None
+    if min(cpus) < 0:
+        raise ValueError(f"CPU index must be >= 0 in {spec!r}")
+    return tuple(sorted(cpus))
+
+
+def parse_component_placement(placement: dict[str, str | int]) -> dict[str, tuple[int, ...]]:
+    """Expand ``{"env,rollout": "0", "actor": "0-1"}`` to ``{component: cpu indices}``.
+
+    Raises:
+        ValueError: Unknown component, component listed twice, or a malformed CPU set.
+    """
+    result: dict[str, tuple[int, ...]] = {}
+    for key, spec in placement.items():
+        cpus = parse_cpu_set(spec)
+        for name in str(key).replace(" ", "").split(","):
+            if name not in KNOWN_COMPONENTS:
+                raise ValueError(
+                    f"unknown component {name!r} in placement; allowed: {', '.join(KNOWN_COMPONENTS)}"
+                )
+            if name in result:
+                raise ValueError(f"component {name!r} is placed twice")
+            result[name] = cpus
+    return result

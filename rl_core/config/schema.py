@@ -1,0 +1,254 @@
+"""The one configuration schema: every default lives here, presets only override.
+
+Sections follow RLinf's layout (``run``, ``cluster``, ``env``, ``model``, ``rollout``,
+``algorithm``, ``actor``, ``reward``, ``eval``, ``tracking``). Unknown keys are rejected, and
+names of pluggable parts (env/model/advantage/loss/reward types) are checked against their
+registries so a typo fails before any worker starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rl_core.config.placement import parse_component_placement
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _check_registered(kind: str, name: str) -> str:
+    """Validate ``name`` against the registry of ``kind`` (imported lazily)."""
+    from rl_core.registries import registry_for
+
+    registry = registry_for(kind)
+    registry.get(name)  # raises RegistryError listing the known names
+    return name
+
+
+class RunConfig(_Section):
+    """What to run and where its outputs go."""
+
+    name: str = Field("ppo-cartpole", min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    seed: int = Field(0, ge=0)
+    max_iterations: int = Field(100, ge=1)
+    checkpoint_interval: int = Field(
+        5, ge=0, description="Iterations between checkpoints; 0 = only at the end."
+    )
+    eval_interval: int = Field(
+        5, ge=0, description="Iterations between evaluations; 0 = never during training."
+    )
+    stop_at_eval_return: float | None = Field(
+        None, description="Stop once an evaluation's mean return reaches this."
+    )
+    output_dir: str = Field("outputs", min_length=1)
+    resume: Literal["auto", "never", "must"] = Field(
+        "auto",
+        description="auto: continue the run's latest checkpoint if one exists; never: refuse if one exists; must: fail without one.",
+    )
+    fail_at_iteration: int | None = Field(
+        None,
+        ge=0,
+        description="Testing aid: raise inside this iteration on the first attempt of the run.",
+    )
+
+
+class ClusterConfig(_Section):
+    """Ray connection and component placement."""
+
+    address: str | None = Field(
+        None, description="Ray address; None uses RAY_ADDRESS or starts a local cluster."
+    )
+    num_cpus: int | None = Field(
+        None, ge=1, description="CPUs of the local cluster (default: all)."
+    )
+    component_placement: dict[str, str | int] = Field(
+        default_factory=lambda: {"env,rollout,actor": "all"},
+        description="RLinf syntax: component list -> CPU set ('0-1', '0', 'all'). Same set for all = collocated.",
+    )
+
+    @field_validator("component_placement")
+    @classmethod
+    def _placement_parses(cls, value: dict[str, str | int]) -> dict[str, str | int]:
+        probe = {k: (0 if v == "all" else v) for k, v in value.items()}
+        parse_component_placement(probe)
+        return value
+
+
+class EnvConfig(_Section):
+    """Training environments (one vectorized env per env worker)."""
+
+    env_type: str = Field("gym", description="Registered env factory.")
+    env_id: str = Field("CartPole-v1", description="gymnasium id (for env_type=gym).")
+    num_workers: int = Field(1, ge=1)
+    num_envs: int = Field(8, ge=1, description="Envs per env worker.")
+    group_size: int = Field(
+        1, ge=1, description="Consecutive envs sharing a reset seed (GRPO-style groups)."
+    )
+    vectorization: Literal["sync", "async"] = "sync"
+    max_episode_steps: int | None = Field(None, ge=1)
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Extra keyword arguments for the env."
+    )
+
+    @field_validator("env_type")
+    @classmethod
+    def _known_env_type(cls, value: str) -> str:
+        return _check_registered("env", value)
+
+    @model_validator(mode="after")
+    def _groups_fit(self) -> EnvConfig:
+        if self.env_type.lower() == "gym":
+            from rl_core.envs.registry import check_gym_id
+
+            check_gym_id(self.env_id)
+        if self.num_envs % self.group_size:
+            raise ValueError(
+                f"env.num_envs ({self.num_envs}) must be a multiple of env.group_size ({self.group_size})"
+            )
+        return self
+
+
+class ModelConfig(BaseModel):
+    """Policy model; custom models may add their own keys (extra keys are kept)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    model_type: str = "mlp_actor_critic"
+    hidden_sizes: list[int] = Field(default_factory=lambda: [64, 64])
+    activation: Literal["tanh", "relu", "gelu"] = "tanh"
+    continuous_action: Literal["clip", "tanh"] = Field(
+        "clip", description="Continuous actions: Gaussian clipped to bounds, or tanh-squashed."
+    )
+    init_log_std: float = 0.0
+
+    @field_validator("model_type")
+    @classmethod
+    def _known_model_type(cls, value: str) -> str:
+        return _check_registered("model", value)
+
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _positive_sizes(cls, value: list[int]) -> list[int]:
+        if not value or any(h < 1 for h in value):
+            raise ValueError("must be a non-empty list of positive layer widths")
+        return value
+
+
+class RolloutConfig(_Section):
+    """Policy inference workers and weight sync."""
+
+    num_workers: int = Field(1, ge=1)
+    num_steps: int = Field(128, ge=1, description="Env steps per env per iteration.")
+    weight_sync_bucket_mb: float = Field(
+        64.0, gt=0, description="Max size of one weight-sync bucket."
+    )
+
+
+class AlgorithmConfig(_Section):
+    """Advantage estimator and policy loss with their coefficients."""
+
+    adv_type: str = "gae"
+    loss_type: str = "ppo"
+    gamma: float = Field(0.99, ge=0.0, le=1.0)
+    gae_lambda: float = Field(0.95, ge=0.0, le=1.0)
+    normalize_advantages: bool = True
+    clip_ratio_low: float = Field(0.2, gt=0.0, lt=1.0)
+    clip_ratio_high: float = Field(0.2, gt=0.0)
+    clip_ratio_c: float | None = Field(None, gt=1.0, description="Dual-clip bound (> 1) or None.")
+    value_clip: float | None = Field(0.2, gt=0.0)
+    value_coef: float = Field(0.5, ge=0.0)
+    entropy_coef: float = Field(0.0, ge=0.0)
+    kl_estimator: Literal["k1", "k2", "k3", "low_var_kl"] = "k3"
+    target_kl: float | None = Field(
+        None, gt=0.0, description="Stop an update's epochs early above this KL."
+    )
+
+    @field_validator("adv_type")
+    @classmethod
+    def _known_adv(cls, value: str) -> str:
+        return _check_registered("advantage", value)
+
+    @field_validator("loss_type")
+    @classmethod
+    def _known_loss(cls, value: str) -> str:
+        return _check_registered("policy_loss", value)
+
+
+class ActorConfig(_Section):
+    """Trainer workers: optimizer, schedule and batching."""
+
+    num_workers: int = Field(1, ge=1)
+    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
+    lr: float = Field(3e-4, gt=0.0)
+    adam_eps: float = Field(1e-5, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_iterations: int = Field(0, ge=0)
+    update_epochs: int = Field(4, ge=1)
+    num_minibatches: int = Field(4, ge=1)
+    max_grad_norm: float | None = Field(0.5, gt=0.0)
+
+
+class RewardConfig(_Section):
+    """Reward function applied to collected rollouts."""
+
+    reward_type: str = Field("env", description="Registered reward; 'env' uses the env's reward.")
+    scale: float = 1.0
+
+    @field_validator("reward_type")
+    @classmethod
+    def _known_reward(cls, value: str) -> str:
+        return _check_registered("reward", value)
+
+
+class EvalConfig(_Section):
+    """Evaluation episodes (deterministic actions by default)."""
+
+    num_episodes: int = Field(10, ge=1)
+    num_envs: int = Field(10, ge=1)
+    num_tasks: int = Field(1, ge=1, description="Parallel Ray tasks the episodes fan out to.")
+    deterministic: bool = True
+    max_steps: int = Field(100_000, ge=1, description="Safety cap on steps per evaluation.")
+
+
+class TrackingConfig(_Section):
+    """MLflow tracking."""
+
+    enabled: bool = True
+    tracking_uri: str | None = Field(None, description="None: sqlite file under run.output_dir.")
+    experiment_name: str | None = Field(None, description="None: the preset name.")
+    log_checkpoint_interval: int = Field(
+        0,
+        ge=0,
+        description="Log a checkpoint as an artifact every N iterations (0 = only the final one).",
+    )
+
+
+class RLPipeConfig(_Section):
+    """The complete, validated configuration of a run."""
+
+    preset: str = Field("custom", description="Name of the preset this config came from.")
+    run: RunConfig = Field(default_factory=RunConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    actor: ActorConfig = Field(default_factory=ActorConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    @model_validator(mode="after")
+    def _batch_divides(self) -> RLPipeConfig:
+        batch = self.env.num_workers * self.env.num_envs * self.rollout.num_steps
+        if batch % (self.actor.num_minibatches * self.actor.num_workers):
+            raise ValueError(
+                f"the batch of {batch} samples (env.num_workers*env.num_envs*rollout.num_steps) must "
+                f"divide into actor.num_minibatches*actor.num_workers = "
+                f"{self.actor.num_minibatches * self.actor.num_workers} equal minibatches"
+            )
+        return self

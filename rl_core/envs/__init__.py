@@ -1,0 +1,13 @@
+"""Environments: the env registry and the vectorized gymnasium adapter."""
+
+from rl_core.envs.registry import ENVS, EnvSpaces, get_env_factory, make_single_env, register_env
+from rl_core.envs.vector import VectorEnvAdapter
+
+__all__ = [
+    "ENVS",
+    "EnvSpaces",
+    "VectorEnvAdapter",
+    "get_env_factory",
+    "make_single_env",
+    "register_env",
+]

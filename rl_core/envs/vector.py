@@ -1,0 +1,140 @@
+"""Vectorized env adapter: any registered env → batched ``env_obs`` dicts for policies."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+from rl_core.envs.registry import EnvSpaces, make_single_env
+
+logger = logging.getLogger(__name__)
+
+
+def obs_to_env_obs(obs: Any, space: gym.Space) -> dict[str, Any]:
+    """Convert a batched gymnasium observation to the policy's ``env_obs`` dict.
+
+    Flat ``Box`` observations become ``states`` [B, D] float32; image boxes (uint8, 3 dims)
+    become ``main_images``; ``Dict`` spaces keep their keys.
+    """
+    if isinstance(space, gym.spaces.Dict):
+        return {k: np.asarray(v) for k, v in obs.items()}
+    arr = np.asarray(obs)
+    if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3:
+        return {"main_images": arr}
+    return {"states": arr.reshape(arr.shape[0], -1).astype(np.float32, copy=False)}
+
+
+class VectorEnvAdapter:
+    """Batched envs with same-step autoreset, episode stats and a picklable state.
+
+    After a step, envs whose episode ended are already reset; the last observation of the
+    ended episode is returned as ``final_obs`` (needed to bootstrap truncated episodes).
+
+    Args:
+        env_cfg: The ``env`` config section (``env_type``, ``env_id``, ``kwargs``...).
+        num_envs: Number of envs.
+        seed: Base seed: env ``i`` is reset with ``seed + i // group_size`` the first time.
+        group_size: Consecutive envs sharing a reset seed.
+        vectorization: ``sync`` (one process) or ``async`` (subprocesses).
+        render_mode: Passed to each env (e.g. ``rgb_array`` for videos).
+    """
+
+    def __init__(
+        self,
+        env_cfg: Any,
+        num_envs: int,
+        seed: int,
+        group_size: int = 1,
+        vectorization: str = "sync",
+        render_mode: str | None = None,
+    ) -> None:
+        self.num_envs = num_envs
+        self.group_size = group_size
+        fns = [lambda: make_single_env(env_cfg, render_mode=render_mode) for _ in range(num_envs)]
+        cls = AsyncVectorEnv if vectorization == "async" else SyncVectorEnv
+        self.vec = cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+        self.spaces = EnvSpaces(self.vec.single_observation_space, self.vec.single_action_space)
+        self._obs: Any = None
+        self._returns = np.zeros(num_envs, dtype=np.float64)
+        self._lengths = np.zeros(num_envs, dtype=np.int64)
+        self.reset(seed)
+
+    def reset(self, seed: int | list[int]) -> dict[str, Any]:
+        """Reset all envs; returns the first ``env_obs``.
+
+        Args:
+            seed: Base seed (env ``i`` gets ``seed + i // group_size``) or one seed per env.
+        """
+        if isinstance(seed, list):
+            seeds = [int(s) for s in seed]
+        else:
+            seeds = [int(seed + i // self.group_size) for i in range(self.num_envs)]
+        self._obs, _ = self.vec.reset(seed=seeds)
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        return self.observation()
+
+    def observation(self) -> dict[str, Any]:
+        """The current batched ``env_obs``."""
+        return obs_to_env_obs(self._obs, self.vec.single_observation_space)
+
+    def step(self, actions: np.ndarray) -> dict[str, Any]:
+        """Step all envs.
+
+        Returns:
+            Dict with ``env_obs`` (next observations, after autoreset), ``rewards``,
+            ``terminated``, ``truncated`` [N], ``final_obs`` (``env_obs`` of the ended
+            episodes' last observations, rows of non-ended envs are copies of ``env_obs``)
+            and ``episodes`` (list of ``(return, length)`` of episodes that ended).
+        """
+        obs, rewards, terminated, truncated, info = self.vec.step(actions)
+        rewards = np.asarray(rewards, dtype=np.float32)
+        terminated = np.asarray(terminated, dtype=bool)
+        truncated = np.asarray(truncated, dtype=bool) & ~terminated
+        self._returns += rewards
+        self._lengths += 1
+        done = terminated | truncated
+        final = obs
+        episodes: list[tuple[float, int]] = []
+        if done.any():
+            final = np.array(obs, copy=True)
+            mask = info.get("_final_obs", done)
+            for i in np.flatnonzero(mask):
+                final[i] = info["final_obs"][i]
+            for i in np.flatnonzero(done):
+                episodes.append((float(self._returns[i]), int(self._lengths[i])))
+                self._returns[i] = 0.0
+                self._lengths[i] = 0
+        self._obs = obs
+        space = self.vec.single_observation_space
+        return {
+            "env_obs": obs_to_env_obs(obs, space),
+            "rewards": rewards,
+            "terminated": terminated,
+            "truncated": truncated,
+            "final_obs": obs_to_env_obs(final, space),
+            "episodes": episodes,
+        }
+
+    def get_state(self) -> bytes | None:
+        """Serialize envs + current obs + running stats, or None if the envs cannot be."""
+        try:
+            return cloudpickle.dumps((self.vec, self._obs, self._returns, self._lengths))
+        except Exception as exc:  # noqa: BLE001 - any env may refuse pickling
+            logger.warning("env state is not picklable (%s); resume will reseed envs", exc)
+            return None
+
+    def set_state(self, state: bytes) -> None:
+        """Restore a state produced by :meth:`get_state`."""
+        old = self.vec
+        self.vec, self._obs, self._returns, self._lengths = cloudpickle.loads(state)
+        old.close()
+
+    def close(self) -> None:
+        """Close the envs."""
+        self.vec.close()

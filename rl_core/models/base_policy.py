@@ -1,0 +1,86 @@
+"""The policy contract shared by rollout and training (RLinf's ``BasePolicy``).
+
+Rollout calls :meth:`BasePolicy.predict_action_batch` with env observations and gets back
+actions the env can execute as they are, plus what training needs later
+(``prev_logprobs``, ``prev_values``, ``forward_inputs``). Training calls
+``forward(forward_type="default_forward", forward_inputs=...)`` to recompute log-probs,
+values and entropy from the cached ``forward_inputs``.
+
+Observation keys (``env_obs``): ``states`` [B, D] float, ``main_images`` [B, H, W, C] uint8,
+``wrist_images``, ``extra_view_images`` [B, V, H, W, C], ``task_descriptions`` list[str].
+A policy reads the keys it needs.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import torch
+from torch import nn
+
+
+class BasePolicy(nn.Module, abc.ABC):
+    """Base class of every rlpipe policy."""
+
+    #: Names accepted by :meth:`forward`'s ``forward_type``.
+    forward_types: tuple[str, ...] = ("default_forward", "value_forward", "sft_forward")
+
+    def forward(self, forward_type: str = "default_forward", **kwargs: Any) -> Any:
+        """Dispatch to the branch named by ``forward_type``.
+
+        Args:
+            forward_type: One of :attr:`forward_types` (``default_forward`` recomputes
+                logprobs/values/entropy; ``value_forward`` returns values for observations;
+                ``sft_forward`` computes a supervised loss where a policy supports it).
+            **kwargs: Passed to the branch.
+
+        Raises:
+            ValueError: ``forward_type`` is not one this policy offers.
+        """
+        if forward_type not in self.forward_types:
+            raise ValueError(
+                f"{type(self).__name__} has no forward_type {forward_type!r}; "
+                f"allowed: {', '.join(self.forward_types)}"
+            )
+        return getattr(self, forward_type)(**kwargs)
+
+    @abc.abstractmethod
+    def default_forward(
+        self,
+        forward_inputs: dict[str, torch.Tensor],
+        compute_values: bool = True,
+        compute_entropy: bool = True,
+        **kwargs: Any,
+    ) -> dict[str, torch.Tensor]:
+        """Recompute ``logprobs`` [B], ``values`` [B] and ``entropy`` [B] for cached inputs."""
+
+    @abc.abstractmethod
+    def predict_action_batch(
+        self,
+        env_obs: dict[str, Any],
+        mode: str = "train",
+        compute_values: bool = True,
+        **kwargs: Any,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Choose actions for a batch of observations.
+
+        Args:
+            env_obs: Observation dict (see module docstring).
+            mode: ``"train"`` samples; ``"eval"`` acts deterministically.
+            compute_values: Also return critic values.
+            **kwargs: Policy-specific options (e.g. a ``generator`` for sampling).
+
+        Returns:
+            ``(actions, result)``: ``actions`` is a numpy array the env executes directly;
+            ``result`` holds ``prev_logprobs`` [B], ``prev_values`` [B] (or None) and
+            ``forward_inputs`` (dict of tensors with batch dim first).
+        """
+
+    def value_forward(self, env_obs: dict[str, Any], **kwargs: Any) -> torch.Tensor:
+        """Critic values [B] for observations (policies without a critic raise)."""
+        raise NotImplementedError(f"{type(self).__name__} has no value head")
+
+    def sft_forward(self, **kwargs: Any) -> dict[str, torch.Tensor]:
+        """Supervised loss branch (policies without one raise)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support sft_forward")

@@ -1,0 +1,74 @@
+"""Model registry: ``register_model(model_type, builder, category)`` and ``get_model``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rl_core.models.base_policy import BasePolicy
+from rl_core.registry import Registry
+
+#: Builder signature: ``builder(model_cfg, spaces) -> BasePolicy`` where ``spaces`` has
+#: ``observation_space`` and ``action_space`` (single-env gymnasium spaces).
+ModelBuilder = Callable[[Any, Any], BasePolicy]
+CATEGORIES = ("embodied", "reasoning")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A registered model: its builder and category."""
+
+    builder: ModelBuilder
+    category: str
+
+    def __repr__(self) -> str:
+        name = getattr(self.builder, "__qualname__", repr(self.builder))
+        return f"{getattr(self.builder, '__module__', '?')}.{name} ({self.category})"
+
+
+MODELS: Registry[ModelSpec] = Registry("model type")
+
+
+def register_model(
+    model_type: str, builder: ModelBuilder, category: str = "embodied", force: bool = False
+) -> ModelBuilder:
+    """Register a model builder under ``model_type``.
+
+    Args:
+        model_type: Name used as ``model.model_type`` in configs (case-insensitive).
+        builder: ``builder(model_cfg, spaces) -> BasePolicy``.
+        category: ``"embodied"`` or ``"reasoning"``.
+        force: Replace an existing registration (e.g. to swap a built-in).
+
+    Returns:
+        ``builder``.
+
+    Raises:
+        ValueError: Unknown category.
+        rl_core.registry.RegistryError: Name taken and ``force`` is False.
+    """
+    if category not in CATEGORIES:
+        raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
+    existing = MODELS._entries.get(MODELS.normalize(model_type))
+    if existing is not None and existing.builder is builder and existing.category == category:
+        return builder
+    MODELS.register(model_type, ModelSpec(builder, category), force=force)
+    return builder
+
+
+def get_model(model_cfg: Any, spaces: Any) -> BasePolicy:
+    """Build the policy named by ``model_cfg.model_type``.
+
+    Raises:
+        rl_core.registry.RegistryError: Unknown model type (lists the known ones).
+        TypeError: The builder did not return a :class:`BasePolicy`.
+    """
+    spec = MODELS.get(model_cfg.model_type)
+    model = spec.builder(model_cfg, spaces)
+    if not isinstance(model, BasePolicy):
+        raise TypeError(
+            f"builder of model type {model_cfg.model_type!r} returned {type(model).__name__}, "
+            "which is not a rl_core.models.BasePolicy"
+        )
+    return model

@@ -1,0 +1,108 @@
+"""A small, case-insensitive name → object registry used for every pluggable concept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+EXT_MODULE_HINT = (
+    "If it is defined in your own package, set RLPIPE_EXT_MODULE to the module that "
+    "registers it so the driver and every Ray worker import it."
+)
+
+
+class RegistryError(KeyError):
+    """Raised for unknown names or conflicting registrations."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; show it plainly.
+        return str(self.args[0]) if self.args else ""
+
+
+class Registry(Generic[T]):
+    """Maps lower-cased names to registered objects.
+
+    Args:
+        kind: Human-readable name of what is registered (used in error messages),
+            e.g. ``"advantage estimator"``.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, T] = {}
+
+    @staticmethod
+    def normalize(name: str) -> str:
+        """Return the canonical (lower-case, stripped) form of ``name``."""
+        if not isinstance(name, str) or not name.strip():
+            raise RegistryError(f"a registered name must be a non-empty string, got {name!r}")
+        return name.strip().lower()
+
+    def register(self, name: str, obj: T, *, force: bool = False) -> T:
+        """Register ``obj`` under ``name``.
+
+        Args:
+            name: Name (case-insensitive).
+            obj: The object to register.
+            force: Replace an existing entry instead of raising.
+
+        Returns:
+            ``obj`` unchanged, so this can back a decorator.
+
+        Raises:
+            RegistryError: ``name`` is taken and ``force`` is False.
+        """
+        key = self.normalize(name)
+        if key in self._entries and not force and self._entries[key] is not obj:
+            existing = self._entries[key]
+            raise RegistryError(
+                f"{self.kind} {key!r} is already registered as {_describe(existing)}; "
+                "pass force=True to replace it"
+            )
+        self._entries[key] = obj
+        return obj
+
+    def decorator(self, name: str, *, force: bool = False) -> Callable[[T], T]:
+        """Return a decorator registering the decorated object under ``name``."""
+
+        def wrap(obj: T) -> T:
+            return self.register(name, obj, force=force)
+
+        return wrap
+
+    def get(self, name: str) -> T:
+        """Look up ``name``.
+
+        Raises:
+            RegistryError: The name is unknown; the message lists the known names.
+        """
+        key = self.normalize(name)
+        try:
+            return self._entries[key]
+        except KeyError:
+            raise RegistryError(
+                f"unknown {self.kind} {name!r}; known: {', '.join(self.names()) or '(none)'}. "
+                + EXT_MODULE_HINT
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.strip().lower() in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def names(self) -> list[str]:
+        """Sorted registered names."""
+        return sorted(self._entries)
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (no error if absent); mainly for tests."""
+        self._entries.pop(self.normalize(name), None)
+
+
+def _describe(obj: object) -> str:
+    qualname = getattr(obj, "__qualname__", None)
+    if isinstance(qualname, str) and (callable(obj) or isinstance(obj, type)):
+        return f"{getattr(obj, '__module__', '?')}.{qualname}"
+    return repr(obj)

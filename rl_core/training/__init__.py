@@ -1,0 +1,1 @@
+"""Pure training steps used by the actor worker (advantages, PPO update, schedules)."""

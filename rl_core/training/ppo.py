@@ -1,0 +1,156 @@
+"""Advantage computation and the clipped-surrogate update on a rollout batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rl_core.algorithms import (
+    compute_value_loss,
+    get_advantage,
+    get_policy_loss,
+    kl_penalty,
+    normalize_advantages,
+)
+from rl_core.models.base_policy import BasePolicy
+from rl_core.training.batch import to_torch_tree
+
+
+@torch.no_grad()
+def compute_advantages(policy: BasePolicy, batch: dict[str, Any], algo: Any) -> dict[str, Any]:
+    """Add ``advantages`` and ``returns`` [T, N] tensors to ``batch`` (in place).
+
+    Values of observations after truncation and after the last step are computed by the
+    current policy's critic (weights equal the rollout's at this point).
+    """
+    rewards = torch.tensor(batch["rewards"])
+    values = torch.tensor(batch["prev_values"])
+    final_values = torch.zeros_like(rewards)
+    if len(batch["trunc_index"]):
+        idx = torch.as_tensor(batch["trunc_index"])
+        trunc_v = policy.forward("value_forward", env_obs=to_torch_tree(batch["trunc_obs"]))
+        final_values[idx[:, 0], idx[:, 1]] = trunc_v.float()
+    next_values = policy.forward("value_forward", env_obs=to_torch_tree(batch["next_obs"])).float()
+    estimator = get_advantage(algo.adv_type)
+    advantages, returns = estimator(
+        rewards=rewards,
+        values=values,
+        terminated=torch.tensor(batch["terminated"]),
+        truncated=torch.tensor(batch["truncated"]),
+        next_values=next_values,
+        final_values=final_values,
+        gamma=algo.gamma,
+        gae_lambda=algo.gae_lambda,
+    )
+    batch["advantages"], batch["returns"] = advantages, returns
+    return {
+        "train/advantage_mean": float(advantages.mean()),
+        "train/return_target_mean": float(returns.mean()),
+    }
+
+
+def _flatten(tree: Any, n: int) -> Any:
+    if isinstance(tree, dict):
+        return {k: _flatten(v, n) for k, v in tree.items()}
+    t = tree if isinstance(tree, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(tree))
+    return t.reshape(n, *t.shape[2:])
+
+
+def _index(tree: Any, idx: torch.Tensor) -> Any:
+    if isinstance(tree, dict):
+        return {k: _index(v, idx) for k, v in tree.items()}
+    return tree[idx]
+
+
+def ppo_update(
+    policy: BasePolicy,
+    optimizer: torch.optim.Optimizer,
+    batch: dict[str, Any],
+    algo: Any,
+    actor: Any,
+    generator: torch.Generator,
+) -> dict[str, float]:
+    """Run ``actor.update_epochs`` epochs of minibatch updates on ``batch``.
+
+    Args:
+        policy: The policy being trained.
+        optimizer: Its optimizer (learning rate already set for this iteration).
+        batch: Rollout batch with ``advantages`` and ``returns`` (see
+            :func:`compute_advantages`).
+        algo: The ``algorithm`` config section.
+        actor: The ``actor`` config section.
+        generator: Drives minibatch shuffling (checkpointed for exact resume).
+
+    Returns:
+        Mean metrics over all minibatches, under ``train/``.
+    """
+    t, n_env = batch["rewards"].shape
+    n = t * n_env
+    flat = {
+        "forward_inputs": _flatten(batch["forward_inputs"], n),
+        "old_logprobs": _flatten(batch["prev_logprobs"], n).float(),
+        "old_values": _flatten(batch["prev_values"], n).float(),
+        "advantages": _flatten(batch["advantages"], n).float(),
+        "returns": _flatten(batch["returns"], n).float(),
+    }
+    loss_fn = get_policy_loss(algo.loss_type)
+    mb_size = n // actor.num_minibatches
+    sums: dict[str, float] = {}
+    count = 0
+    stop = False
+    for _epoch in range(actor.update_epochs):
+        perm = torch.randperm(n, generator=generator)
+        for start in range(0, n, mb_size):
+            mb = _index(flat, perm[start : start + mb_size])
+            out = policy.forward("default_forward", forward_inputs=mb["forward_inputs"])
+            adv = mb["advantages"]
+            if algo.normalize_advantages:
+                adv = normalize_advantages(adv)
+            pg_loss, pg_metrics = loss_fn(
+                logprobs=out["logprobs"],
+                old_logprobs=mb["old_logprobs"],
+                advantages=adv,
+                clip_ratio_low=algo.clip_ratio_low,
+                clip_ratio_high=algo.clip_ratio_high,
+                clip_ratio_c=algo.clip_ratio_c,
+            )
+            v_loss, v_metrics = compute_value_loss(
+                out["values"], mb["old_values"], mb["returns"], value_clip=algo.value_clip
+            )
+            entropy = out["entropy"].mean()
+            loss = pg_loss + algo.value_coef * v_loss - algo.entropy_coef * entropy
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = _clip_grads(policy, actor.max_grad_norm)
+            optimizer.step()
+            with torch.no_grad():
+                kl = kl_penalty(out["logprobs"], mb["old_logprobs"], algo.kl_estimator).mean()
+            step_metrics = {
+                "policy_loss": pg_loss.item(),
+                "value_loss": v_loss.item(),
+                "entropy": entropy.item(),
+                "kl": float(kl),
+                "grad_norm": grad_norm,
+                **{k: float(v) for k, v in pg_metrics.items()},
+                **{k: float(v) for k, v in v_metrics.items()},
+            }
+            for k, v in step_metrics.items():
+                sums[k] = sums.get(k, 0.0) + v
+            count += 1
+            if algo.target_kl is not None and float(kl) > algo.target_kl:
+                stop = True
+        if stop:
+            break
+    metrics = {f"train/{k}": v / count for k, v in sums.items()}
+    metrics["train/minibatch_updates"] = float(count)
+    return metrics
+
+
+def _clip_grads(policy: torch.nn.Module, max_norm: float | None) -> float:
+    params = [p for p in policy.parameters() if p.grad is not None]
+    if max_norm is None:
+        norms = [p.grad.detach().norm() for p in params]
+        return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+    return float(torch.nn.utils.clip_grad_norm_(params, max_norm))

@@ -1,0 +1,16 @@
+"""checkpoint step: save all worker state, then commit the manifest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from infra.session import get_session
+from tasks.options import RETRYABLE_STEP_OPTIONS
+
+
+@task(name="checkpoint", task_run_name="checkpoint-{iteration}", **RETRYABLE_STEP_OPTIONS)
+def checkpoint(session_id: str, iteration: int) -> dict[str, Any]:
+    """Write and commit a checkpoint of the completed iterations (idempotent)."""
+    return get_session(session_id).checkpoint()

@@ -1,0 +1,16 @@
+"""update step: one policy update (epochs of minibatches) on the trainer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from infra.session import get_session
+from tasks.options import STEP_OPTIONS
+
+
+@task(name="update", task_run_name="update-{iteration}", **STEP_OPTIONS)
+def update(session_id: str, iteration: int) -> dict[str, Any]:
+    """Update the policy; not retried (it changes the trainer's state)."""
+    return get_session(session_id).runtime.update(iteration)
