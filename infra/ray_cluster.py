@@ -47,6 +47,10 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str
         if target == "local":
             kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
             kwargs["_node_ip_address"] = "127.0.0.1"
+            # Keep idle task workers alive: by default Ray kills idle workers above one per
+            # CPU after 1 s, and our actors already take those slots, so every fan-out
+            # (evaluation, reward scoring) would pay a cold Python start (~3 s each).
+            kwargs["_system_config"] = {"num_workers_soft_limit": kwargs["num_cpus"] + 8}
         else:
             kwargs.pop("include_dashboard")
         logger.info("connecting to Ray (%s)", target)

@@ -145,7 +145,18 @@ class TrainSession:
             },
         )
         self.manifest = manifest
-        return {"seconds": saved["seconds"], "dir": saved["dir"], "step": step}
+        result = {"seconds": saved["seconds"], "dir": saved["dir"], "step": step}
+        if self.tracker and self._log_checkpoint_due(step):
+            local = self.store.local_path(saved["dir"])
+            if local is not None:
+                self.tracker.log_artifacts(local, f"checkpoints/{saved['dir']}")
+                result["artifact_path"] = f"checkpoints/{saved['dir']}"
+        return result
+
+    def _log_checkpoint_due(self, step: int) -> bool:
+        every = self.cfg.tracking.log_checkpoint_interval
+        final = step >= self.cfg.run.max_iterations or self.state.solved
+        return final or (every > 0 and step % every == 0)
 
     def restore(self, manifest: dict[str, Any]) -> None:
         """Load the workers and counters from a committed checkpoint."""

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from rl_core.config.placement import parse_component_placement
 
@@ -22,9 +29,13 @@ class _Section(BaseModel):
 def _check_registered(kind: str, name: str) -> str:
     """Validate ``name`` against the registry of ``kind`` (imported lazily)."""
     from rl_core.registries import registry_for
+    from rl_core.registry import RegistryError
 
-    registry = registry_for(kind)
-    registry.get(name)  # raises RegistryError listing the known names
+    try:
+        registry_for(kind).get(name)
+    except RegistryError as exc:
+        # pydantic only turns ValueError into a validation error; RegistryError is a KeyError.
+        raise ValueError(str(exc)) from None
     return name
 
 
@@ -98,12 +109,18 @@ class EnvConfig(_Section):
     def _known_env_type(cls, value: str) -> str:
         return _check_registered("env", value)
 
-    @model_validator(mode="after")
-    def _groups_fit(self) -> EnvConfig:
-        if self.env_type.lower() == "gym":
+    @field_validator("env_id")
+    @classmethod
+    def _known_gym_id(cls, value: str, info: ValidationInfo) -> str:
+        # A field validator (not the model one) so the error names env.env_id.
+        if str(info.data.get("env_type", "")).lower() == "gym":
             from rl_core.envs.registry import check_gym_id
 
-            check_gym_id(self.env_id)
+            check_gym_id(value)
+        return value
+
+    @model_validator(mode="after")
+    def _groups_fit(self) -> EnvConfig:
         if self.num_envs % self.group_size:
             raise ValueError(
                 f"env.num_envs ({self.num_envs}) must be a multiple of env.group_size ({self.group_size})"

@@ -102,6 +102,7 @@ class MLPActorCritic(BasePolicy):
         return torch.maximum(torch.minimum(model_action, self.action_high), self.action_low)
 
     # -- contract ------------------------------------------------------------------------
+    @torch.no_grad()
     def predict_action_batch(
         self,
         env_obs: dict[str, Any],

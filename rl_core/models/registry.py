@@ -64,6 +64,8 @@ def get_model(model_cfg: Any, spaces: Any) -> BasePolicy:
         rl_core.registry.RegistryError: Unknown model type (lists the known ones).
         TypeError: The builder did not return a :class:`BasePolicy`.
     """
+    import rl_core.builtins  # noqa: F401 - built-in models register on import
+
     spec = MODELS.get(model_cfg.model_type)
     model = spec.builder(model_cfg, spaces)
     if not isinstance(model, BasePolicy):

@@ -17,5 +17,7 @@ def register_reward(name: str, cls_or_fn: Any = None, *, force: bool = False) ->
 
 
 def get_reward(name: str) -> Any:
-    """Look up a registered reward."""
+    """Look up a registered reward (built-ins are loaded first)."""
+    import rl_core.builtins  # noqa: F401 - registers the built-in rewards
+
     return REWARDS.get(name)
