@@ -72,6 +72,9 @@ def run_cli(train_flow: Any, argv: list[str] | None = None) -> int:
         console.print(f"[red]error:[/red] {exc}")
         return 2
     finally:
+        from infra.ray_cluster import shutdown as ray_shutdown
+
+        ray_shutdown()  # Ray task workers flush their Prefect logs while the API is up
         if server:
             _flush_prefect_logs()
             server.stop()

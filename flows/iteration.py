@@ -46,6 +46,7 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     Returns:
         ``{"steps": {step: result}, ...}`` with each step's metrics and worker seconds.
     """
+    body_started = time.perf_counter()
     session = get_session(session_id)
     if (flow_run.run_count or 1) > 1:
         rewound = _repair(session, iteration)
@@ -81,7 +82,12 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
         state.solved = target is not None and ret >= target
     if _due(iteration, cfg.run.checkpoint_interval, last) or state.solved:
         steps["checkpoint"] = checkpoint(session_id, iteration)
-    return {"steps": steps, "solved": state.solved}
+    return {
+        "steps": steps,
+        "solved": state.solved,
+        "body_started": body_started,
+        "body_ended": time.perf_counter(),
+    }
 
 
 def _repair(session: Any, iteration: int) -> int | None:
@@ -89,6 +95,7 @@ def _repair(session: Any, iteration: int) -> int | None:
     rebuilt = session.runtime.repair(iteration)
     if rebuilt:
         logger.warning("iteration %d: rebuilt dead workers %s", iteration, rebuilt)
+        session.write_worker_pids()
     if "actor" not in rebuilt:
         return None
     manifest = session.store.latest()

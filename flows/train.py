@@ -30,7 +30,11 @@ logger = logging.getLogger("rlpipe.train")
 
 def _train_run_name() -> str:
     params = flow_run.parameters or {}
-    return f"train-{params.get('run_name') or params.get('preset') or 'default'}"
+    name = params.get("run_name")
+    for override in params.get("overrides") or []:
+        if override.startswith("run.name="):
+            name = override.split("=", 1)[1]
+    return f"train-{name or params.get('preset') or 'default'}"
 
 
 @flow(name="train", flow_run_name=_train_run_name, persist_result=False, log_prints=False)
@@ -92,6 +96,11 @@ def _iterate(session: TrainSession, first_attempt: bool) -> dict[str, Any]:
             it = result["rewound_to"]
             continue
         metrics = iteration_metrics(result["steps"], wall, state.env_steps)
+        metrics["time/orch_flow_start"] = result["body_started"] - started
+        metrics["time/orch_flow_end"] = started + wall - result["body_ended"]
+        metrics["time/orch_tasks"] = (
+            result["body_ended"] - result["body_started"] - metrics["time/compute"]
+        )
         state.history.append({k: metrics[k] for k in ("time/iteration", "time/orchestration")})
         if session.tracker:
             session.tracker.log_metrics(metrics, step=it)

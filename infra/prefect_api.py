@@ -20,9 +20,12 @@ class LocalPrefectServer:
     Args:
         log_path: Where the server's output goes.
         port: Port to bind (default: a free one).
+        extra_env: Extra environment for the server (e.g. its own ``PREFECT_HOME``).
     """
 
-    def __init__(self, log_path: Path, port: int | None = None) -> None:
+    def __init__(
+        self, log_path: Path, port: int | None = None, extra_env: dict[str, str] | None = None
+    ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/api"
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,6 +45,7 @@ class LocalPrefectServer:
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_UI_ENABLED": "true",
         }
+        env.update(extra_env or {})
         env.pop("PREFECT_API_URL", None)
         self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
 

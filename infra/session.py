@@ -82,7 +82,16 @@ class TrainSession:
         self.resumed_from: int | None = None
         if self.manifest:
             self.restore(self.manifest)
+        self.write_worker_pids()
         _SESSIONS[self.id] = self
+
+    def write_worker_pids(self) -> None:
+        """Record worker process ids in ``<run dir>/workers.json`` (debugging, tests)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        path = self.run_dir / "workers.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.runtime.worker_pids()))
+        tmp.replace(path)
 
     # -- set-up --------------------------------------------------------------------------
     def _check_resume_policy(self) -> None:

@@ -1,0 +1,84 @@
+"""Real components for integration tests: a Prefect server on 127.0.0.1 (own PREFECT_HOME)
+and training runs as subprocesses (each starts its own local Ray cluster)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infra.prefect_api import LocalPrefectServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a Prefect server started for the test session."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    server = LocalPrefectServer(home / "server.log", extra_env={"PREFECT_HOME": str(home)})
+    try:
+        server.wait_healthy(timeout=90)
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def train_env(prefect_api: str, tmp_path: Path) -> dict[str, str]:
+    """Environment for a training subprocess reporting to the test's Prefect server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "PYTEST_"))}
+    env.update(
+        PREFECT_API_URL=prefect_api,
+        PREFECT_HOME=str(tmp_path / "prefect-client-home"),
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def train_cmd(output_dir: Path, *overrides: str) -> list[str]:
+    """Command line of a training run writing under ``output_dir``."""
+    return [sys.executable, str(ROOT / "flows" / "train.py"), f"run.output_dir={output_dir}", *overrides]
+
+
+def run_train(output_dir: Path, env: dict[str, str], *overrides: str, timeout: float = 600) -> str:
+    """Run a training to completion; returns its output, failing the test on a non-zero exit."""
+    proc = subprocess.run(
+        train_cmd(output_dir, *overrides), cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=timeout, start_new_session=True,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{out[-6000:]}"
+    return out
+
+
+def wait_for_checkpoint(run_dir: Path, step: int, proc: subprocess.Popen, timeout: float = 300) -> dict:
+    """Wait until the run's committed checkpoint reaches ``step``; returns the manifest."""
+    manifest_path = run_dir / "checkpoints" / "latest.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"training exited early with {proc.returncode}")
+        if manifest_path.exists():
+            manifest = json.loads(manifest_path.read_text())
+            if manifest["step"] >= step:
+                return manifest
+        time.sleep(0.2)
+    raise AssertionError(f"no checkpoint at step {step} within {timeout}s")
+
+
+def kill_process_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a run started with ``start_new_session`` and everything it started."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
