@@ -72,14 +72,18 @@ def main() -> None:
     try:
         with temporary_settings({PREFECT_API_URL: os.environ["PREFECT_API_URL"]}):
             rows = {
-                f"{args.tasks} tasks in flow thread (no child flow)": tasks_only(args.iterations, args.tasks),
+                f"{args.tasks} tasks in flow thread (no child flow)": tasks_only(
+                    args.iterations, args.tasks
+                ),
                 "child flow + tasks (stock)": parent(args.iterations, args.tasks, False),
                 "child flow + tasks (heartbeat off)": parent(args.iterations, args.tasks, True),
             }
         for name, times in rows.items():
             steady = times[2:]
-            print(f"{name:45s} median {1000 * statistics.median(steady):7.1f} ms  "
-                  f"p90 {1000 * sorted(steady)[int(0.9 * len(steady))]:7.1f} ms")
+            print(
+                f"{name:45s} median {1000 * statistics.median(steady):7.1f} ms  "
+                f"p90 {1000 * sorted(steady)[int(0.9 * len(steady))]:7.1f} ms"
+            )
     finally:
         if server:
             server.stop()

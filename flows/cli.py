@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,25 +63,36 @@ def run_cli(train_flow: Any, argv: list[str] | None = None) -> int:
     except (ConfigError, ExtensionError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
-    output_dir = Path(cfg.run.output_dir)
-    server = ensure_prefect_api(output_dir / ".prefect")
     try:
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings({PREFECT_API_URL: os.environ["PREFECT_API_URL"]}):
+        with prefect_api(Path(cfg.run.output_dir)):
             summary = train_flow(preset=args.config, overrides=overrides)
     except (CheckpointError, ConfigError, ExtensionError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
-    finally:
-        from infra.ray_cluster import shutdown as ray_shutdown
+    _print_summary(summary)
+    return 0
 
-        ray_shutdown()  # Ray task workers flush their Prefect logs while the API is up
+
+@contextmanager
+def prefect_api(output_dir: Path) -> Iterator[str]:
+    """Use ``PREFECT_API_URL`` or a local server for the duration of the block.
+
+    On exit, Ray is shut down first (its task workers flush their Prefect logs while the
+    API is still up), then a server started here is stopped.
+    """
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from infra.ray_cluster import shutdown as ray_shutdown
+
+    server = ensure_prefect_api(output_dir / ".prefect")
+    try:
+        with temporary_settings({PREFECT_API_URL: os.environ["PREFECT_API_URL"]}):
+            yield os.environ["PREFECT_API_URL"]
+    finally:
+        ray_shutdown()
         if server:
             _flush_prefect_logs()
             server.stop()
-    _print_summary(summary)
-    return 0
 
 
 def _flush_prefect_logs() -> None:

@@ -70,7 +70,6 @@ def train(
 def run_training(session: TrainSession, first_attempt: bool = True) -> dict[str, Any]:
     """The loop of iteration flows, with timing, MLflow logging and progress lines."""
     cfg = session.cfg
-    state = session.state
     if session.resumed_from is not None:
         logger.info("continuing %s from iteration %d", cfg.run.name, session.resumed_from)
     # Child flows get no heartbeat thread: joining it costs up to 1 s per iteration (it
@@ -88,23 +87,20 @@ def _iterate(session: TrainSession, first_attempt: bool) -> dict[str, Any]:
             raise RuntimeError(f"run.fail_at_iteration={it}: failing on purpose (testing aid)")
         started = time.perf_counter()
         result = iteration_flow(session.id, it)
-        wall = time.perf_counter() - started
         if "rewound_to" in result:
             logger.warning(
                 "trainer was rebuilt; continuing from iteration %d", result["rewound_to"]
             )
             it = result["rewound_to"]
             continue
-        metrics = iteration_metrics(result["steps"], wall, state.env_steps)
-        metrics["time/orch_flow_start"] = result["body_started"] - started
-        metrics["time/orch_flow_end"] = started + wall - result["body_ended"]
-        metrics["time/orch_tasks"] = (
-            result["body_ended"] - result["body_started"] - metrics["time/compute"]
-        )
-        state.history.append({k: metrics[k] for k in ("time/iteration", "time/orchestration")})
-        if session.tracker:
+        metrics = step_metrics(result["steps"], state.env_steps)
+        if session.tracker:  # asynchronous: queued for MLflow's logging thread
             session.tracker.log_metrics(metrics, step=it)
-        log_progress(cfg.run.max_iterations, it, metrics)
+        timing = timing_metrics(result, started, time.perf_counter(), metrics["time/compute"])
+        if session.tracker:
+            session.tracker.log_metrics(timing, step=it)
+        state.history.append({k: timing[k] for k in ("time/iteration", "time/orchestration")})
+        log_progress(cfg.run.max_iterations, it, {**metrics, **timing})
         it += 1
     return {
         "run_name": cfg.run.name,
@@ -120,10 +116,8 @@ def _iterate(session: TrainSession, first_attempt: bool) -> dict[str, Any]:
     }
 
 
-def iteration_metrics(
-    steps: dict[str, dict[str, Any]], wall: float, env_steps: int
-) -> dict[str, float]:
-    """Flatten step results into metrics plus ``time/<step>`` and ``time/orchestration``."""
+def step_metrics(steps: dict[str, dict[str, Any]], env_steps: int) -> dict[str, float]:
+    """Flatten step results into metrics, with ``time/<step>`` worker seconds."""
     metrics: dict[str, float] = {}
     compute = 0.0
     for name in STEPS:
@@ -135,12 +129,29 @@ def iteration_metrics(
         for key, value in steps[name].items():
             if "/" in key and isinstance(value, (int, float)) and not isinstance(value, bool):
                 metrics[key] = float(value)
-    metrics["time/iteration"] = wall
     metrics["time/compute"] = compute
-    metrics["time/orchestration"] = max(0.0, wall - compute)
-    metrics["time/orchestration_ratio"] = metrics["time/orchestration"] / max(wall, 1e-9)
     metrics["env/total_steps"] = float(env_steps)
     return metrics
+
+
+def timing_metrics(
+    result: dict[str, Any], started: float, ended: float, compute: float
+) -> dict[str, float]:
+    """Iteration wall time and where its orchestration went.
+
+    ``time/orchestration`` is everything but worker compute: the child flow's start (API
+    calls) and end, the task engine between steps, and queuing the MLflow metrics.
+    """
+    wall = ended - started
+    orchestration = max(0.0, wall - compute)
+    return {
+        "time/iteration": wall,
+        "time/orchestration": orchestration,
+        "time/orchestration_ratio": orchestration / max(wall, 1e-9),
+        "time/orch_flow_start": result["body_started"] - started,
+        "time/orch_tasks": result["body_ended"] - result["body_started"] - compute,
+        "time/orch_flow_end_and_tracking": ended - result["body_ended"],
+    }
 
 
 def log_progress(total: int, it: int, m: dict[str, float]) -> None:

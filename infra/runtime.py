@@ -70,7 +70,9 @@ class TrainingRuntime:
             lambda r: (self.config_dict, r, self.placement["actor"].cpus, self.spaces),
         )
         self._batch_refs: list[Any] = []
-        self._warm = [_warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)]
+        self._warm = [
+            _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
+        ]
         # Wait for every worker to finish start-up (fails fast on config/extension errors).
         for group in (self.env, self.rollout, self.actor):
             group.call_sync("ping")
@@ -221,8 +223,9 @@ class TrainingRuntime:
 def _warm_task_worker() -> int:
     """Import what fan-out tasks need, so the first evaluation finds warm Ray workers."""
     import prefect  # noqa: F401
-    import infra.evaluation  # noqa: F401
     import prefect_ray  # noqa: F401
+
+    import infra.evaluation  # noqa: F401
 
     return 0
 

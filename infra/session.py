@@ -143,6 +143,8 @@ class TrainSession:
         step = self.state.iteration
         saved = self.runtime.save_checkpoint(self.store_uri, step)
         self.store.write_bytes(f"{saved['dir']}/driver_rng.json", json.dumps(_rng_state()).encode())
+        config_json = json.dumps(self.cfg.model_dump(mode="json"), indent=2)
+        self.store.write_bytes(f"{saved['dir']}/config.json", config_json.encode())
         self.store.write_bytes(f"{saved['dir']}/COMPLETE", b"ok\n")
         manifest = self.store.commit(
             step,

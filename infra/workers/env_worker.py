@@ -20,17 +20,34 @@ class EnvWorker(WorkerBase):
     def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...] = ()) -> None:
         super().__init__(config, rank, cpus)
         env = self.cfg.env
+        self.num_envs = env.num_envs
+        self.stages = self.cfg.rollout.pipeline_stages
         self.seed = worker_seed(self.cfg.run.seed, "env", rank) * env.num_envs
-        self.envs = VectorEnvAdapter(
-            env, env.num_envs, self.seed, env.group_size, env.vectorization
-        )
+        width = env.num_envs // self.stages
+        # One vectorized env per pipeline stage; env i keeps seed + i // group_size.
+        self.slices = [
+            VectorEnvAdapter(
+                env,
+                width,
+                self.seed + (k * width) // env.group_size,
+                env.group_size,
+                env.vectorization,
+            )
+            for k in range(self.stages)
+        ]
 
     def spaces(self) -> EnvSpaces:
         """Single-env observation/action spaces (for building models)."""
-        return self.envs.spaces
+        return self.slices[0].spaces
 
     def interact(self, rollout: Any, num_steps: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """Collect ``num_steps`` steps of every env, asking ``rollout`` for actions.
+
+        With ``rollout.pipeline_stages > 1`` the envs are split into that many slices whose
+        requests are in flight at once (RLinf's rollout pipelining): while the rollout worker computes
+        actions for one slice, this worker steps another, hiding the Ray round trip. The
+        rollout worker serves one caller's requests in order, so sampling stays
+        deterministic.
 
         Args:
             rollout: Handle of the RolloutWorker to query.
@@ -41,15 +58,21 @@ class EnvWorker(WorkerBase):
             small statistics (episodes finished, env steps, seconds spent).
         """
         watch = Stopwatch()
+        pending = [rollout.predict.remote(env.observation(), "train") for env in self.slices]
         env_time = 0.0
         steps, trunc_index, trunc_obs = [], [], []
         episodes: list[tuple[float, int]] = []
-        obs = self.envs.observation()
         for t in range(num_steps):
-            actions, result = ray.get(rollout.predict.remote(obs, "train"))
-            step_watch = Stopwatch()
-            out = self.envs.step(actions)
-            env_time += step_watch.elapsed()
+            parts = []
+            for k, env in enumerate(self.slices):
+                actions, result = ray.get(pending[k])
+                step_watch = Stopwatch()
+                out = env.step(actions)
+                env_time += step_watch.elapsed()
+                if t + 1 < num_steps:
+                    pending[k] = rollout.predict.remote(out["env_obs"], "train")
+                parts.append((result, out))
+            result, out = _merge_parts(parts)
             steps.append(
                 {
                     "forward_inputs": result["forward_inputs"],
@@ -60,11 +83,11 @@ class EnvWorker(WorkerBase):
                     "truncated": out["truncated"],
                 }
             )
-            for n in np.flatnonzero(out["truncated"]):
-                trunc_index.append((t, n))
-                trunc_obs.append({k: v[n] for k, v in out["final_obs"].items()})
+            for i in np.flatnonzero(out["truncated"]):
+                trunc_index.append((t, i))
+                trunc_obs.append({k: v[i] for k, v in out["final_obs"].items()})
             episodes.extend(out["episodes"])
-            obs = out["env_obs"]
+        obs = _concat([env.observation() for env in self.slices])
         batch = stack_steps(steps)
         batch["trunc_index"] = np.asarray(trunc_index, dtype=np.int64).reshape(-1, 2)
         batch["trunc_obs"] = (
@@ -74,19 +97,42 @@ class EnvWorker(WorkerBase):
         stats = {
             "episode_returns": [e[0] for e in episodes],
             "episode_lengths": [e[1] for e in episodes],
-            "env_steps": num_steps * self.envs.num_envs,
+            "env_steps": num_steps * self.num_envs,
             "seconds": watch.elapsed(),
             "env_seconds": env_time,
         }
         return batch, stats
 
-    def get_state(self) -> bytes | None:
-        """Picklable env state for checkpoints (None if the env cannot be pickled)."""
-        return self.envs.get_state()
+    def get_state(self) -> list[bytes] | None:
+        """Picklable env state for checkpoints (None if an env cannot be pickled)."""
+        states = [env.get_state() for env in self.slices]
+        return None if any(s is None for s in states) else states
 
-    def set_state(self, state: bytes | None, fallback_seed: int) -> None:
+    def set_state(self, state: list[bytes] | None, fallback_seed: int) -> None:
         """Restore env state, or reseed deterministically when none was saved."""
-        if state is None:
-            self.envs.reset(fallback_seed)
+        if state is None or len(state) != len(self.slices):
+            width = self.num_envs // self.stages
+            for k, env in enumerate(self.slices):
+                env.reset(fallback_seed + k * width)
         else:
-            self.envs.set_state(state)
+            for env, data in zip(self.slices, state, strict=True):
+                env.set_state(data)
+
+
+def _concat(trees: list[Any]) -> Any:
+    if isinstance(trees[0], dict):
+        return {k: _concat([t[k] for t in trees]) for k in trees[0]}
+    if trees[0] is None:
+        return None
+    return np.concatenate(trees) if len(trees) > 1 else trees[0]
+
+
+def _merge_parts(parts: list[tuple[dict, dict]]) -> tuple[dict, dict]:
+    """Join per-slice (result, step output) pairs back into whole-batch arrays."""
+    if len(parts) == 1:
+        return parts[0]
+    results = _concat([p[0] for p in parts])
+    outs = {k: _concat([p[1][k] for p in parts]) for k in ("rewards", "terminated", "truncated")}
+    outs["final_obs"] = _concat([p[1]["final_obs"] for p in parts])
+    outs["episodes"] = [e for p in parts for e in p[1]["episodes"]]
+    return results, outs

@@ -162,6 +162,12 @@ class RolloutConfig(_Section):
     weight_sync_bucket_mb: float = Field(
         64.0, gt=0, description="Max size of one weight-sync bucket."
     )
+    pipeline_stages: int = Field(
+        1,
+        ge=1,
+        description="Env slices with requests in flight at once (hides the Ray round trip); "
+        "must divide env.num_envs.",
+    )
 
 
 class AlgorithmConfig(_Section):
@@ -197,7 +203,13 @@ class AlgorithmConfig(_Section):
 class ActorConfig(_Section):
     """Trainer workers: optimizer, schedule and batching."""
 
-    num_workers: int = Field(1, ge=1)
+    num_workers: int = Field(
+        1,
+        ge=1,
+        le=1,
+        description="Trainer workers. The MLP trainer is single-process; data-parallel "
+        "trainers arrive with the FSDP backend.",
+    )
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: float = Field(3e-4, gt=0.0)
     adam_eps: float = Field(1e-5, gt=0.0)
@@ -258,6 +270,16 @@ class RLPipeConfig(_Section):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    @model_validator(mode="after")
+    def _stages_divide(self) -> RLPipeConfig:
+        stages, envs = self.rollout.pipeline_stages, self.env.num_envs
+        if envs % stages or (envs // stages) % self.env.group_size:
+            raise ValueError(
+                f"rollout.pipeline_stages ({stages}) must divide env.num_envs ({envs}) into "
+                f"slices that are multiples of env.group_size ({self.env.group_size})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _batch_divides(self) -> RLPipeConfig:

@@ -46,21 +46,33 @@ def train_env(prefect_api: str, tmp_path: Path) -> dict[str, str]:
 
 def train_cmd(output_dir: Path, *overrides: str) -> list[str]:
     """Command line of a training run writing under ``output_dir``."""
-    return [sys.executable, str(ROOT / "flows" / "train.py"), f"run.output_dir={output_dir}", *overrides]
+    return [
+        sys.executable,
+        str(ROOT / "flows" / "train.py"),
+        f"run.output_dir={output_dir}",
+        *overrides,
+    ]
 
 
 def run_train(output_dir: Path, env: dict[str, str], *overrides: str, timeout: float = 600) -> str:
     """Run a training to completion; returns its output, failing the test on a non-zero exit."""
     proc = subprocess.run(
-        train_cmd(output_dir, *overrides), cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=timeout, start_new_session=True,
+        train_cmd(output_dir, *overrides),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        start_new_session=True,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{out[-6000:]}"
     return out
 
 
-def wait_for_checkpoint(run_dir: Path, step: int, proc: subprocess.Popen, timeout: float = 300) -> dict:
+def wait_for_checkpoint(
+    run_dir: Path, step: int, proc: subprocess.Popen, timeout: float = 300
+) -> dict:
     """Wait until the run's committed checkpoint reaches ``step``; returns the manifest."""
     manifest_path = run_dir / "checkpoints" / "latest.json"
     deadline = time.monotonic() + timeout

@@ -35,8 +35,12 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path: Path, train_env) -> None
     run_train(tmp_path, train_env, "run.name=reference", *COMMON)
 
     proc = subprocess.Popen(
-        train_cmd(tmp_path, "run.name=resumed", *COMMON), cwd=ROOT, env=train_env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        train_cmd(tmp_path, "run.name=resumed", *COMMON),
+        cwd=ROOT,
+        env=train_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         first = wait_for_checkpoint(tmp_path / "resumed", 2, proc)
@@ -63,9 +67,18 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path: Path, train_env) -> None
 
 def test_killed_workers_are_rebuilt_and_run_completes(tmp_path: Path, train_env) -> None:
     proc = subprocess.Popen(
-        train_cmd(tmp_path, "run.name=recover", "run.max_iterations=8", "run.checkpoint_interval=2",
-                  "run.eval_interval=0"),
-        cwd=ROOT, env=train_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        train_cmd(
+            tmp_path,
+            "run.name=recover",
+            "run.max_iterations=8",
+            "run.checkpoint_interval=2",
+            "run.eval_interval=0",
+        ),
+        cwd=ROOT,
+        env=train_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     try:

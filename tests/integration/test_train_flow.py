@@ -32,9 +32,14 @@ def _mlflow_run(output_dir: Path, run_name: str):
 
 def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, prefect_api) -> None:
     out = run_train(
-        tmp_path, train_env,
-        "run.name=itest", f"run.max_iterations={ITERATIONS}", "run.checkpoint_interval=2",
-        "run.eval_interval=2", "eval.num_episodes=4", "eval.num_tasks=2",
+        tmp_path,
+        train_env,
+        "run.name=itest",
+        f"run.max_iterations={ITERATIONS}",
+        "run.checkpoint_interval=2",
+        "run.eval_interval=2",
+        "eval.num_episodes=4",
+        "eval.num_tasks=2",
     )
     assert "MLflow run id" in out and "checkpoint dir" in out
     client, run = _mlflow_run(tmp_path, "itest")
@@ -46,17 +51,25 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
         assert train_run.name == "train-itest"
         assert train_run.state.is_completed()
         children = api.read_flow_runs(
-            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]))
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])
+            )
         )
         assert sorted(c.name for c in children) == [f"iteration-{i}" for i in range(ITERATIONS)]
         assert all(c.state.is_completed() for c in children)
-        expected = {f"{s}-{i}" for i in range(ITERATIONS) for s in ("weight_sync", "rollout", "reward", "advantage", "update")}
+        expected = {
+            f"{s}-{i}"
+            for i in range(ITERATIONS)
+            for s in ("weight_sync", "rollout", "reward", "advantage", "update")
+        }
         expected |= {"checkpoint-1", "checkpoint-2", "eval_episodes-1-0", "eval_episodes-1-1"}
         names: set[str] = set()
         deadline = time.monotonic() + 30  # task runs arrive through Prefect's event pipeline
         while time.monotonic() < deadline and not expected <= names:
             task_runs = api.read_task_runs(
-                task_run_filter=TaskRunFilter(flow_run_id=TaskRunFilterFlowRunId(any_=[c.id for c in children]))
+                task_run_filter=TaskRunFilter(
+                    flow_run_id=TaskRunFilterFlowRunId(any_=[c.id for c in children])
+                )
             )
             names = {t.name for t in task_runs}
             time.sleep(1)
@@ -66,7 +79,13 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
     assert run.data.params["actor.lr"] == "0.0025"
     assert run.data.params["env.env_id"] == '"CartPole-v1"'
     assert run.info.status == "FINISHED"
-    for key in ("time/orchestration", "time/rollout", "time/update", "train/policy_loss", "env/total_steps"):
+    for key in (
+        "time/orchestration",
+        "time/rollout",
+        "time/update",
+        "train/policy_loss",
+        "env/total_steps",
+    ):
         history = client.get_metric_history(run.info.run_id, key)
         assert sorted(m.step for m in history) == list(range(ITERATIONS)), key
     evals = client.get_metric_history(run.info.run_id, "eval/return_mean")
@@ -75,5 +94,7 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
     assert {"config", "checkpoints"} <= artifacts
     ckpt = {a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")}
     assert "checkpoints/step_000003" in ckpt
-    files = {a.path for a in client.list_artifacts(run.info.run_id, "checkpoints/step_000003/actor_0")}
+    files = {
+        a.path for a in client.list_artifacts(run.info.run_id, "checkpoints/step_000003/actor_0")
+    }
     assert "checkpoints/step_000003/actor_0/model.safetensors" in files

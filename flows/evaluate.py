@@ -1,0 +1,138 @@
+"""Evaluate a checkpoint: ``python flows/evaluate.py --run-name NAME [--episodes N]``.
+
+Loads the latest committed checkpoint of a run (or ``--step``), plays N episodes with
+deterministic actions and logs the results to MLflow as a child run of the training run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from infra.checkpoint.serialize import bytes_to_tensors
+from infra.checkpoint.store import CheckpointError, open_store, step_dir_name
+from infra.evaluation import eval_seeds, run_episodes
+from infra.extensions import load_extension_modules
+from infra.runtime_env import apply_base_env
+from infra.session import default_tracking_uri
+from infra.tracking import MlflowTracker
+from rl_core.config import validate_config
+
+logger = logging.getLogger("rlpipe.evaluate")
+
+
+@task(name="load_checkpoint", cache_policy=NO_CACHE, persist_result=False)
+def load_checkpoint(store_uri: str, step: int | None) -> dict[str, Any]:
+    """Read config, weights and manifest of a committed checkpoint."""
+    store = open_store(store_uri)
+    manifest = store.latest()
+    if manifest is None:
+        raise CheckpointError(f"no committed checkpoint in {store_uri}")
+    folder = manifest["dir"] if step is None else step_dir_name(step)
+    if not store.exists(f"{folder}/COMPLETE"):
+        raise CheckpointError(f"{store_uri}/{folder} is not a complete checkpoint")
+    config = json.loads(store.read_bytes(f"{folder}/config.json"))
+    weights_path = f"{folder}/actor_0/model.safetensors"
+    weights = {
+        k: v.numpy()
+        for k, v in bytes_to_tensors(store.read_bytes(weights_path), weights_path).items()
+    }
+    return {
+        "config": config,
+        "weights": weights,
+        "manifest": manifest,
+        "step": int(folder.split("_")[-1]),
+    }
+
+
+@task(name="play_episodes", cache_policy=NO_CACHE, persist_result=False)
+def play_episodes(config: dict[str, Any], weights: dict[str, Any], episodes: int) -> dict[str, Any]:
+    """Deterministic episodes on the run's fixed evaluation seeds."""
+    config = {**config, "eval": {**config["eval"], "deterministic": True}}
+    return run_episodes(config, weights, eval_seeds(int(config["run"]["seed"]), episodes))
+
+
+@flow(name="evaluate", flow_run_name="evaluate-{run_name}", persist_result=False)
+def evaluate(
+    run_name: str, output_dir: str = "outputs", episodes: int = 10, step: int | None = None
+) -> dict[str, Any]:
+    """Evaluate a run's checkpoint and log ``eval/*`` metrics to a child MLflow run.
+
+    Args:
+        run_name: Training run name.
+        output_dir: Output directory the run wrote to.
+        episodes: Number of episodes.
+        step: Checkpoint step (default: the latest committed one).
+    """
+    apply_base_env()
+    load_extension_modules()
+    store_uri = str(Path(output_dir).resolve() / run_name / "checkpoints")
+    ckpt = load_checkpoint(store_uri, step)
+    cfg = validate_config(ckpt["config"], source=f"{store_uri} config.json")
+    result = play_episodes(ckpt["config"], ckpt["weights"], episodes)
+    returns = result["returns"]
+    metrics = {
+        "eval/return_mean": sum(returns) / len(returns),
+        "eval/return_min": min(returns),
+        "eval/return_max": max(returns),
+        "eval/episodes": len(returns),
+    }
+    summary: dict[str, Any] = {"run_name": run_name, "step": ckpt["step"], **metrics}
+    if cfg.tracking.enabled:
+        parent = ckpt["manifest"].get("mlflow_run_id")
+        tracker = MlflowTracker(
+            cfg.tracking.tracking_uri or default_tracking_uri(Path(output_dir).resolve()),
+            cfg.tracking.experiment_name or cfg.preset,
+            run_name=f"evaluate-{run_name}-{step_dir_name(ckpt['step'])}",
+            tags={
+                "mlflow.parentRunId": parent or "",
+                "rlpipe.run_name": run_name,
+                "rlpipe.kind": "evaluation",
+            },
+        )
+        tracker.log_metrics(metrics, step=ckpt["step"], synchronous=True)
+        tracker.finish()
+        summary["mlflow_run_id"] = tracker.run_id
+    logger.info(
+        "evaluated %s step %d: mean return %.1f over %d episodes",
+        run_name,
+        ckpt["step"],
+        metrics["eval/return_mean"],
+        len(returns),
+    )
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point."""
+    parser = argparse.ArgumentParser(prog="python flows/evaluate.py", description=__doc__)
+    parser.add_argument("--run-name", required=True)
+    parser.add_argument("--output-dir", default="outputs")
+    parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--step", type=int, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from flows.cli import prefect_api
+
+    try:
+        with prefect_api(Path(args.output_dir)):
+            summary = evaluate(args.run_name, args.output_dir, args.episodes, args.step)
+    except CheckpointError as exc:
+        logger.error("error: %s", exc)
+        return 2
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

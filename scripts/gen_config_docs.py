@@ -1,0 +1,441 @@
+"""Generate docs/configuration.md from the config schema (rl_core/config/schema.py).
+
+Usage:
+    .venv/bin/python scripts/gen_config_docs.py           # (re)write docs/configuration.md
+    .venv/bin/python scripts/gen_config_docs.py --check   # exit 1 if the file is stale
+
+Everything in the page comes from the schema (``RLPipeConfig`` and its section models:
+fields, annotations, ``Field`` constraints and descriptions), the registries, the presets in
+``configs/`` and the small tables below (which ``render`` checks against the schema, so a new
+validator or a renamed field fails loudly instead of leaving the page wrong).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import annotated_types as at
+import yaml
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTPUT = ROOT / "docs" / "configuration.md"
+REGEN_COMMAND = ".venv/bin/python scripts/gen_config_docs.py"
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+#: Fields validated against a registry: (section, field) -> registry kind (``registry_for``).
+REGISTERED_FIELDS: dict[tuple[str, str], str] = {
+    ("env", "env_type"): "env",
+    ("model", "model_type"): "model",
+    ("algorithm", "adv_type"): "advantage",
+    ("algorithm", "loss_type"): "policy_loss",
+    ("reward", "reward_type"): "reward",
+}
+
+#: What the other field validators of the schema allow (shown in the "allowed" column).
+FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
+    ("cluster", "component_placement"): (
+        "keys: comma-separated components ({components}), each placed once; values: a CPU "
+        "index (`0`), range (`0-3`), list (`0,2`) or `all`"
+    ),
+    ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
+    ("model", "hidden_sizes"): "non-empty, each ≥ 1",
+}
+
+#: Descriptions for fields whose schema ``Field`` has none (the schema's own text wins).
+FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
+    ("", "preset"): "Set from the preset file's name when loading a preset.",
+    ("run", "name"): "Run name: the resume key and the folder `<output_dir>/<name>/`.",
+    ("run", "seed"): "Seed of the driver; every worker's seed is derived from it.",
+    ("run", "max_iterations"): "Training iterations of the run.",
+    ("run", "output_dir"): "Root of checkpoints, MLflow store and logs.",
+    ("env", "num_workers"): "Env workers (Ray actors).",
+    ("env", "vectorization"): "gymnasium `SyncVectorEnv` (one process) or `AsyncVectorEnv`.",
+    ("env", "max_episode_steps"): "Episode step limit for `gymnasium.make` (None: the env's own).",
+    ("model", "model_type"): "Registered policy builder.",
+    ("model", "hidden_sizes"): "Hidden layer widths of the actor and critic MLPs.",
+    ("model", "activation"): "Activation of the hidden layers.",
+    ("model", "init_log_std"): "Initial log standard deviation of the Gaussian head.",
+    ("rollout", "num_workers"): "Rollout workers; env worker i queries rollout worker i mod n.",
+    ("algorithm", "adv_type"): "Registered advantage estimator.",
+    ("algorithm", "loss_type"): "Registered policy loss.",
+    ("algorithm", "gamma"): "Discount factor.",
+    ("algorithm", "gae_lambda"): "GAE λ.",
+    ("algorithm", "normalize_advantages"): "Standardise advantages per minibatch.",
+    ("algorithm", "clip_ratio_low"): "PPO ratio clip below 1 (ratio ≥ 1 - low).",
+    ("algorithm", "clip_ratio_high"): "PPO ratio clip above 1 (ratio ≤ 1 + high).",
+    ("algorithm", "value_clip"): "Clip range of the value loss; None = unclipped.",
+    ("algorithm", "value_coef"): "Weight of the value loss.",
+    ("algorithm", "entropy_coef"): "Weight of the entropy bonus.",
+    ("algorithm", "kl_estimator"): "Estimator of the `train/kl` metric (also used by `target_kl`).",
+    ("actor", "num_workers"): "Trainer workers (Ray actors).",
+    ("actor", "optimizer"): "Optimizer class.",
+    ("actor", "lr"): "Peak learning rate.",
+    ("actor", "adam_eps"): "Adam/AdamW epsilon.",
+    ("actor", "weight_decay"): "Optimizer weight decay.",
+    ("actor", "lr_schedule"): "Decay after warm-up: constant, or linear/cosine to 0 at the end.",
+    ("actor", "warmup_iterations"): "Linear warm-up iterations.",
+    ("actor", "update_epochs"): "Passes over each rollout batch.",
+    ("actor", "num_minibatches"): "Minibatches per epoch.",
+    ("actor", "max_grad_norm"): "Gradient-norm clip; None = no clipping.",
+    ("reward", "scale"): "Multiplier applied to the reward.",
+    ("eval", "num_episodes"): "Episodes per evaluation (fixed seeds, the same every time).",
+    ("eval", "num_envs"): "Envs stepped together inside one evaluation task.",
+    ("eval", "deterministic"): "Greedy/mean actions instead of sampling.",
+    ("tracking", "enabled"): "Log to MLflow.",
+}
+
+#: The schema's model validators (cross-field rules), keyed by (model class, validator).
+CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
+    ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
+    ("RLPipeConfig", "_stages_divide"): (
+        "`rollout.pipeline_stages` must divide `env.num_envs` into slices that are multiples "
+        "of `env.group_size`."
+    ),
+    ("RLPipeConfig", "_batch_divides"): (
+        "The batch `env.num_workers × env.num_envs × rollout.num_steps` must divide into "
+        "`actor.num_minibatches × actor.num_workers` equal minibatches."
+    ),
+}
+
+
+class SchemaDocsError(RuntimeError):
+    """The tables of this script no longer match the schema."""
+
+
+# -- formatting helpers ----------------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    """Make ``text`` safe inside a markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def type_name(annotation: Any) -> str:
+    """Readable name of a field annotation (``int | None``, ``list[int]``, ``str``)."""
+    if annotation is type(None):
+        return "None"
+    if annotation is Any:
+        return "any"
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Literal:
+        kinds = sorted({type(a).__name__ for a in args})
+        return " | ".join(kinds)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in args)
+    if origin is not None:
+        name = getattr(origin, "__name__", str(origin))
+        return f"{name}[{', '.join(type_name(a) for a in args)}]"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def format_value(value: Any) -> str:
+    """A default as YAML/JSON-style text (what you would write in a preset or override)."""
+    if isinstance(value, str):
+        return value if value else '""'
+    return json.dumps(value)
+
+
+def _literal_args(annotation: Any) -> list[Any]:
+    """Values allowed by a ``Literal`` (also inside ``Literal | None``)."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [v for a in typing.get_args(annotation) for v in _literal_args(a)]
+    return []
+
+
+def constraint_text(field: FieldInfo) -> list[str]:
+    """Range and length constraints from ``Field(...)`` metadata."""
+    parts: list[str] = []
+    for meta in field.metadata:
+        if isinstance(meta, at.Gt):
+            parts.append(f"> {format_value(meta.gt)}")
+        elif isinstance(meta, at.Ge):
+            parts.append(f"≥ {format_value(meta.ge)}")
+        elif isinstance(meta, at.Lt):
+            parts.append(f"< {format_value(meta.lt)}")
+        elif isinstance(meta, at.Le):
+            parts.append(f"≤ {format_value(meta.le)}")
+        elif isinstance(meta, at.MinLen):
+            parts.append(f"length ≥ {meta.min_length}")
+        elif isinstance(meta, at.MaxLen):
+            parts.append(f"length ≤ {meta.max_length}")
+        elif getattr(meta, "pattern", None):
+            parts.append(f"pattern `{meta.pattern}`")
+    return parts
+
+
+def default_text(field: FieldInfo) -> str:
+    """The field's default, calling a default factory if there is one."""
+    if field.default_factory is not None:
+        return format_value(field.default_factory())  # type: ignore[call-arg]
+    if field.default is PydanticUndefined:
+        return "(required)"
+    return format_value(field.default)
+
+
+# -- schema walking --------------------------------------------------------------------------
+
+
+def _sections(root: type[BaseModel]) -> list[tuple[str, type[BaseModel]]]:
+    return [
+        (name, f.annotation)
+        for name, f in root.model_fields.items()
+        if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)
+    ]
+
+
+def builtin_names(kind: str) -> list[str]:
+    """Names registered by rlpipe itself (entries added by extensions or tests are skipped)."""
+    from rl_core.registries import registry_for
+
+    registry = registry_for(kind)
+    names = []
+    for name in registry.names():
+        obj = registry.get(name)
+        owner = getattr(obj, "builder", obj)  # models register a ModelSpec(builder, ...)
+        if str(getattr(owner, "__module__", "")).startswith("rl_core."):
+            names.append(name)
+    return names
+
+
+def _check_tables(root: type[BaseModel], sections: list[tuple[str, type[BaseModel]]]) -> None:
+    """Fail if the tables above refer to fields or validators the schema does not have."""
+    known = {("", n) for n in root.model_fields} | {
+        (s, n) for s, model in sections for n in model.model_fields
+    }
+    for table in (REGISTERED_FIELDS, FIELD_VALIDATOR_NOTES, FALLBACK_DESCRIPTIONS):
+        missing = sorted(k for k in table if k not in known)
+        if missing:
+            raise SchemaDocsError(f"scripts/gen_config_docs.py names unknown fields: {missing}")
+    models = [("", root), *sections]
+    validated = {
+        (s, f)
+        for s, model in models
+        for dec in model.__pydantic_decorators__.field_validators.values()
+        for f in dec.info.fields
+    }
+    undocumented = sorted(validated - set(REGISTERED_FIELDS) - set(FIELD_VALIDATOR_NOTES))
+    if undocumented:
+        raise SchemaDocsError(
+            f"fields with validators not described in scripts/gen_config_docs.py: {undocumented}"
+        )
+    rules = {
+        (model.__name__, name)
+        for _, model in models
+        for name in model.__pydantic_decorators__.model_validators
+    }
+    if rules != set(CROSS_FIELD_RULES):
+        raise SchemaDocsError(
+            "CROSS_FIELD_RULES in scripts/gen_config_docs.py does not match the schema's model "
+            f"validators: missing {sorted(rules - set(CROSS_FIELD_RULES))}, "
+            f"stale {sorted(set(CROSS_FIELD_RULES) - rules)}"
+        )
+
+
+def _allowed(section: str, name: str, field: FieldInfo) -> str:
+    parts = [
+        ", ".join(f"`{format_value(v)}`" for v in _literal_args(field.annotation)),
+        ", ".join(constraint_text(field)),
+    ]
+    kind = REGISTERED_FIELDS.get((section, name))
+    if kind is not None:
+        parts.append("registered: " + ", ".join(f"`{n}`" for n in builtin_names(kind)))
+    note = FIELD_VALIDATOR_NOTES.get((section, name))
+    if note is not None:
+        from rl_core.config.placement import KNOWN_COMPONENTS
+
+        parts.append(note.format(components=", ".join(KNOWN_COMPONENTS)))
+    return "; ".join(p for p in parts if p)
+
+
+def field_table(section: str, model: type[BaseModel], only: list[str] | None = None) -> list[str]:
+    """Markdown table rows of the fields of ``model`` (or of ``only``)."""
+    lines = [
+        "| field | type | default | allowed values / range | description |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, field in model.model_fields.items():
+        if only is not None and name not in only:
+            continue
+        description = field.description or FALLBACK_DESCRIPTIONS.get((section, name), "")
+        cells = [
+            f"`{name}`",
+            type_name(field.annotation),
+            f"`{default_text(field)}`",
+            _allowed(section, name, field),
+            description,
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
+
+
+# -- presets ---------------------------------------------------------------------------------
+
+
+def _preset_summary(path: Path) -> str:
+    """First sentence of the comment block at the top of a preset file."""
+    comment = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        comment.append(line.lstrip("#").strip())
+    text = " ".join(comment)
+    return text.split(". ")[0].rstrip(".") + "." if text else ""
+
+
+def _preset_keys(path: Path) -> list[str]:
+    """``section.field`` names a preset sets (the ``preset`` key itself included if set)."""
+    data = yaml.safe_load(path.read_text()) or {}
+    keys = []
+    for section, body in data.items():
+        if isinstance(body, dict):
+            keys += [f"{section}.{field}" for field in body]
+        else:
+            keys.append(str(section))
+    return keys
+
+
+def _presets_table() -> list[str]:
+    from rl_core.config.loader import DEFAULT_PRESET, PRESET_DIR, available_presets
+
+    lines = ["| preset | file | what it is | fields it sets |", "| --- | --- | --- | --- |"]
+    for name in available_presets():
+        path = PRESET_DIR / f"{name}.yaml"
+        label = f"`{name}` (default)" if name == DEFAULT_PRESET else f"`{name}`"
+        keys = ", ".join(f"`{k}`" for k in _preset_keys(path))
+        cells = [label, f"`configs/{path.name}`", _preset_summary(path), keys]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
+
+
+# -- page ------------------------------------------------------------------------------------
+
+INTRO = """\
+# Configuration
+
+<!-- Generated by scripts/gen_config_docs.py from rl_core/config/schema.py; do not edit.
+     Regenerate with: {command} -->
+
+Every setting of a run is a field of one pydantic schema, `RLPipeConfig`
+(`rl_core/config/schema.py`), which holds all defaults. A run's config is built in three
+layers, each overriding the one before:
+
+1. the schema defaults listed below;
+2. a preset: a YAML file with the same sections, holding only what differs from the defaults
+   (`--config NAME` for `configs/NAME.yaml`, or `--config path/to/file.yaml` for any YAML
+   file; the default preset is `{default}`);
+3. command-line overrides `section.field=value`; the value is parsed as YAML, so
+   `actor.lr=1e-3` is a float, `model.hidden_sizes=[128,128]` a list and
+   `run.stop_at_eval_return=null` is None. A mapping field is replaced as a whole:
+   `'cluster.component_placement={{"env,rollout": 0, actor: 1}}'`.
+
+```bash
+.venv/bin/python flows/train.py --config {default} actor.lr=1e-3 env.num_envs=16
+.venv/bin/python flows/train.py --config my_experiment.yaml --run-name try-2
+```
+
+`--run-name X` is `run.name=X`, `--resume` is `run.resume=must` and `--fresh` is
+`run.resume=never`. The resolved config is validated before any server or worker starts;
+an error names each offending field, the value given and what is allowed. Unknown keys are
+rejected in every section except `model`, which keeps extra keys for custom models.
+
+Names of pluggable parts (`env.env_type`, `model.model_type`, `algorithm.adv_type`,
+`algorithm.loss_type`, `reward.reward_type`) are validated against their registries
+(`rl_core.registries.registry_for`), so a typo fails before any worker starts. Built-in
+names:
+
+{registered}
+
+Parts you register in your own module are accepted once `RLPIPE_EXT_MODULE` names that
+module (comma-separated for several); the driver and every Ray worker import it.
+"""
+
+
+def _registered_sentence() -> str:
+    parts = []
+    for (section, name), kind in REGISTERED_FIELDS.items():
+        names = ", ".join(f"`{n}`" for n in builtin_names(kind))
+        parts.append(f"- `{section}.{name}`: {names}")
+    return "\n".join(parts)
+
+
+def render() -> str:
+    """The full text of docs/configuration.md (deterministic)."""
+    from rl_core.config.loader import DEFAULT_PRESET
+    from rl_core.config.schema import RLPipeConfig
+
+    sections = _sections(RLPipeConfig)
+    _check_tables(RLPipeConfig, sections)
+    top_level = [n for n in RLPipeConfig.model_fields if n not in dict(sections)]
+    out = [
+        INTRO.format(
+            command=REGEN_COMMAND, default=DEFAULT_PRESET, registered=_registered_sentence()
+        ).rstrip("\n"),
+        "",
+        "## Presets",
+        "",
+        *_presets_table(),
+        "",
+        "## Cross-field rules",
+        "",
+        *[f"- {rule}" for rule in CROSS_FIELD_RULES.values()],
+        "- `cluster.component_placement` must place `env`, `rollout` and `actor` on CPUs the "
+        "cluster has (checked when the run starts).",
+        "",
+        "## Top level",
+        "",
+        *field_table("", RLPipeConfig, only=top_level),
+    ]
+    for name, model in sections:
+        doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
+        extra = "kept" if model.model_config.get("extra") == "allow" else "rejected"
+        out += ["", f"## `{name}`", "", f"{doc} Unknown keys are {extra}.", ""]
+        out += field_table(name, model)
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write docs/configuration.md, or with ``--check`` report whether it is up to date."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if the file differs from the schema"
+    )
+    args = parser.parse_args(argv)
+    text = render()
+    current = OUTPUT.read_text() if OUTPUT.exists() else None
+    if args.check:
+        if current != text:
+            print(
+                f"{OUTPUT.relative_to(ROOT)} is out of date with the config schema; "
+                f"regenerate it with: {REGEN_COMMAND}",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{OUTPUT.relative_to(ROOT)} is up to date")
+        return 0
+    if current != text:
+        OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+        OUTPUT.write_text(text)
+        print(f"wrote {OUTPUT.relative_to(ROOT)}")
+    else:
+        print(f"{OUTPUT.relative_to(ROOT)} already up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""docs/configuration.md is generated from the config schema and must not go stale."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "gen_config_docs.py"
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_config_docs", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_configuration_md_matches_schema():
+    gen = _generator()
+    expected = gen.render()
+    path = ROOT / "docs" / "configuration.md"
+    current = path.read_text() if path.exists() else ""
+    assert current == expected, (
+        "docs/configuration.md is stale (the config schema, presets or registries changed); "
+        f"regenerate it with: {gen.REGEN_COMMAND}"
+    )
+
+
+def test_render_is_deterministic_and_covers_every_field():
+    gen = _generator()
+    text = gen.render()
+    assert text == gen.render()
+    from rl_core.config import RLPipeConfig
+
+    for section, field in RLPipeConfig.model_fields.items():
+        model = field.annotation
+        if not hasattr(model, "model_fields"):
+            assert f"| `{section}` |" in text
+            continue
+        assert f"## `{section}`" in text
+        for name in model.model_fields:
+            assert f"| `{name}` |" in text, f"{section}.{name} missing from the page"
