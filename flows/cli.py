@@ -15,6 +15,7 @@ from rich.logging import RichHandler
 
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
+from infra.placement import PlacementError
 from infra.prefect_api import ensure_prefect_api
 from infra.runtime_env import apply_base_env
 from rl_core.config import ConfigError, available_presets, load_config
@@ -66,7 +67,7 @@ def run_cli(train_flow: Any, argv: list[str] | None = None) -> int:
     try:
         with prefect_api(Path(cfg.run.output_dir)):
             summary = train_flow(preset=args.config, overrides=overrides)
-    except (CheckpointError, ConfigError, ExtensionError) as exc:
+    except (CheckpointError, ConfigError, ExtensionError, PlacementError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
     _print_summary(summary)

@@ -21,6 +21,7 @@ from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
 from flows.iteration import STEPS, iteration_flow
+from infra.extensions import load_extension_modules
 from infra.runtime_env import apply_base_env
 from infra.session import TrainSession
 from rl_core.config import load_config
@@ -54,6 +55,7 @@ def train(
         Summary: MLflow run id and tracking URI, checkpoint dir, final metrics.
     """
     apply_base_env()
+    load_extension_modules()  # deployments and scripts call this flow without the CLI
     extra = [f"run.name={run_name}"] if run_name else []
     cfg = load_config(preset, [*(overrides or []), *extra])
     tags = {"prefect.flow_run_id": str(flow_run.id or "")}
@@ -80,9 +82,8 @@ def run_training(session: TrainSession, first_attempt: bool = True) -> dict[str,
 
 def _iterate(session: TrainSession, first_attempt: bool) -> dict[str, Any]:
     cfg = session.cfg
-    state = session.state
-    it = state.iteration
-    while it < cfg.run.max_iterations and not state.solved:
+    it = session.state.iteration
+    while it < cfg.run.max_iterations and not session.state.solved:
         if first_attempt and cfg.run.fail_at_iteration == it and session.resumed_from is None:
             raise RuntimeError(f"run.fail_at_iteration={it}: failing on purpose (testing aid)")
         started = time.perf_counter()
@@ -93,15 +94,16 @@ def _iterate(session: TrainSession, first_attempt: bool) -> dict[str, Any]:
             )
             it = result["rewound_to"]
             continue
+        state = session.state  # a rewind replaces it
         metrics = step_metrics(result["steps"], state.env_steps)
         if session.tracker:  # asynchronous: queued for MLflow's logging thread
             session.tracker.log_metrics(metrics, step=it)
         timing = timing_metrics(result, started, time.perf_counter(), metrics["time/compute"])
         if session.tracker:
             session.tracker.log_metrics(timing, step=it)
-        state.history.append({k: timing[k] for k in ("time/iteration", "time/orchestration")})
         log_progress(cfg.run.max_iterations, it, {**metrics, **timing})
         it += 1
+    state = session.state
     return {
         "run_name": cfg.run.name,
         "iterations": state.iteration,

@@ -11,7 +11,7 @@ import json
 import logging
 import random
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,6 @@ class RunState:
     best_eval_return: float | None = None
     last_eval_return: float | None = None
     solved: bool = False
-    history: list[dict[str, float]] = field(default_factory=list)
 
 
 def config_hash(cfg: RLPipeConfig) -> str:

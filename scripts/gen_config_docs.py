@@ -98,6 +98,10 @@ FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
 #: The schema's model validators (cross-field rules), keyed by (model class, validator).
 CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
+    ("RLPipeConfig", "_stepwise_advantage"): (
+        "`algorithm.adv_type` must be a per-step estimator (e.g. `gae`) for the embodied PPO "
+        "trainer; `grpo` scores whole episodes or sequences."
+    ),
     ("RLPipeConfig", "_stages_divide"): (
         "`rollout.pipeline_stages` must divide `env.num_envs` into slices that are multiples "
         "of `env.group_size`."

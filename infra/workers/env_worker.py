@@ -58,7 +58,9 @@ class EnvWorker(WorkerBase):
             small statistics (episodes finished, env steps, seconds spent).
         """
         watch = Stopwatch()
-        pending = [rollout.predict.remote(env.observation(), "train") for env in self.slices]
+        pending = [
+            rollout.predict.remote(env.observation(), "train", self.rank) for env in self.slices
+        ]
         env_time = 0.0
         steps, trunc_index, trunc_obs = [], [], []
         episodes: list[tuple[float, int]] = []
@@ -70,7 +72,7 @@ class EnvWorker(WorkerBase):
                 out = env.step(actions)
                 env_time += step_watch.elapsed()
                 if t + 1 < num_steps:
-                    pending[k] = rollout.predict.remote(out["env_obs"], "train")
+                    pending[k] = rollout.predict.remote(out["env_obs"], "train", self.rank)
                 parts.append((result, out))
             result, out = _merge_parts(parts)
             steps.append(

@@ -24,16 +24,30 @@ class RolloutWorker(WorkerBase):
         super().__init__(config, rank, cpus)
         self.policy = get_model(self.cfg.model, spaces)
         self.policy.eval()
-        self.generator = torch.Generator().manual_seed(
-            worker_seed(self.cfg.run.seed, "rollout", rank)
-        )
+        self.seed = worker_seed(self.cfg.run.seed, "rollout", rank)
+        # One sampling stream per calling env worker: requests of different env workers
+        # interleave in arrival order, so a shared stream would not be reproducible.
+        self.generators: dict[int, torch.Generator] = {}
         self.version = -1
 
+    def _generator(self, caller: int) -> torch.Generator:
+        if caller not in self.generators:
+            self.generators[caller] = torch.Generator().manual_seed(self.seed * 1009 + caller)
+        return self.generators[caller]
+
     @torch.no_grad()
-    def predict(self, env_obs: dict[str, Any], mode: str = "train") -> tuple[Any, dict[str, Any]]:
-        """Actions (env-ready numpy) and training extras for a batch of observations."""
+    def predict(
+        self, env_obs: dict[str, Any], mode: str = "train", caller: int = 0
+    ) -> tuple[Any, dict[str, Any]]:
+        """Actions (env-ready numpy) and training extras for a batch of observations.
+
+        Args:
+            env_obs: Batched observations.
+            mode: ``train`` (sample) or ``eval`` (deterministic).
+            caller: Rank of the calling env worker (selects its sampling stream).
+        """
         actions, result = self.policy.predict_action_batch(
-            env_obs, mode=mode, compute_values=True, generator=self.generator
+            env_obs, mode=mode, compute_values=True, generator=self._generator(caller)
         )
         return actions, to_numpy_tree(result)
 
@@ -48,10 +62,11 @@ class RolloutWorker(WorkerBase):
         """Weight version currently loaded (-1 before the first sync)."""
         return self.version
 
-    def get_rng_state(self) -> torch.Tensor:
-        """Sampling RNG state (checkpointed)."""
-        return self.generator.get_state()
+    def get_rng_state(self) -> dict[int, torch.Tensor]:
+        """Sampling RNG states per caller (checkpointed)."""
+        return {caller: g.get_state() for caller, g in self.generators.items()}
 
-    def set_rng_state(self, state: torch.Tensor) -> None:
-        """Restore the sampling RNG state."""
-        self.generator.set_state(state)
+    def set_rng_state(self, state: dict[int, torch.Tensor]) -> None:
+        """Restore the sampling RNG states."""
+        for caller, value in state.items():
+            self._generator(int(caller)).set_state(value)

@@ -272,6 +272,16 @@ class RLPipeConfig(_Section):
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
     @model_validator(mode="after")
+    def _stepwise_advantage(self) -> RLPipeConfig:
+        if self.algorithm.adv_type.lower() == "grpo":
+            raise ValueError(
+                "algorithm.adv_type = 'grpo' scores whole episodes/sequences per group; the "
+                "embodied PPO trainer collects per-step rewards and needs a per-step "
+                "estimator such as 'gae'"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _stages_divide(self) -> RLPipeConfig:
         stages, envs = self.rollout.pipeline_stages, self.env.num_envs
         if envs % stages or (envs // stages) % self.env.group_size:

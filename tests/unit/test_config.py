@@ -181,8 +181,8 @@ def test_unknown_registered_name(override, field, known):
 
 
 def test_registered_names_are_case_insensitive():
-    cfg = load_config(overrides=["algorithm.adv_type=GRPO", "model.model_type=MLP_Actor_Critic"])
-    assert cfg.algorithm.adv_type == "GRPO"
+    cfg = load_config(overrides=["algorithm.adv_type=GAE", "model.model_type=MLP_Actor_Critic"])
+    assert cfg.algorithm.adv_type == "GAE"
 
 
 def test_bad_gym_env_id_suggests_close_match():
@@ -213,8 +213,8 @@ def test_batch_must_divide_into_minibatches():
     msg = error_of("actor.num_minibatches=3")
     assert "batch of 1024 samples" in msg
     assert "actor.num_minibatches*actor.num_workers = 3" in msg
-    # 1024 / (4 minibatches * 2 workers) is fine; 8 envs * 100 steps = 800 is not a multiple of 64
-    load_config(overrides=["actor.num_workers=2"])
+    # 1024 / 8 minibatches is fine; 8 envs * 100 steps = 800 is not a multiple of 64
+    load_config(overrides=["actor.num_minibatches=8"])
     msg = error_of("rollout.num_steps=100", "actor.num_minibatches=64")
     assert "batch of 800 samples" in msg
 
@@ -310,3 +310,13 @@ def test_override_invalid_yaml_value():
     msg = error_of("model.hidden_sizes=[32,")
     assert "override 'model.hidden_sizes=[32,'" in msg
     assert "not valid YAML" in msg
+
+
+def test_single_trainer_worker_for_now():
+    msg = error_of("actor.num_workers=2")
+    assert "actor.num_workers = 2" in msg and "less than or equal to 1" in msg
+
+
+def test_grpo_rejected_for_the_embodied_ppo_trainer():
+    msg = error_of("algorithm.adv_type=grpo")
+    assert "per-step estimator" in msg and "gae" in msg
