@@ -16,6 +16,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
@@ -57,9 +58,19 @@ def load_checkpoint(store_uri: str, step: int | None) -> dict[str, Any]:
 
 @task(name="play_episodes", cache_policy=NO_CACHE, persist_result=False)
 def play_episodes(config: dict[str, Any], weights: dict[str, Any], episodes: int) -> dict[str, Any]:
-    """Deterministic episodes on the run's fixed evaluation seeds."""
+    """Deterministic episodes on the run's fixed evaluation seeds.
+
+    Seeds are split into ``eval.num_tasks`` parts exactly as in training, so batch shapes
+    (and therefore float rounding) match the in-training evaluation.
+    """
     config = {**config, "eval": {**config["eval"], "deterministic": True}}
-    return run_episodes(config, weights, eval_seeds(int(config["run"]["seed"]), episodes))
+    seeds = eval_seeds(int(config["run"]["seed"]), episodes)
+    parts = np.array_split(seeds, min(int(config["eval"]["num_tasks"]), episodes))
+    results = [run_episodes(config, weights, [int(s) for s in part]) for part in parts]
+    return {
+        "returns": [r for res in results for r in res["returns"]],
+        "lengths": [n for res in results for n in res["lengths"]],
+    }
 
 
 @flow(name="evaluate", flow_run_name="evaluate-{run_name}", persist_result=False)

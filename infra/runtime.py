@@ -14,7 +14,7 @@ import numpy as np
 import ray
 
 from infra import ray_cluster
-from infra.checkpoint.serialize import bytes_to_object, object_to_bytes
+from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_bytes, wrap_bytes
 from infra.checkpoint.store import open_store, step_dir_name
 from infra.placement import plan_placement
 from infra.worker_group import WorkerGroup
@@ -157,7 +157,7 @@ class TrainingRuntime:
         env_states = self.env.call_sync("get_state")
         rng_states = self.rollout.call_sync("get_rng_state")
         workers = {"env_states": env_states, "rollout_rng": rng_states}
-        store.write_bytes(f"{folder}/workers.pt", object_to_bytes(_bytes_safe(workers)))
+        store.write_bytes(f"{folder}/workers.pt", object_to_bytes(wrap_bytes(workers)))
         ray.get(refs)
         return {"seconds": time.perf_counter() - start, "dir": folder}
 
@@ -166,7 +166,7 @@ class TrainingRuntime:
         store = open_store(store_uri)
         self.actor.call_sync("load_checkpoint", store_uri, folder)
         workers = bytes_to_object(store.read_bytes(f"{folder}/workers.pt"), f"{folder}/workers.pt")
-        env_states = [_from_bytes_safe(s) for s in workers["env_states"]]
+        env_states = [unwrap_bytes(s) for s in workers["env_states"]]
         ray.get(
             [
                 h.set_state.remote(
@@ -233,22 +233,3 @@ def _warm_task_worker() -> int:
     with get_client(sync_client=True) as client:
         client.api_healthcheck()
     return 0
-
-
-def _bytes_safe(obj: Any) -> Any:
-    """Wrap raw bytes as uint8 tensors so ``torch.load(weights_only=True)`` accepts them."""
-    import torch
-
-    if isinstance(obj, bytes):
-        return {"__bytes__": torch.frombuffer(bytearray(obj), dtype=torch.uint8)}
-    if isinstance(obj, dict):
-        return {k: _bytes_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_bytes_safe(v) for v in obj]
-    return obj
-
-
-def _from_bytes_safe(obj: Any) -> Any:
-    if isinstance(obj, dict) and set(obj) == {"__bytes__"}:
-        return obj["__bytes__"].numpy().tobytes()
-    return obj

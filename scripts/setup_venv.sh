@@ -16,7 +16,7 @@ pip_install() {  # quiet pip; hide this machine's notes about absent local index
 
 stamp=.venv/.rlpipe-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  # torch first and exactly pinned, so pip takes the CPU wheel (see docs/faq.md).
+  # torch first and exactly pinned, so pip takes the CPU wheel (see docs/quickstart.md, troubleshooting).
   pip_install "torch==2.13.0"
   pip_install -e ".[dev]"
   touch "$stamp"

@@ -38,3 +38,33 @@ def bytes_to_object(data: bytes, what: str) -> Any:
         return torch.load(io.BytesIO(data), weights_only=True)
     except Exception as exc:  # noqa: BLE001
         raise CheckpointError(f"{what} could not be loaded: {exc}") from None
+
+
+def wrap_bytes(obj: Any) -> Any:
+    """Wrap raw ``bytes`` (nested in dicts/lists) as uint8 tensors for ``torch.save``.
+
+    ``torch.load(weights_only=True)`` refuses ``bytes``; tensors load fine.
+    """
+    if isinstance(obj, bytes):
+        data = (
+            torch.frombuffer(bytearray(obj), dtype=torch.uint8)
+            if obj
+            else torch.empty(0, dtype=torch.uint8)
+        )
+        return {"__bytes__": data}
+    if isinstance(obj, dict):
+        return {k: wrap_bytes(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [wrap_bytes(v) for v in obj]
+    return obj
+
+
+def unwrap_bytes(obj: Any) -> Any:
+    """Inverse of :func:`wrap_bytes`."""
+    if isinstance(obj, dict) and set(obj) == {"__bytes__"}:
+        return obj["__bytes__"].numpy().tobytes()
+    if isinstance(obj, dict):
+        return {k: unwrap_bytes(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [unwrap_bytes(v) for v in obj]
+    return obj

@@ -46,5 +46,7 @@ def test_default_preset_solves_cartpole_and_evaluates(tmp_path: Path, train_env)
     summary = json.loads(proc.stdout[proc.stdout.index("{") :])
     manifest = json.loads((tmp_path / "ppo-cartpole" / "checkpoints" / "latest.json").read_text())
     assert summary["step"] == manifest["step"]
-    assert summary["eval/return_mean"] >= 475.0
+    # Same weights, same fixed evaluation seeds, deterministic actions: the same mean return
+    # as the evaluation that stopped training.
+    assert summary["eval/return_mean"] == pytest.approx(last_eval, abs=0.05)
     assert summary["mlflow_run_id"]

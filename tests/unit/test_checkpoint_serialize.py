@@ -1,0 +1,23 @@
+import pytest
+
+from infra.checkpoint.serialize import (
+    bytes_to_object,
+    bytes_to_tensors,
+    object_to_bytes,
+    unwrap_bytes,
+    wrap_bytes,
+)
+from infra.checkpoint.store import CheckpointError
+
+
+def test_nested_bytes_survive_a_weights_only_round_trip():
+    state = {"env_states": [[b"\x00abc", b""], None], "rollout_rng": [{0: b"xyz"}]}
+    loaded = bytes_to_object(object_to_bytes(wrap_bytes(state)), "workers.pt")
+    assert unwrap_bytes(loaded) == state
+
+
+def test_corrupt_files_raise_checkpoint_errors_naming_the_file():
+    with pytest.raises(CheckpointError, match="model.safetensors is not a valid safetensors"):
+        bytes_to_tensors(b"not safetensors", "step_000002/actor_0/model.safetensors")
+    with pytest.raises(CheckpointError, match="optimizer.pt could not be loaded"):
+        bytes_to_object(b"garbage", "step_000002/actor_0/optimizer.pt")
