@@ -13,66 +13,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from infra.runtime_env import apply_base_env  # noqa: E402
-
-apply_base_env()
-
-from mlflow.tracking import MlflowClient  # noqa: E402
-
-from flows.cli import prefect_api  # noqa: E402
-from flows.train import train  # noqa: E402
-from infra import ray_cluster  # noqa: E402
-from infra.runtime import TrainingRuntime  # noqa: E402
-from rl_core.config import load_config  # noqa: E402
+from _runs import bare_loop, flow_run_metrics
 
 WARMUP = 2
-
-
-def baseline(preset: str, overrides: list[str], iterations: int) -> list[float]:
-    """Seconds per iteration of the bare loop over the same worker groups."""
-    cfg = load_config(preset, overrides)
-    runtime = TrainingRuntime(cfg)
-    times = []
-    for it in range(iterations):
-        start = time.perf_counter()
-        runtime.weight_sync()
-        runtime.collect()
-        runtime.reward()
-        runtime.advantages()
-        runtime.update(it)
-        times.append(time.perf_counter() - start)
-    runtime.shutdown()
-    ray_cluster.shutdown()
-    return times[WARMUP:]
-
-
-def rlpipe(preset: str, overrides: list[str], out: Path) -> dict[str, list[float]]:
-    """Per-iteration ``time/*`` metrics of a real train flow run."""
-    with prefect_api(out):
-        summary = train(preset=preset, overrides=overrides)
-    client = MlflowClient(summary["tracking_uri"])
-    keys = (
-        "time/iteration",
-        "time/compute",
-        "time/orchestration",
-        "time/orch_flow_start",
-        "time/orch_tasks",
-        "time/orch_flow_end_and_tracking",
-    )
-    series = {}
-    for key in keys:
-        history = sorted(
-            client.get_metric_history(summary["mlflow_run_id"], key), key=lambda m: m.step
-        )
-        series[key] = [m.value for m in history][WARMUP:]
-    return series
+KEYS = (
+    "time/iteration",
+    "time/compute",
+    "time/orchestration",
+    "time/orch_flow_start",
+    "time/orch_tasks",
+    "time/orch_flow_end_and_tracking",
+)
 
 
 def main() -> None:
@@ -92,8 +46,9 @@ def main() -> None:
             f"run.output_dir={tmp}",
             "run.name=overhead-bench",
         ]
-        base = baseline(args.config, [*common, "tracking.enabled=false"], args.iterations)
-        flow = rlpipe(args.config, common, Path(tmp))
+        base = bare_loop(args.config, common, args.iterations)[WARMUP:]
+        run = flow_run_metrics(args.config, common, Path(tmp), KEYS)
+        flow = {k: v[WARMUP:] for k, v in run["series"].items()}
     med = statistics.median
     base_it, flow_it = med(base), med(flow["time/iteration"])
     orch = med(flow["time/orchestration"])
