@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +24,7 @@ from rl_core.config import ConfigError, available_presets, load_config
 from rl_core.config.loader import DEFAULT_PRESET
 
 console = Console(stderr=True)
+logger = logging.getLogger("rlpipe.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +67,7 @@ def run_cli(train_flow: Any, argv: list[str] | None = None) -> int:
     except (ConfigError, ExtensionError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
+    _install_stop_handlers()
     try:
         with prefect_api(Path(cfg.run.output_dir)):
             summary = train_flow(preset=args.config, overrides=overrides)
@@ -90,20 +94,57 @@ def prefect_api(output_dir: Path) -> Iterator[str]:
         with temporary_settings({PREFECT_API_URL: os.environ["PREFECT_API_URL"]}):
             yield os.environ["PREFECT_API_URL"]
     finally:
+        started = time.perf_counter()
         ray_shutdown()
+        logger.debug("Ray shut down in %.1fs", time.perf_counter() - started)
         if server:
             _flush_prefect_logs()
+            logger.debug("Prefect logs flushed after %.1fs", time.perf_counter() - started)
             server.stop()
+            logger.debug("local Prefect API stopped after %.1fs", time.perf_counter() - started)
 
 
 def _flush_prefect_logs() -> None:
-    """Send buffered run logs before the local API goes away."""
+    """Send buffered run logs and events, then stop queuing new ones for the API.
+
+    Anything queued after the local API stops would be retried with back-off at exit
+    (seen: a minute of "Error logging to API" before the process ends).
+    """
     try:
-        from prefect.logging.handlers import APILogHandler
+        from prefect.events.worker import EventsWorker
+        from prefect.logging.handlers import APILogHandler, APILogWorker
 
         APILogHandler.flush()
+        APILogWorker.drain_all(timeout=10)
+        EventsWorker.drain_all(timeout=10)
+        for logger_obj in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+            for handler in list(getattr(logger_obj, "handlers", [])):
+                if isinstance(handler, APILogHandler):
+                    logger_obj.removeHandler(handler)
     except Exception:  # noqa: BLE001 - best effort at shutdown
-        pass
+        logger.debug("could not flush Prefect logs", exc_info=True)
+
+
+def _install_stop_handlers() -> None:
+    """First Ctrl-C: finish the iteration, checkpoint, exit; a second one aborts.
+
+    SIGTERM keeps Prefect's meaning (the engine raises ``TerminationSignal`` and the runs
+    end Crashed); rerunning resumes from the last committed checkpoint either way.
+    """
+    from infra.session import STOP_REQUESTED
+
+    def request_stop(signum: int, frame: Any) -> None:
+        if STOP_REQUESTED.is_set():
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        STOP_REQUESTED.set()
+        console.print(
+            "[yellow]stopping after this iteration (with a checkpoint); "
+            "press Ctrl-C again to abort[/yellow]"
+        )
+
+    signal.signal(signal.SIGINT, request_stop)
 
 
 def _setup_logging() -> None:

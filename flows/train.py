@@ -23,7 +23,7 @@ from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settin
 from flows.iteration import STEPS, iteration_flow
 from infra.extensions import load_extension_modules
 from infra.runtime_env import apply_base_env
-from infra.session import TrainSession
+from infra.session import STOP_REQUESTED, TrainSession
 from rl_core.config import load_config
 
 logger = logging.getLogger("rlpipe.train")
@@ -66,7 +66,9 @@ def train(
         status = "FINISHED"
         return summary
     finally:
+        closing = time.perf_counter()
         session.close(status)
+        logger.debug("session closed in %.1fs", time.perf_counter() - closing)
 
 
 def run_training(session: TrainSession, first_attempt: bool = True) -> dict[str, Any]:
@@ -102,6 +104,14 @@ def _iterate(session: TrainSession, first_attempt: bool) -> dict[str, Any]:
         if session.tracker:
             session.tracker.log_metrics(timing, step=it)
         log_progress(cfg.run.max_iterations, it, {**metrics, **timing})
+        if STOP_REQUESTED.is_set():
+            if session.manifest is None or session.manifest["step"] != state.iteration:
+                session.checkpoint()
+            logger.warning(
+                "stopped on request after iteration %d; rerun the same command to resume",
+                state.iteration,
+            )
+            break
         it += 1
     state = session.state
     return {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -54,7 +55,10 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str
         else:
             kwargs.pop("include_dashboard")
         logger.info("connecting to Ray (%s)", target)
+        previous_sigterm = signal.getsignal(signal.SIGTERM)
         ray.init(**kwargs)
+        if callable(previous_sigterm):  # Ray replaces it; keep the application's own handler
+            signal.signal(signal.SIGTERM, previous_sigterm)
         if str(PROJECT_ROOT) not in sys.path:
             sys.path.insert(0, str(PROJECT_ROOT))
     return ray.cluster_resources()

@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import random
+import threading
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +26,10 @@ from rl_core.config import RLPipeConfig
 
 logger = logging.getLogger(__name__)
 _SESSIONS: dict[str, TrainSession] = {}
+
+#: Set (e.g. by the CLI's SIGINT/SIGTERM handler) to stop training after the current
+#: iteration, with a checkpoint, so that rerunning the same command resumes.
+STOP_REQUESTED = threading.Event()
 
 
 @dataclass
