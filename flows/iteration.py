@@ -10,7 +10,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 from prefect_ray import RayTaskRunner
 
-from infra.session import get_session
+from infra.session import RunState, get_session
 from tasks.advantage import advantage
 from tasks.checkpoint import checkpoint
 from tasks.evaluate import gather_evaluation, submit_evaluation
@@ -100,7 +100,7 @@ def _repair(session: Any, iteration: int) -> int | None:
         return None
     manifest = session.store.latest()
     if manifest is None:
-        session.state.__init__()  # no checkpoint yet: start over from the initial weights
+        session.state = RunState()  # no checkpoint yet: start over from the initial weights
         return 0
     session.restore(manifest)
     return int(manifest["step"])

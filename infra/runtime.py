@@ -69,7 +69,6 @@ class TrainingRuntime:
             self.placement["actor"],
             lambda r: (self.config_dict, r, self.placement["actor"].cpus, self.spaces),
         )
-        self._batch_refs: list[Any] = []
         self._warm = [
             _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
         ]
@@ -104,10 +103,9 @@ class TrainingRuntime:
             )
             for i, h in enumerate(self.env.handles)
         ]
-        self._batch_refs = [p[0] for p in pairs]
+        batch_refs = [p[0] for p in pairs]
         stats = ray.get([p[1] for p in pairs])
-        ray.get([h.receive_batch.remote(*self._batch_refs) for h in self.actor.handles])
-        self._batch_refs = []
+        ray.get([h.receive_batch.remote(*batch_refs) for h in self.actor.handles])
         returns = [r for s in stats for r in s["episode_returns"]]
         lengths = [n for s in stats for n in s["episode_lengths"]]
         env_steps = sum(s["env_steps"] for s in stats)
@@ -211,7 +209,7 @@ class TrainingRuntime:
 
     def worker_pids(self) -> dict[str, list[int]]:
         """Process ids per group (for tests and debugging)."""
-        return {g.name: g.call_sync("pid") for g in (self.env, self.rollout, self.actor)}
+        return {g.name: g.call_sync("ping") for g in (self.env, self.rollout, self.actor)}
 
     def shutdown(self) -> None:
         """Stop all workers."""

@@ -54,7 +54,7 @@ class Registry(Generic[T]):
             RegistryError: ``name`` is taken and ``force`` is False.
         """
         key = self.normalize(name)
-        if key in self._entries and not force and self._entries[key] is not obj:
+        if key in self._entries and not force and self._entries[key] != obj:
             existing = self._entries[key]
             raise RegistryError(
                 f"{self.kind} {key!r} is already registered as {_describe(existing)}; "

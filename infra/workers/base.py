@@ -38,11 +38,7 @@ class WorkerBase:
         self.rank = rank
 
     def ping(self) -> int:
-        """Liveness check; returns the process id."""
-        return os.getpid()
-
-    def pid(self) -> int:
-        """Process id (tests kill workers through it)."""
+        """Liveness check; returns the process id (tests kill workers through it)."""
         return os.getpid()
 
 

@@ -50,9 +50,6 @@ def register_model(
     """
     if category not in CATEGORIES:
         raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
-    existing = MODELS._entries.get(MODELS.normalize(model_type))
-    if existing is not None and existing.builder is builder and existing.category == category:
-        return builder
     MODELS.register(model_type, ModelSpec(builder, category), force=force)
     return builder
 
