@@ -20,8 +20,8 @@ import numpy as np
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from infra.checkpoint.serialize import bytes_to_tensors
-from infra.checkpoint.store import CheckpointError, open_store, step_dir_name
+from infra.checkpoint.reader import locate_checkpoint, read_config, read_policy_weights
+from infra.checkpoint.store import CheckpointError, step_dir_name
 from infra.evaluation import eval_seeds, run_episodes
 from infra.extensions import load_extension_modules
 from infra.runtime_env import apply_base_env
@@ -35,24 +35,12 @@ logger = logging.getLogger("rlpipe.evaluate")
 @task(name="load_checkpoint", cache_policy=NO_CACHE, persist_result=False)
 def load_checkpoint(store_uri: str, step: int | None) -> dict[str, Any]:
     """Read config, weights and manifest of a committed checkpoint."""
-    store = open_store(store_uri)
-    manifest = store.latest()
-    if manifest is None:
-        raise CheckpointError(f"no committed checkpoint in {store_uri}")
-    folder = manifest["dir"] if step is None else step_dir_name(step)
-    if not store.exists(f"{folder}/COMPLETE"):
-        raise CheckpointError(f"{store_uri}/{folder} is not a complete checkpoint")
-    config = json.loads(store.read_bytes(f"{folder}/config.json"))
-    weights_path = f"{folder}/actor_0/model.safetensors"
-    weights = {
-        k: v.numpy()
-        for k, v in bytes_to_tensors(store.read_bytes(weights_path), weights_path).items()
-    }
+    ref = locate_checkpoint(store_uri, step)
     return {
-        "config": config,
-        "weights": weights,
-        "manifest": manifest,
-        "step": int(folder.split("_")[-1]),
+        "config": read_config(ref),
+        "weights": {k: v.numpy() for k, v in read_policy_weights(ref).items()},
+        "manifest": ref.manifest,
+        "step": ref.step,
     }
 
 

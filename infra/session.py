@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.runtime import TrainingRuntime
 from infra.tracking import MlflowTracker, flatten_config
 from rl_core.config import RLPipeConfig
+from rl_core.envs.spaces import env_spaces_to_dict
 
 logger = logging.getLogger(__name__)
 _SESSIONS: dict[str, TrainSession] = {}
@@ -148,7 +150,9 @@ class TrainSession:
         saved = self.runtime.save_checkpoint(self.store_uri, step)
         self.store.write_bytes(f"{saved['dir']}/driver_rng.json", json.dumps(_rng_state()).encode())
         config_json = json.dumps(self.cfg.model_dump(mode="json"), indent=2)
-        self.store.write_bytes(f"{saved['dir']}/config.json", config_json.encode())
+        self.store.write_bytes(f"{saved['dir']}/{CONFIG_FILE}", config_json.encode())
+        spaces_json = json.dumps(env_spaces_to_dict(self.runtime.spaces), indent=2)
+        self.store.write_bytes(f"{saved['dir']}/{SPACES_FILE}", spaces_json.encode())
         self.store.write_bytes(f"{saved['dir']}/COMPLETE", b"ok\n")
         manifest = self.store.commit(
             step,

@@ -11,7 +11,6 @@ def registry_for(kind: str) -> Registry:
     Args:
         kind: ``model``, ``env``, ``advantage``, ``policy_loss`` or ``reward``.
     """
-    import rl_core.builtins  # noqa: F401 - registers the built-in entries
     from rl_core.algorithms.registry import ADVANTAGES, POLICY_LOSSES
     from rl_core.envs.registry import ENVS
     from rl_core.models.registry import MODELS

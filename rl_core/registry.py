@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 EXT_MODULE_HINT = (
     "If it is defined in your own package, set RLPIPE_EXT_MODULE to the module that "
     "registers it so the driver and every Ray worker import it."
 )
+
+
+def load_builtins() -> None:
+    """Register rlpipe's built-in entries (idempotent).
+
+    Every registry operation calls this first, so built-ins are always present before a
+    user's registration: ``register_advantage("gae", mine, force=True)`` then replaces the
+    built-in for good instead of being overwritten (or rejected) when the built-ins load
+    later.
+    """
+    if "rl_core.builtins" not in sys.modules:  # also true while it is being imported
+        import rl_core.builtins  # noqa: F401 - registers the built-in entries
 
 
 class RegistryError(KeyError):
@@ -53,6 +68,7 @@ class Registry(Generic[T]):
         Raises:
             RegistryError: ``name`` is taken and ``force`` is False.
         """
+        load_builtins()
         key = self.normalize(name)
         if key in self._entries and not force and self._entries[key] != obj:
             existing = self._entries[key]
@@ -60,6 +76,8 @@ class Registry(Generic[T]):
                 f"{self.kind} {key!r} is already registered as {_describe(existing)}; "
                 "pass force=True to replace it"
             )
+        if key in self._entries and self._entries[key] != obj:
+            logger.info("%s %r: replacing %s", self.kind, key, _describe(self._entries[key]))
         self._entries[key] = obj
         return obj
 
@@ -77,6 +95,7 @@ class Registry(Generic[T]):
         Raises:
             RegistryError: The name is unknown; the message lists the known names.
         """
+        load_builtins()
         key = self.normalize(name)
         try:
             return self._entries[key]
@@ -87,6 +106,7 @@ class Registry(Generic[T]):
             ) from None
 
     def __contains__(self, name: object) -> bool:
+        load_builtins()
         return isinstance(name, str) and name.strip().lower() in self._entries
 
     def __iter__(self) -> Iterator[str]:
@@ -94,6 +114,7 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         """Sorted registered names."""
+        load_builtins()
         return sorted(self._entries)
 
     def unregister(self, name: str) -> None:

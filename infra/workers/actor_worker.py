@@ -18,7 +18,7 @@ from infra.checkpoint.store import open_store
 from infra.weight_sync import bucket_nbytes, state_dict_to_buckets
 from infra.workers.base import Stopwatch, WorkerBase, worker_seed
 from rl_core.models import get_model
-from rl_core.rewards import get_reward
+from rl_core.rewards import build_reward
 from rl_core.training.batch import concat_batches, writable_tree
 from rl_core.training.ppo import compute_advantages, ppo_update
 from rl_core.training.schedules import lr_at
@@ -44,6 +44,7 @@ class ActorWorker(WorkerBase):
             kwargs["eps"] = actor.adam_eps
         self.optimizer = _OPTIMIZERS[actor.optimizer](self.policy.parameters(), **kwargs)
         self.generator = torch.Generator().manual_seed(seed)
+        self.reward_fn = build_reward(self.cfg.reward)
         self.version = 0
         self.batch: dict[str, Any] | None = None
 
@@ -58,10 +59,14 @@ class ActorWorker(WorkerBase):
         """Apply the configured reward function to the batch's rewards."""
         watch = Stopwatch()
         batch = self._require_batch()
-        fn = get_reward(self.cfg.reward.reward_type)
-        batch["rewards"] = np.asarray(
-            fn(rewards=batch["rewards"], scale=self.cfg.reward.scale), dtype=np.float32
-        )
+        rewards = self.reward_fn(rewards=batch["rewards"], scale=self.cfg.reward.scale)
+        rewards = np.asarray(rewards, dtype=np.float32)
+        if rewards.shape != batch["rewards"].shape:
+            raise ValueError(
+                f"reward {self.cfg.reward.reward_type!r} returned shape {rewards.shape}; "
+                f"expected {batch['rewards'].shape} (one reward per env step)"
+            )
+        batch["rewards"] = rewards
         return {"seconds": watch.elapsed(), "rollout/reward_mean": float(batch["rewards"].mean())}
 
     def compute_advantages(self) -> dict[str, float]:

@@ -6,15 +6,19 @@ actions the env can execute as they are, plus what training needs later
 ``forward(forward_type="default_forward", forward_inputs=...)`` to recompute log-probs,
 values and entropy from the cached ``forward_inputs``.
 
-Observation keys (``env_obs``): ``states`` [B, D] float, ``main_images`` [B, H, W, C] uint8,
-``wrist_images``, ``extra_view_images`` [B, V, H, W, C], ``task_descriptions`` list[str].
-A policy reads the keys it needs.
+Observation keys (``env_obs``): ``states`` [B, D] float32, ``main_images`` [B, H, W, C]
+uint8, ``wrist_images`` [B, H, W, C] uint8, ``extra_view_images`` [B, V, H, W, C] uint8,
+``task_descriptions`` list[str] of length B. A policy reads the keys it needs; envs with a
+``Dict`` observation space pass their own keys through unchanged. ``docs/extending.md``
+has the whole contract.
+
+Nothing outside the policy branches on the model type: workers only call these methods.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -25,6 +29,13 @@ class BasePolicy(nn.Module, abc.ABC):
 
     #: Names accepted by :meth:`forward`'s ``forward_type``.
     forward_types: tuple[str, ...] = ("default_forward", "value_forward", "sft_forward")
+
+    #: How the checkpoint converter writes the weights of a standalone model directory:
+    #: ``"state_dict"`` (``model.safetensors`` of :meth:`state_dict`) or ``"hf_pretrained"``
+    #: (the Hugging Face model of :meth:`pretrained_model` saved with ``save_pretrained``,
+    #: plus :meth:`pretrained_tokenizer`). Formats are registered in
+    #: ``infra.checkpoint.export``.
+    export_format: ClassVar[str] = "state_dict"
 
     def forward(self, forward_type: str = "default_forward", **kwargs: Any) -> Any:
         """Dispatch to the branch named by ``forward_type``.
@@ -84,3 +95,11 @@ class BasePolicy(nn.Module, abc.ABC):
     def sft_forward(self, **kwargs: Any) -> dict[str, torch.Tensor]:
         """Supervised loss branch (policies without one raise)."""
         raise NotImplementedError(f"{type(self).__name__} does not support sft_forward")
+
+    def pretrained_model(self) -> Any:
+        """The wrapped Hugging Face ``PreTrainedModel`` (``export_format = "hf_pretrained"``)."""
+        raise NotImplementedError(f"{type(self).__name__} wraps no Hugging Face model")
+
+    def pretrained_tokenizer(self) -> Any:
+        """The tokenizer saved next to :meth:`pretrained_model` (None if there is none)."""
+        return None

@@ -31,18 +31,26 @@ MODELS: Registry[ModelSpec] = Registry("model type")
 
 
 def register_model(
-    model_type: str, builder: ModelBuilder, category: str = "embodied", force: bool = False
-) -> ModelBuilder:
-    """Register a model builder under ``model_type``.
+    model_type: str,
+    builder: ModelBuilder | None = None,
+    category: str = "embodied",
+    force: bool = False,
+) -> Any:
+    """Register a model builder under ``model_type`` (call or decorator form).
+
+    Examples:
+        ``register_model("my_cnn", build_my_cnn, "embodied")``, or above a builder
+        function or a :class:`BasePolicy` subclass whose ``__init__`` takes
+        ``(model_cfg, spaces)``: ``@register_model("my_cnn", category="embodied")``.
 
     Args:
         model_type: Name used as ``model.model_type`` in configs (case-insensitive).
-        builder: ``builder(model_cfg, spaces) -> BasePolicy``.
+        builder: ``builder(model_cfg, spaces) -> BasePolicy``; omit it to get a decorator.
         category: ``"embodied"`` or ``"reasoning"``.
         force: Replace an existing registration (e.g. to swap a built-in).
 
     Returns:
-        ``builder``.
+        ``builder`` when given, otherwise a decorator that registers and returns its argument.
 
     Raises:
         ValueError: Unknown category.
@@ -50,6 +58,13 @@ def register_model(
     """
     if category not in CATEGORIES:
         raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
+    if builder is None:
+
+        def wrap(fn: ModelBuilder) -> ModelBuilder:
+            MODELS.register(model_type, ModelSpec(fn, category), force=force)
+            return fn
+
+        return wrap
     MODELS.register(model_type, ModelSpec(builder, category), force=force)
     return builder
 
@@ -61,8 +76,6 @@ def get_model(model_cfg: Any, spaces: Any) -> BasePolicy:
         rl_core.registry.RegistryError: Unknown model type (lists the known ones).
         TypeError: The builder did not return a :class:`BasePolicy`.
     """
-    import rl_core.builtins  # noqa: F401 - built-in models register on import
-
     spec = MODELS.get(model_cfg.model_type)
     model = spec.builder(model_cfg, spaces)
     if not isinstance(model, BasePolicy):

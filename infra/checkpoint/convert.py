@@ -1,0 +1,83 @@
+"""Convert a training checkpoint into a standalone model directory.
+
+Usage::
+
+    python -m infra.checkpoint.convert --run-name ppo-cartpole --out models/cartpole
+    python -m infra.checkpoint.convert --checkpoint outputs/ppo-cartpole/checkpoints/step_000010 --out models/cartpole-10
+
+Modules named by ``RLPIPE_EXT_MODULE`` are imported first, so custom model types convert.
+Load the result with ``infra.checkpoint.export.load_exported_policy(path)``; a Hugging Face
+policy's directory also loads with ``AutoModelForCausalLM.from_pretrained(path)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from infra.checkpoint.export import ExportError, export_policy, policy_from_checkpoint
+from infra.checkpoint.reader import locate_checkpoint
+from infra.checkpoint.store import CheckpointError
+from infra.extensions import ExtensionError, load_extension_modules
+from infra.runtime_env import apply_base_env
+from rl_core.config import ConfigError
+from rl_core.registry import RegistryError
+
+console = Console(stderr=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Arguments of the converter."""
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.checkpoint.convert",
+        description="Turn a training checkpoint into a standalone model directory.",
+    )
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-name", help="training run whose checkpoints to read")
+    where.add_argument(
+        "--checkpoint", help="a checkpoint store (holds latest.json) or one step_* folder"
+    )
+    parser.add_argument("--output-dir", default="outputs", help="output dir of the run")
+    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
+    parser.add_argument("--out", required=True, help="model directory to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; returns the exit code (2 for bad input)."""
+    args = build_parser().parse_args(argv)
+    apply_base_env()
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    path = args.checkpoint or Path(args.output_dir) / args.run_name / "checkpoints"
+    try:
+        load_extension_modules()
+        ref = locate_checkpoint(path, args.step)
+        policy, config, spaces = policy_from_checkpoint(ref)
+        out = export_policy(
+            policy,
+            config["model"],
+            spaces,
+            args.out,
+            source={
+                "run_name": config["run"]["name"],
+                "step": ref.step,
+                "checkpoint": ref.location,
+                "mlflow_run_id": ref.manifest.get("mlflow_run_id"),
+            },
+            overwrite=args.overwrite,
+        )
+    except (CheckpointError, ConfigError, ExportError, ExtensionError, RegistryError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    files = ", ".join(sorted(p.name for p in out.iterdir()))
+    console.print(f"wrote {config['model']['model_type']} policy (step {ref.step}) to {out}: {files}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Reading a committed training checkpoint back: config, policy weights, env spaces."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from infra.checkpoint.serialize import bytes_to_tensors
+from infra.checkpoint.store import (
+    MANIFEST,
+    CheckpointError,
+    CheckpointStore,
+    open_store,
+    step_dir_name,
+)
+
+#: Files of a checkpoint folder this module reads.
+CONFIG_FILE = "config.json"
+SPACES_FILE = "spaces.json"
+POLICY_WEIGHTS = "actor_0/model.safetensors"
+
+
+@dataclass
+class CheckpointRef:
+    """One complete checkpoint folder of a store."""
+
+    store: CheckpointStore
+    folder: str
+    step: int
+    manifest: dict[str, Any]
+
+    @property
+    def location(self) -> str:
+        """Human-readable location of the folder."""
+        return f"{self.store.uri}/{self.folder}"
+
+
+def locate_checkpoint(path: str | Path, step: int | None = None) -> CheckpointRef:
+    """Find a complete checkpoint from a store root or one of its ``step_*`` folders.
+
+    Args:
+        path: A run's checkpoint store (the folder holding ``latest.json``) or one
+            checkpoint folder inside it (``.../step_000010``).
+        step: With a store root, the step to take (default: the latest committed one).
+
+    Raises:
+        CheckpointError: Nothing committed there, or the folder is incomplete/missing.
+    """
+    root = Path(path)
+    if (root / "COMPLETE").exists() or root.name.startswith("step_"):
+        if step is not None:
+            raise CheckpointError(f"{root} is one checkpoint folder; --step applies to a store")
+        store, folder = open_store(str(root.parent)), root.name
+    else:
+        store = open_store(str(root))
+        latest = store.latest()
+        if latest is None:
+            raise CheckpointError(
+                f"no committed checkpoint in {root} (expected {MANIFEST} or a step_* folder)"
+            )
+        folder = latest["dir"] if step is None else step_dir_name(step)
+    if not store.exists(f"{folder}/COMPLETE"):
+        raise CheckpointError(f"{store.uri}/{folder} is not a complete checkpoint")
+    manifest = store.latest() or {}
+    try:
+        step_done = int(folder.split("_")[-1])
+    except ValueError:
+        raise CheckpointError(f"{store.uri}/{folder} is not a step_* checkpoint folder") from None
+    return CheckpointRef(store, folder, step_done, manifest)
+
+
+def read_config(ref: CheckpointRef) -> dict[str, Any]:
+    """The resolved run config saved in the checkpoint (plain dict)."""
+    path = f"{ref.folder}/{CONFIG_FILE}"
+    try:
+        return json.loads(ref.store.read_bytes(path))
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{ref.store.uri}/{path} is not valid JSON: {exc}") from None
+
+
+def read_policy_weights(ref: CheckpointRef) -> dict[str, torch.Tensor]:
+    """The trainer's policy state dict."""
+    path = f"{ref.folder}/{POLICY_WEIGHTS}"
+    return bytes_to_tensors(ref.store.read_bytes(path), f"{ref.store.uri}/{path}")
+
+
+def read_spaces(ref: CheckpointRef) -> dict[str, Any] | None:
+    """The env spaces' JSON form, or None for checkpoints written before it was saved."""
+    path = f"{ref.folder}/{SPACES_FILE}"
+    if not ref.store.exists(path):
+        return None
+    try:
+        return json.loads(ref.store.read_bytes(path))
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{ref.store.uri}/{path} is not valid JSON: {exc}") from None

@@ -1,0 +1,47 @@
+"""The public extension API: everything a package outside rlpipe needs to plug parts in.
+
+Import from here in your own package, register in a ``register()`` function, and name the
+module in ``RLPIPE_EXT_MODULE`` so the driver, every Ray worker and the standalone tools
+(evaluate flow, checkpoint converter) import it::
+
+    from rl_core.api import BasePolicy, register_env, register_model
+
+    def register() -> None:
+        register_env("my_env", make_my_env)
+        register_model("my_policy", MyPolicy, category="embodied")
+
+Importing this module loads the built-in entries first, so ``force=True`` replaces a
+built-in for good. See ``docs/extending.md``.
+"""
+
+from rl_core.algorithms.registry import (
+    AdvantageFn,
+    PolicyLossFn,
+    register_advantage,
+    register_policy_loss,
+)
+from rl_core.envs.registry import EnvFactory, EnvSpaces, register_env
+from rl_core.envs.spaces import register_space_codec
+from rl_core.models.base_policy import BasePolicy
+from rl_core.models.registry import CATEGORIES, ModelBuilder, register_model
+from rl_core.registry import RegistryError, load_builtins
+from rl_core.rewards.registry import register_reward
+
+load_builtins()
+
+__all__ = [
+    "CATEGORIES",
+    "AdvantageFn",
+    "BasePolicy",
+    "EnvFactory",
+    "EnvSpaces",
+    "ModelBuilder",
+    "PolicyLossFn",
+    "RegistryError",
+    "register_advantage",
+    "register_env",
+    "register_model",
+    "register_policy_loss",
+    "register_reward",
+    "register_space_codec",
+]
