@@ -14,12 +14,14 @@ from typing import Any
 
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.placement import PlacementError
 from infra.prefect_api import ensure_prefect_api
 from infra.runtime_env import apply_base_env
+from infra.worker_group import WorkerStartError
 from rl_core.config import ConfigError, available_presets, load_config
 from rl_core.config.loader import DEFAULT_PRESET
 
@@ -65,17 +67,22 @@ def run_cli(train_flow: Any, argv: list[str] | None = None) -> int:
         load_extension_modules()
         cfg = load_config(args.config, overrides)  # fail before any server or worker starts
     except (ConfigError, ExtensionError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print_error(exc)
         return 2
     _install_stop_handlers()
     try:
         with prefect_api(Path(cfg.run.output_dir)):
             summary = train_flow(preset=args.config, overrides=overrides)
-    except (CheckpointError, ConfigError, ExtensionError, PlacementError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+    except (CheckpointError, ConfigError, ExtensionError, PlacementError, WorkerStartError) as exc:
+        print_error(exc)
         return 2
     _print_summary(summary)
     return 0
+
+
+def print_error(exc: BaseException) -> None:
+    """One unwrapped ``error: ...`` line (the text is not read as rich markup)."""
+    console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
 
 
 @contextmanager
@@ -114,7 +121,6 @@ def _flush_prefect_logs() -> None:
         from prefect.events.worker import EventsWorker
         from prefect.logging.handlers import APILogHandler, APILogWorker
 
-        APILogHandler.flush()
         APILogWorker.drain_all(timeout=10)
         EventsWorker.drain_all(timeout=10)
         for logger_obj in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:

@@ -23,11 +23,11 @@ from prefect.cache_policies import NO_CACHE
 from infra.checkpoint.reader import locate_checkpoint, read_config, read_policy_weights
 from infra.checkpoint.store import CheckpointError, step_dir_name
 from infra.evaluation import eval_seeds, run_episodes
-from infra.extensions import load_extension_modules
+from infra.extensions import ExtensionError, load_extension_modules
 from infra.runtime_env import apply_base_env
 from infra.session import default_tracking_uri
 from infra.tracking import MlflowTracker
-from rl_core.config import validate_config
+from rl_core.config import ConfigError, validate_config
 
 logger = logging.getLogger("rlpipe.evaluate")
 
@@ -121,13 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=int, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from flows.cli import prefect_api
+    from flows.cli import prefect_api, print_error
 
     try:
         with prefect_api(Path(args.output_dir)):
             summary = evaluate(args.run_name, args.output_dir, args.episodes, args.step)
-    except CheckpointError as exc:
-        logger.error("error: %s", exc)
+    except (CheckpointError, ConfigError, ExtensionError) as exc:
+        print_error(exc)
         return 2
     print(json.dumps(summary, indent=2))
     return 0

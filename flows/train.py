@@ -35,7 +35,8 @@ def _train_run_name() -> str:
     for override in params.get("overrides") or []:
         if override.startswith("run.name="):
             name = override.split("=", 1)[1]
-    return f"train-{name or params.get('preset') or 'default'}"
+    preset = params.get("preset")
+    return f"train-{name or (Path(preset).stem if preset else 'default')}"
 
 
 @flow(name="train", flow_run_name=_train_run_name, persist_result=False, log_prints=False)

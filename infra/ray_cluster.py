@@ -46,6 +46,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str
             "log_to_driver": True,
         }
         if target == "local":
+            _loopback_only()
             kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
             kwargs["_node_ip_address"] = "127.0.0.1"
             # Keep idle task workers alive: by default Ray kills idle workers above one per
@@ -62,6 +63,21 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str
         if str(PROJECT_ROOT) not in sys.path:
             sys.path.insert(0, str(PROJECT_ROOT))
     return ray.cluster_resources()
+
+
+def _loopback_only() -> None:
+    """Make a new local cluster listen on 127.0.0.1 only.
+
+    On Linux, Ray resolves ``_node_ip_address="127.0.0.1"`` to the machine's outward
+    address and its servers (GCS, raylet, object manager, workers) listen on every
+    interface. With clusters "disabled" (Ray's own switch for single-machine use) it keeps
+    the loopback address, and every server binds to it. The variable reaches the processes
+    Ray starts; the constant is read by this process, which imported Ray already.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def shutdown() -> None:

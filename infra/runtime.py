@@ -54,6 +54,7 @@ class TrainingRuntime:
             self.placement["env"],
             lambda r: (self.config_dict, r, self.placement["env"].cpus),
         )
+        self.env.wait_started()
         self.spaces = ray.get(self.env[0].spaces.remote())
         self.rollout = WorkerGroup(
             "rollout",
@@ -73,8 +74,8 @@ class TrainingRuntime:
             _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
         ]
         # Wait for every worker to finish start-up (fails fast on config/extension errors).
-        for group in (self.env, self.rollout, self.actor):
-            group.call_sync("ping")
+        for group in (self.rollout, self.actor):
+            group.wait_started()
 
     # -- steps ---------------------------------------------------------------------------
     def weight_sync(self) -> dict[str, Any]:
@@ -204,7 +205,7 @@ class TrainingRuntime:
                 ]
             )
         for group in (self.env, self.rollout, self.actor):
-            group.call_sync("ping")
+            group.wait_started()
         return rebuilt
 
     def worker_pids(self) -> dict[str, list[int]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,21 @@ from infra.placement import GroupPlacement
 
 logger = logging.getLogger(__name__)
 _remote_classes: dict[type, Any] = {}
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class WorkerStartError(RuntimeError):
+    """A worker's constructor raised (bad extension module, env or model): the run stops."""
+
+
+def startup_failure_reason(error: RayActorError) -> str:
+    """The original exception line of an actor whose ``__init__`` raised.
+
+    Ray reports it as the last line of the remote traceback inside the error message.
+    """
+    text = _ANSI.sub("", getattr(error, "error_msg", "") or str(error))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
 
 
 def _remote(cls: type) -> Any:
@@ -70,6 +86,26 @@ class WorkerGroup:
     def call_sync(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
         """Call ``method`` on every worker and wait for the results."""
         return ray.get(self.call(method, *args, **kwargs))
+
+    def wait_started(self) -> list[int]:
+        """Wait until every worker has finished ``__init__``; returns their process ids.
+
+        Raises:
+            WorkerStartError: A worker's constructor raised; the message names the group,
+                the rank and the original exception (e.g. an extension module that failed
+                to import inside the worker).
+        """
+        pids = []
+        for rank, handle in enumerate(self.handles):
+            try:
+                pids.append(ray.get(handle.ping.remote()))
+            except RayActorError as exc:
+                if not getattr(exc, "actor_init_failed", False):
+                    raise
+                raise WorkerStartError(
+                    f"{self.name} worker {rank} failed to start: {startup_failure_reason(exc)}"
+                ) from None
+        return pids
 
     def dead_ranks(self, timeout: float = 10.0) -> list[int]:
         """Ranks whose actor no longer answers."""

@@ -6,5 +6,6 @@ bash scripts/setup_venv.sh
 export OMP_NUM_THREADS=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled \
   MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true PREFECT_SERVER_ANALYTICS_ENABLED=false
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 # pytest exits 5 when it collected no tests: that fails this script like any other error.
 .venv/bin/python -m pytest "$@"

@@ -4,6 +4,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 for key, value in {
@@ -15,3 +17,17 @@ for key, value in {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
 }.items():
     os.environ.setdefault(key, value)
+
+
+@pytest.fixture()
+def clean_registries(monkeypatch):
+    """Undo every registration a test makes and forget which extension modules loaded."""
+    from infra import extensions
+    from rl_core.registries import registry_for
+
+    kinds = ["model", "env", "advantage", "policy_loss", "reward"]
+    saved = {kind: dict(registry_for(kind)._entries) for kind in kinds}
+    monkeypatch.setattr(extensions, "_loaded", set())
+    yield
+    for kind in kinds:
+        registry_for(kind)._entries = saved[kind]

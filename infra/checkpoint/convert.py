@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from infra.checkpoint.export import ExportError, export_policy, policy_from_checkpoint
 from infra.checkpoint.reader import locate_checkpoint
@@ -27,7 +28,7 @@ from infra.runtime_env import apply_base_env
 from rl_core.config import ConfigError
 from rl_core.registry import RegistryError
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,10 +73,12 @@ def main(argv: list[str] | None = None) -> int:
             overwrite=args.overwrite,
         )
     except (CheckpointError, ConfigError, ExportError, ExtensionError, RegistryError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     files = ", ".join(sorted(p.name for p in out.iterdir()))
-    console.print(f"wrote {config['model']['model_type']} policy (step {ref.step}) to {out}: {files}")
+    console.print(
+        f"wrote {config['model']['model_type']} policy (step {ref.step}) to {out}: {files}"
+    )
     return 0
 
 
