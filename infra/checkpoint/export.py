@@ -33,7 +33,7 @@ from infra.checkpoint.reader import (
 from infra.checkpoint.store import CheckpointError
 from rl_core.config import validate_config
 from rl_core.config.schema import ModelConfig
-from rl_core.envs import EnvSpaces, make_single_env
+from rl_core.envs import EnvSpaces, probe_spaces
 from rl_core.envs.spaces import env_spaces_from_dict, env_spaces_to_dict
 from rl_core.models import MODELS, BasePolicy, get_model
 from rl_core.registry import Registry
@@ -122,9 +122,7 @@ def policy_from_checkpoint(ref: CheckpointRef) -> tuple[BasePolicy, dict[str, An
     if spaces_json is not None:
         spaces = env_spaces_from_dict(spaces_json)
     else:  # checkpoints written before spaces.json existed: ask the env
-        env = make_single_env(cfg.env)
-        spaces = EnvSpaces(env.observation_space, env.action_space)
-        env.close()
+        spaces = probe_spaces(cfg.env)
     policy = get_model(cfg.model, spaces)
     try:
         policy.load_state_dict(read_policy_weights(ref), strict=True)

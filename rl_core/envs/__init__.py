@@ -1,6 +1,13 @@
 """Environments: the env registry and the vectorized gymnasium adapter."""
 
-from rl_core.envs.registry import ENVS, EnvSpaces, get_env_factory, make_single_env, register_env
+from rl_core.envs.registry import (
+    ENVS,
+    EnvSpaces,
+    get_env_factory,
+    make_single_env,
+    probe_spaces,
+    register_env,
+)
 from rl_core.envs.vector import VectorEnvAdapter
 
 __all__ = [
@@ -9,5 +16,6 @@ __all__ = [
     "VectorEnvAdapter",
     "get_env_factory",
     "make_single_env",
+    "probe_spaces",
     "register_env",
 ]

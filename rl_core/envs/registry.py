@@ -71,4 +71,13 @@ def make_single_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
     return get_env_factory(env_cfg.env_type)(env_cfg, render_mode=render_mode)
 
 
+def probe_spaces(env_cfg: Any) -> EnvSpaces:
+    """Build one env of ``env_cfg`` to read its spaces, then close it."""
+    env = make_single_env(env_cfg)
+    try:
+        return EnvSpaces(env.observation_space, env.action_space)
+    finally:
+        env.close()
+
+
 register_env("gym", make_gym_env)

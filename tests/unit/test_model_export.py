@@ -21,23 +21,15 @@ from infra.checkpoint.reader import locate_checkpoint
 from infra.checkpoint.serialize import tensors_to_bytes
 from infra.checkpoint.store import LocalCheckpointStore, step_dir_name
 from rl_core.config import load_config
-from rl_core.envs import EnvSpaces
+from rl_core.envs import EnvSpaces, probe_spaces
 from rl_core.envs.spaces import env_spaces_to_dict
 from rl_core.models import MODELS, BasePolicy, get_model, register_model
-
-
-def spaces_of(env_id):
-    env = gym.make(env_id)
-    try:
-        return EnvSpaces(env.observation_space, env.action_space)
-    finally:
-        env.close()
 
 
 def write_checkpoint(root, overrides=(), steps=(3,), spaces_json=True):
     """A committed checkpoint as TrainSession writes it (the files the converter reads)."""
     cfg = load_config(overrides=list(overrides))
-    spaces = spaces_of(cfg.env.env_id)
+    spaces = probe_spaces(cfg.env)
     store = LocalCheckpointStore(root)
     policies = {}
     for step in steps:
