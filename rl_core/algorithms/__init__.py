@@ -1,8 +1,9 @@
 """Pure RL algorithm pieces: advantage estimators, policy/value losses and KL estimators.
 
-Importing this package registers the built-ins: advantage estimators ``"gae"`` and
-``"grpo"``, policy loss ``"ppo"`` and KL estimators ``"k1"``, ``"k2"``, ``"k3"``,
-``"low_var_kl"``.
+Importing this package registers the built-ins: advantage estimators ``"gae"``, ``"grpo"``,
+``"dr_grpo"``, ``"rloo"``, ``"reinforce_plus_plus"``, ``"reinforce_plus_plus_baseline"``
+and ``"token_gae"``; policy loss ``"ppo"``; KL estimators ``"k1"``, ``"k2"``, ``"k3"``,
+``"low_var_kl"`` and their straight-through ``+`` variants; the loss aggregation modes.
 """
 
 from rl_core.algorithms.advantages import (
@@ -10,7 +11,17 @@ from rl_core.algorithms.advantages import (
     compute_group_advantages,
     normalize_advantages,
 )
+from rl_core.algorithms.aggregation import LOSS_AGGREGATIONS, aggregate_loss
+from rl_core.algorithms.dapo import informative_groups, overlong_penalty
 from rl_core.algorithms.kl import KL_ESTIMATORS, kl_penalty
+from rl_core.algorithms.llm_advantages import (
+    compute_dr_grpo_advantages,
+    compute_reinforce_plus_plus_advantages,
+    compute_reinforce_plus_plus_baseline_advantages,
+    compute_rloo_advantages,
+    compute_token_gae,
+    discounted_token_returns,
+)
 from rl_core.algorithms.losses import (
     compute_ppo_policy_loss,
     compute_value_loss,
@@ -31,6 +42,16 @@ from rl_core.algorithms.registry import (
 __all__ = [
     "ADVANTAGES",
     "KL_ESTIMATORS",
+    "LOSS_AGGREGATIONS",
+    "aggregate_loss",
+    "compute_dr_grpo_advantages",
+    "compute_reinforce_plus_plus_advantages",
+    "compute_reinforce_plus_plus_baseline_advantages",
+    "compute_rloo_advantages",
+    "compute_token_gae",
+    "discounted_token_returns",
+    "informative_groups",
+    "overlong_penalty",
     "POLICY_LOSSES",
     "AdvantageFn",
     "PolicyLossFn",

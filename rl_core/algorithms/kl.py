@@ -8,6 +8,11 @@ Schulman's estimators of ``KL(pi || pi_ref)`` from samples of ``pi``
 * ``k3``: ``exp(logr) - logr - 1`` (unbiased, low variance, always >= 0)
 * ``low_var_kl``: ``k3`` with ``logr`` clamped to ``[-20, 20]`` and the result clamped to
   ``[-10, 10]`` (the verl/GRPO convention).
+
+Each has a straight-through variant with a ``+`` suffix (``k1+``, ``k3+``, ...; verl's
+convention): the value of the estimator in the forward pass, the gradient of ``k2`` in the
+backward pass. ``k2``'s gradient, ``(logp - logp_ref) * grad(logp)``, is an unbiased
+gradient of the KL when it is used as a loss term, which ``k1``'s and ``k3``'s are not.
 """
 
 from __future__ import annotations
@@ -46,6 +51,19 @@ def _low_var_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Ten
     return torch.clamp(kl, -10.0, 10.0)
 
 
+def _straight_through(base: KLEstimator) -> KLEstimator:
+    def estimator(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+        value = base(logprobs, ref_logprobs)
+        grad_path = 0.5 * (logprobs - ref_logprobs) ** 2
+        return value.detach() + grad_path - grad_path.detach()
+
+    return estimator
+
+
+for _name, _base in (("k1", _k1), ("k2", _k2), ("k3", _k3), ("low_var_kl", _low_var_kl)):
+    KL_ESTIMATORS.register(f"{_name}+", _straight_through(_base))
+
+
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str) -> torch.Tensor:
     """Per-element estimate of ``KL(pi || pi_ref)`` from log-probs of sampled actions/tokens.
 
@@ -53,7 +71,7 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: st
         logprobs: Log-probabilities under the current policy ``pi``.
         ref_logprobs: Log-probabilities of the same samples under the reference policy.
         estimator: One of ``KL_ESTIMATORS.names()``: ``"k1"``, ``"k2"``, ``"k3"``,
-            ``"low_var_kl"`` (case-insensitive).
+            ``"low_var_kl"`` or one of them with a ``+`` (case-insensitive).
 
     Returns:
         Tensor shaped like ``logprobs`` (differentiable w.r.t. ``logprobs``); reduce it with

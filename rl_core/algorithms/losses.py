@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from rl_core.algorithms.aggregation import aggregate_loss
 from rl_core.algorithms.registry import register_policy_loss
 
 # exp() of a log-ratio beyond this is numerically useless; verl clamps at the same bound.
@@ -45,6 +46,8 @@ def compute_ppo_policy_loss(
     clip_ratio_high: float,
     clip_ratio_c: float | None = None,
     loss_mask: torch.Tensor | None = None,
+    loss_agg_mode: str = "token-mean",
+    loss_agg_norm: float | None = None,
     **_: object,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO clipped surrogate loss with asymmetric clipping and optional dual clip.
@@ -67,10 +70,14 @@ def compute_ppo_policy_loss(
         clip_ratio_high: Upper clip range ``eps_high`` (ratio ceiling ``1 + eps_high``).
         clip_ratio_c: Dual-clip constant (> 1), or None to disable dual clipping.
         loss_mask: Optional bool/0-1 mask of the elements that count.
+        loss_agg_mode: How per-token losses ``[B, L]`` reduce to a scalar when a
+            ``loss_mask`` is given (see :mod:`rl_core.algorithms.aggregation`);
+            ``token-mean`` is the masked mean. Without a mask: the plain mean.
+        loss_agg_norm: The constant of ``seq-mean-token-sum-norm``.
         **_: Ignored, so every policy loss can be called with the same keywords.
 
     Returns:
-        ``(loss, metrics)``: the scalar masked-mean loss, and floats ``clipfrac`` (fraction
+        ``(loss, metrics)``: the scalar aggregated loss, and floats ``clipfrac`` (fraction
         where ``pg2 > pg1``), ``dual_clipfrac``, ``approx_kl`` (masked mean of
         ``old_logprobs - logprobs``, the k1 estimator) and ``ratio_mean``.
 
@@ -100,7 +107,11 @@ def compute_ppo_policy_loss(
         losses = clipped
         dual_clipfrac = torch.zeros((), dtype=ratio.dtype)
 
-    loss = masked_mean(losses, loss_mask)
+    if loss_mask is None:
+        loss = losses.mean()
+    else:
+        mask = torch.broadcast_to(loss_mask, losses.shape)
+        loss = aggregate_loss(losses, mask, loss_agg_mode, norm=loss_agg_norm)
     with torch.no_grad():
         metrics = {
             "clipfrac": _as_float(clipfrac),

@@ -167,7 +167,7 @@ def test_unknown_section_lists_sections():
     ("override", "field", "known"),
     [
         ("model.model_type=nope", "model.model_type", "mlp_actor_critic"),
-        ("algorithm.adv_type=nope", "algorithm.adv_type", "gae, grpo"),
+        ("algorithm.adv_type=nope", "algorithm.adv_type", "dr_grpo, gae, grpo"),
         ("algorithm.loss_type=nope", "algorithm.loss_type", "ppo"),
         ("env.env_type=nope", "env.env_type", "gym"),
         ("reward.reward_type=nope", "reward.reward_type", "env"),

@@ -1,0 +1,69 @@
+"""Loss aggregation: a ``[B, L]`` matrix of per-token losses → one scalar.
+
+With ``m`` the response mask, ``B`` the number of responses and ``L`` the padded length
+(verl's ``agg_loss``; DAPO, Yu et al. 2025, §3.3; Dr. GRPO, Liu et al. 2025):
+
+* ``token-mean``: ``sum(l * m) / sum(m)`` — every token weighs the same (DAPO).
+* ``seq-mean-token-sum``: ``mean_b(sum_t l * m)``.
+* ``seq-mean-token-mean``: ``mean_b(sum_t l * m / sum_t m)`` — original GRPO.
+* ``seq-mean-token-sum-norm``: ``sum_b(sum_t l * m) / norm`` with ``norm`` a constant
+  (default ``L``) — Dr. GRPO's length-unbiased form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from rl_core.registry import Registry, RegistryError
+
+Aggregator = Callable[..., torch.Tensor]
+LOSS_AGGREGATIONS: Registry[Aggregator] = Registry("loss aggregation mode")
+
+
+@LOSS_AGGREGATIONS.decorator("token-mean")
+def _token_mean(loss: torch.Tensor, mask: torch.Tensor, **_: object) -> torch.Tensor:
+    return (loss * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+@LOSS_AGGREGATIONS.decorator("seq-mean-token-sum")
+def _seq_mean_token_sum(loss: torch.Tensor, mask: torch.Tensor, **_: object) -> torch.Tensor:
+    return (loss * mask).sum(dim=-1).mean()
+
+
+@LOSS_AGGREGATIONS.decorator("seq-mean-token-mean")
+def _seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, **_: object) -> torch.Tensor:
+    return ((loss * mask).sum(dim=-1) / mask.sum(dim=-1).clamp(min=1.0)).mean()
+
+
+@LOSS_AGGREGATIONS.decorator("seq-mean-token-sum-norm")
+def _seq_mean_token_sum_norm(
+    loss: torch.Tensor, mask: torch.Tensor, norm: float | None = None, **_: object
+) -> torch.Tensor:
+    return (loss * mask).sum() / float(norm or mask.shape[-1])
+
+
+def aggregate_loss(
+    loss: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean", norm: float | None = None
+) -> torch.Tensor:
+    """Reduce per-token ``loss`` ``[B, L]`` under ``mask`` ``[B, L]`` with ``mode``.
+
+    Args:
+        loss: Per-token losses.
+        mask: 1 where a token counts.
+        mode: One of ``LOSS_AGGREGATIONS.names()`` (see the module docstring).
+        norm: The constant of ``seq-mean-token-sum-norm`` (default: ``L``).
+
+    Raises:
+        ValueError: Unknown mode, or ``loss`` and ``mask`` shapes differ.
+    """
+    if loss.shape != mask.shape:
+        raise ValueError(f"loss {tuple(loss.shape)} and mask {tuple(mask.shape)} differ in shape")
+    try:
+        fn = LOSS_AGGREGATIONS.get(mode)
+    except RegistryError:
+        raise ValueError(
+            f"unknown loss aggregation {mode!r}; allowed: {', '.join(LOSS_AGGREGATIONS.names())}"
+        ) from None
+    return fn(loss, mask.to(loss.dtype), norm=norm)

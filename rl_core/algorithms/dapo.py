@@ -1,0 +1,64 @@
+"""DAPO's data-side pieces: dynamic sampling and overlong reward shaping.
+
+Source: Yu et al. 2025, "DAPO: An Open-Source LLM Reinforcement Learning System at Scale".
+
+Clip-higher is the asymmetric clip of the ``ppo`` loss (``clip_ratio_high`` >
+``clip_ratio_low``) and the token-level loss is the ``token-mean`` aggregation.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def informative_groups(scores: torch.Tensor, group_size: int, tol: float = 1e-6) -> torch.Tensor:
+    """Which groups to keep under dynamic sampling (DAPO §3.2).
+
+    A group whose responses all got the same reward has zero advantage for every token and
+    only dilutes the batch; DAPO drops it and samples more prompts instead.
+
+    Args:
+        scores: ``[B]`` outcome rewards, ``group_size`` consecutive rows per prompt.
+        group_size: Responses per prompt.
+        tol: Rewards closer than this count as equal.
+
+    Returns:
+        ``[B // group_size]`` bool: True for groups whose rewards are not all equal.
+    """
+    if scores.dim() != 1 or scores.shape[0] % group_size:
+        raise ValueError(
+            f"scores must be 1-D with a length divisible by group_size ({group_size}), got "
+            f"shape {tuple(scores.shape)}"
+        )
+    groups = scores.float().reshape(-1, group_size)
+    return (groups.max(dim=1).values - groups.min(dim=1).values) > tol
+
+
+def overlong_penalty(
+    lengths: torch.Tensor, max_length: int, buffer_length: int, penalty_factor: float = 1.0
+) -> torch.Tensor:
+    """Soft overlong punishment (DAPO §3.4, eq. 13), added to the outcome reward.
+
+    With ``L_max = max_length`` and ``L_cache = buffer_length``::
+
+        0                                     if |y| <= L_max - L_cache
+        ((L_max - L_cache) - |y|) / L_cache   if L_max - L_cache < |y| <= L_max
+        -1                                    if |y| > L_max
+
+    times ``penalty_factor``.
+
+    Args:
+        lengths: ``[B]`` response lengths in tokens.
+        max_length: ``L_max``, the longest response allowed.
+        buffer_length: ``L_cache`` (> 0, <= ``max_length``), the soft zone before it.
+        penalty_factor: Scale of the penalty.
+    """
+    if not 0 < buffer_length <= max_length:
+        raise ValueError(
+            f"buffer_length must be in (0, max_length={max_length}], got {buffer_length}"
+        )
+    lengths = lengths.float()
+    expected = max_length - buffer_length
+    penalty = torch.clamp((expected - lengths) / buffer_length, max=0.0)
+    penalty = torch.where(lengths > max_length, torch.full_like(penalty, -1.0), penalty)
+    return penalty * penalty_factor

@@ -1,0 +1,164 @@
+"""Advantage estimators of the reasoning (LLM) path.
+
+The LLM trainer calls every estimator with the same keywords (each ignores what it does
+not use):
+
+* ``rewards`` ``[B]``: one outcome score per response (after reward shaping);
+* ``token_rewards`` ``[B, L]``: per-token rewards (the score on the last response token,
+  minus the KL penalty when KL is applied in the reward);
+* ``response_mask`` ``[B, L]``: 1 on response tokens;
+* ``values`` ``[B, L]`` or None: critic values (PPO);
+* ``group_size``, ``gamma``, ``gae_lambda``, ``norm_std``, ``eps``.
+
+Responses to one prompt are ``group_size`` consecutive rows. An estimator returns
+``(advantages, returns)`` either per response (``[B]``, broadcast over the response's
+tokens by the trainer) or per token (``[B, L]``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rl_core.algorithms.advantages import (
+    compute_gae,
+    compute_group_advantages,
+    normalize_advantages,
+)
+from rl_core.algorithms.registry import register_advantage
+
+
+def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    if rewards.dim() != 1 or group_size < 1 or rewards.shape[0] % group_size:
+        raise ValueError(
+            f"rewards must be 1-D with a length divisible by group_size ({group_size}), got "
+            f"shape {tuple(rewards.shape)}"
+        )
+    return rewards.float().reshape(-1, group_size)
+
+
+@register_advantage("dr_grpo")
+def compute_dr_grpo_advantages(
+    *, rewards: torch.Tensor, group_size: int, **_: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training"): ``A = r - mean(group)``.
+
+    GRPO without the division by the group std (``grpo`` with ``norm_std=False``).
+    """
+    return compute_group_advantages(rewards=rewards, group_size=group_size, norm_std=False)
+
+
+@register_advantage("rloo")
+def compute_rloo_advantages(
+    *, rewards: torch.Tensor, group_size: int, **_: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """RLOO (Ahmadian et al. 2024; Kool et al. 2019): leave-one-out baseline.
+
+    ``A_i = r_i - mean_{j != i} r_j = n / (n - 1) * (r_i - mean(group))`` for a group of
+    ``n`` responses; a group of one gets 0. Returns ``[B]`` (``returns == advantages``).
+    """
+    groups = _groups(rewards, group_size)
+    with torch.no_grad():
+        if group_size == 1:
+            adv = torch.zeros_like(groups)
+        else:
+            others = (groups.sum(dim=1, keepdim=True) - groups) / (group_size - 1)
+            adv = groups - others
+        adv = adv.reshape(-1)
+    return adv, adv.clone()
+
+
+def discounted_token_returns(
+    token_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """``G_t = sum_{k >= t} gamma^(k - t) r_k`` over response tokens (padding contributes 0)."""
+    rewards = token_rewards.float() * response_mask
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros(rewards.shape[0], dtype=rewards.dtype)
+    for t in reversed(range(rewards.shape[1])):
+        running = rewards[:, t] + gamma * running
+        returns[:, t] = running
+    return returns * response_mask
+
+
+@register_advantage("reinforce_plus_plus")
+def compute_reinforce_plus_plus_advantages(
+    *,
+    token_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    gamma: float = 1.0,
+    **_: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """REINFORCE++ (Hu 2025, arXiv:2501.03262; verl ``reinforce_plus_plus``).
+
+    Per-token discounted return ``G_t`` (the KL penalty, when applied in the reward, is
+    part of ``token_rewards``), whitened over all response tokens of the batch:
+    ``A = (G - mean) / (std + eps)``. Returns ``[B, L]`` advantages and the raw ``G``.
+    """
+    with torch.no_grad():
+        mask = response_mask.bool()
+        returns = discounted_token_returns(token_rewards, response_mask, gamma)
+        adv = normalize_advantages(returns, mask)
+    return adv, returns
+
+
+@register_advantage("reinforce_plus_plus_baseline")
+def compute_reinforce_plus_plus_baseline_advantages(
+    *,
+    rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_size: int,
+    **_: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """REINFORCE++-baseline (Hu 2025; verl ``reinforce_plus_plus_baseline``).
+
+    The group mean is subtracted from each outcome score, the result is broadcast over the
+    response's tokens, then whitened over all response tokens of the batch.
+    Returns ``[B, L]`` advantages and ``[B, L]`` returns (the centred scores).
+    """
+    groups = _groups(rewards, group_size)
+    with torch.no_grad():
+        centred = (groups - groups.mean(dim=1, keepdim=True)).reshape(-1)
+        mask = response_mask.bool()
+        token_scores = centred[:, None] * response_mask.float()
+        adv = normalize_advantages(token_scores, mask)
+    return adv, token_scores
+
+
+@register_advantage("token_gae")
+def compute_token_gae(
+    *,
+    token_rewards: torch.Tensor,
+    values: torch.Tensor,
+    response_mask: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+    **_: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE over response tokens for PPO with a critic (Schulman et al. 2016; verl ``gae``).
+
+    Each response is one episode that terminates at its last response token, so the value
+    after it is 0 and padding never leaks into the recursion. Computed by
+    :func:`~rl_core.algorithms.advantages.compute_gae` on the time-major view.
+    Returns ``[B, L]`` advantages and returns (zero on padding).
+    """
+    if values is None:
+        raise ValueError("token_gae needs critic values: use a model with a value head")
+    mask = response_mask.float()
+    lengths = mask.sum(dim=1).long()
+    last = torch.zeros_like(mask, dtype=torch.bool)
+    rows = torch.nonzero(lengths > 0).squeeze(-1)
+    # the last response token of each row (responses are left-aligned in the response block)
+    last_index = torch.tensor(
+        [int(torch.nonzero(mask[r]).max()) for r in rows.tolist()], dtype=torch.long
+    )
+    last[rows, last_index] = True
+    adv_t, ret_t = compute_gae(
+        rewards=(token_rewards.float() * mask).T,
+        values=(values.float() * mask).T,
+        terminated=last.T,
+        truncated=torch.zeros_like(last.T),
+        next_values=torch.zeros(mask.shape[0]),
+        gamma=gamma,
+        gae_lambda=gae_lambda,
+    )
+    return adv_t.T * mask, ret_t.T * mask
