@@ -1,0 +1,173 @@
+"""Hugging Face causal LM policy for the reasoning path (``model_type: hf_causal_lm``).
+
+Training rows are ``[prompt (left-padded) | response (right-padded)]`` (see
+:mod:`rl_core.llm.batching`); :meth:`CausalLMPolicy.default_forward` recomputes the
+log-probabilities (and entropy, and values with ``model.value_head``) of the response
+tokens. Sampling for rollouts happens in a rollout engine (``infra.rollout``), which holds
+its own copy of the weights; :meth:`predict_action_batch` generates with this model, for
+evaluation and tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from rl_core.llm.batching import pad_left, pad_right
+from rl_core.llm.generation import SamplingParams, hf_generate
+from rl_core.llm.logprobs import entropy_from_logits, logprobs_from_logits
+from rl_core.models.base_policy import BasePolicy
+from rl_core.models.registry import register_model
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class CausalLMPolicy(BasePolicy):
+    """A causal LM (plus an optional scalar value head on its last hidden state).
+
+    Args:
+        model: The Hugging Face ``PreTrainedModel``.
+        tokenizer: Its tokenizer.
+        value_head: Add a critic head (PPO with ``token_gae``).
+    """
+
+    export_format = "hf_pretrained"
+
+    def __init__(self, model: nn.Module, tokenizer: Any, value_head: bool = False) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.value_head = nn.Linear(model.config.hidden_size, 1) if value_head else None
+        if self.value_head is not None:
+            nn.init.zeros_(self.value_head.weight)
+            nn.init.zeros_(self.value_head.bias)
+
+    def pretrained_model(self) -> nn.Module:
+        """The wrapped Hugging Face model."""
+        return self.model
+
+    def pretrained_tokenizer(self) -> Any:
+        """The tokenizer (saved next to the model by the converter)."""
+        return self.tokenizer
+
+    def default_forward(
+        self,
+        forward_inputs: dict[str, torch.Tensor],
+        compute_values: bool = False,
+        compute_entropy: bool = True,
+        temperature: float = 1.0,
+        **kwargs: Any,
+    ) -> dict[str, torch.Tensor]:
+        """Log-probs ``[N, R]`` of the response tokens, and entropy / values if asked.
+
+        Args:
+            forward_inputs: ``prompt_ids``/``prompt_mask`` ``[N, P]`` (left-padded) and
+                ``response_ids``/``response_mask`` ``[N, R]`` (right-padded).
+            compute_values: Also return ``values`` ``[N, R]`` (needs the value head): the
+                value of the state before each response token.
+            compute_entropy: Also return ``entropy`` ``[N, R]``.
+            temperature: The sampling temperature the responses were drawn with.
+            **kwargs: Ignored (callers may pass options other policies use).
+        """
+        prompt_ids, response_ids = forward_inputs["prompt_ids"], forward_inputs["response_ids"]
+        mask = torch.cat([forward_inputs["prompt_mask"], forward_inputs["response_mask"]], dim=1)
+        ids = torch.cat([prompt_ids, response_ids], dim=1)
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        want_hidden = compute_values and self.value_head is not None
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            output_hidden_states=want_hidden,
+            use_cache=False,
+        )
+        start = prompt_ids.shape[1] - 1
+        logits = out.logits[:, start:-1]
+        result = {"logprobs": logprobs_from_logits(logits, response_ids, temperature)}
+        if compute_entropy:
+            result["entropy"] = entropy_from_logits(logits, temperature)
+        if compute_values:
+            if self.value_head is None:
+                raise ValueError("values requested but the model has no value head")
+            hidden = out.hidden_states[-1][:, start:-1]
+            result["values"] = self.value_head(hidden.float()).squeeze(-1)
+        return result
+
+    @torch.no_grad()
+    def predict_action_batch(
+        self,
+        env_obs: dict[str, Any],
+        mode: str = "train",
+        compute_values: bool = False,
+        sampling: SamplingParams | None = None,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> tuple[list[list[int]], dict[str, Any]]:
+        """Generate responses to ``env_obs["prompt_ids"]`` (lists of token ids).
+
+        ``mode="eval"`` decodes greedily. Returns the response token lists and
+        ``prev_logprobs`` (lists), ``finished`` flags and the padded ``forward_inputs``.
+        """
+        sampling = sampling or SamplingParams(stop_token_ids=(self.tokenizer.eos_token_id,))
+        if mode == "eval" and not sampling.greedy:
+            sampling = SamplingParams(**{**sampling.__dict__, "greedy": True})
+        prompts = [list(p) for p in env_obs["prompt_ids"]]
+        gen = hf_generate(self.model, prompts, sampling, self.tokenizer.pad_token_id, seed)
+        prompt_ids, prompt_mask = pad_left(prompts, self.tokenizer.pad_token_id)
+        response_ids, response_mask = pad_right(gen.response_ids, self.tokenizer.pad_token_id)
+        return gen.response_ids, {
+            "prev_logprobs": gen.logprobs,
+            "prev_values": None,
+            "finished": gen.finished,
+            "forward_inputs": {
+                "prompt_ids": prompt_ids,
+                "prompt_mask": prompt_mask,
+                "response_ids": response_ids,
+                "response_mask": response_mask,
+            },
+        }
+
+
+def load_causal_lm(model_cfg: Any) -> tuple[nn.Module, Any]:
+    """Load model and tokenizer from ``model_cfg.model_path`` (a local directory only).
+
+    Raises:
+        ValueError: No ``model_path``, or it is not a directory holding a model.
+    """
+    path = getattr(model_cfg, "model_path", None)
+    if not path:
+        raise ValueError("model.model_path must name a local model directory for hf_causal_lm")
+    if not (Path(path) / "config.json").is_file():
+        raise ValueError(
+            f"model.model_path {path!r} is not a local Hugging Face model directory (no "
+            "config.json); build the tiny test model with scripts/build_tiny_lm.py"
+        )
+    dtype = DTYPES[model_cfg.dtype] if model_cfg.dtype != "auto" else "auto"
+    model = AutoModelForCausalLM.from_pretrained(
+        path,
+        dtype=dtype,
+        trust_remote_code=model_cfg.trust_remote_code,
+        local_files_only=True,
+        attn_implementation=model_cfg.attn_implementation,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(
+        path, trust_remote_code=model_cfg.trust_remote_code, local_files_only=True
+    )
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if model_cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    return model, tokenizer
+
+
+def build_causal_lm(model_cfg: Any, spaces: Any = None) -> CausalLMPolicy:
+    """Model builder registered as ``hf_causal_lm`` (``spaces`` is unused)."""
+    model, tokenizer = load_causal_lm(model_cfg)
+    return CausalLMPolicy(model, tokenizer, value_head=model_cfg.value_head)
+
+
+register_model("hf_causal_lm", build_causal_lm, category="reasoning")

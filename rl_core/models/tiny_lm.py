@@ -1,0 +1,100 @@
+"""A tiny Qwen2 causal LM with a character-level tokenizer, built locally (no downloads).
+
+Used by tests and the reasoning presets: ``python scripts/build_tiny_lm.py OUT_DIR``
+writes a directory that ``AutoModelForCausalLM.from_pretrained`` and
+``AutoTokenizer.from_pretrained`` load offline. With the defaults the model has about
+0.8 M parameters; every byte (every ASCII character) is one token.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2Tokenizer
+
+SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>")
+
+
+def byte_symbols() -> list[str]:
+    """The 256 printable stand-ins of byte-level BPE (GPT-2's ``bytes_to_unicode``)."""
+    visible = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    extra = iter(range(256, 512))
+    return [chr(b) if b in visible else chr(next(extra)) for b in range(256)]
+
+
+def build_char_tokenizer(chat_template: str | None = None) -> Qwen2Tokenizer:
+    """A byte-level tokenizer with no merges: one token per byte (per ASCII character).
+
+    It is a plain :class:`~transformers.Qwen2Tokenizer` (byte-level BPE whose vocabulary is
+    the special tokens plus the 256 byte symbols), so ``AutoTokenizer.from_pretrained``
+    rebuilds exactly the same tokenizer from the saved files.
+
+    Args:
+        chat_template: Optional Jinja chat template stored with the tokenizer.
+
+    Returns:
+        The tokenizer; ``decode(encode(text)) == text`` for any text.
+    """
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    for symbol in byte_symbols():
+        vocab[symbol] = len(vocab)
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab,
+        merges=[],
+        unk_token="<unk>",
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        clean_up_tokenization_spaces=False,
+    )
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    return tokenizer
+
+
+def tiny_qwen2_config(vocab_size: int, **overrides: Any) -> Qwen2Config:
+    """The default tiny architecture (4 layers, width 128); ``overrides`` change fields."""
+    fields: dict[str, Any] = {
+        "vocab_size": vocab_size,
+        "hidden_size": 128,
+        "intermediate_size": 352,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 256,
+        "tie_word_embeddings": True,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "bos_token_id": 2,
+    }
+    fields.update(overrides)
+    return Qwen2Config(**fields)
+
+
+def create_tiny_lm(
+    out_dir: str | Path, seed: int = 0, chat_template: str | None = None, **overrides: Any
+) -> Path:
+    """Write a freshly initialised tiny model and its tokenizer to ``out_dir``.
+
+    Args:
+        out_dir: Target directory (created).
+        seed: Seed of the weight initialisation.
+        chat_template: Optional chat template for the tokenizer.
+        **overrides: :class:`~transformers.Qwen2Config` fields to change.
+
+    Returns:
+        ``out_dir`` as a path.
+    """
+    out = Path(out_dir)
+    tokenizer = build_char_tokenizer(chat_template)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(tiny_qwen2_config(len(tokenizer), **overrides))
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
