@@ -21,7 +21,6 @@ from rl_core.llm.batching import pad_left, pad_right
 from rl_core.llm.generation import SamplingParams, hf_generate
 from rl_core.llm.logprobs import entropy_from_logits, logprobs_from_logits
 from rl_core.models.base_policy import BasePolicy
-from rl_core.models.registry import register_model
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -165,9 +164,6 @@ def load_causal_lm(model_cfg: Any) -> tuple[nn.Module, Any]:
 
 
 def build_causal_lm(model_cfg: Any, spaces: Any = None) -> CausalLMPolicy:
-    """Model builder registered as ``hf_causal_lm`` (``spaces`` is unused)."""
+    """Model builder of ``hf_causal_lm`` (``spaces`` is unused; see ``rl_core.builtins``)."""
     model, tokenizer = load_causal_lm(model_cfg)
     return CausalLMPolicy(model, tokenizer, value_head=model_cfg.value_head)
-
-
-register_model("hf_causal_lm", build_causal_lm, category="reasoning")

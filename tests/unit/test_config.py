@@ -166,11 +166,11 @@ def test_unknown_section_lists_sections():
 @pytest.mark.parametrize(
     ("override", "field", "known"),
     [
-        ("model.model_type=nope", "model.model_type", "mlp_actor_critic"),
+        ("model.model_type=nope", "model.model_type", "hf_causal_lm, mlp_actor_critic"),
         ("algorithm.adv_type=nope", "algorithm.adv_type", "dr_grpo, gae, grpo"),
         ("algorithm.loss_type=nope", "algorithm.loss_type", "ppo"),
         ("env.env_type=nope", "env.env_type", "gym"),
-        ("reward.reward_type=nope", "reward.reward_type", "env"),
+        ("reward.reward_type=nope", "reward.reward_type", "composite, env, format, math_verify"),
     ],
 )
 def test_unknown_registered_name(override, field, known):
