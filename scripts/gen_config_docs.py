@@ -98,17 +98,27 @@ FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
 #: The schema's model validators (cross-field rules), keyed by (model class, validator).
 CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
-    ("RLPipeConfig", "_stepwise_advantage"): (
-        "`algorithm.adv_type` must be a per-step estimator (e.g. `gae`) for the embodied PPO "
-        "trainer; `grpo` scores whole episodes or sequences."
+    ("RLPipeConfig", "_advantage_fits_model"): (
+        "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer "
+        "worker; reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "
+        "`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, or `token_gae` with "
+        "`model.value_head`)."
+    ),
+    ("RLPipeConfig", "_model_files_exist"): (
+        "`hf_causal_lm` needs `model.model_path`, a local directory with a `config.json`."
+    ),
+    ("DataConfig", "_files_given"): (
+        "`data.source: files` needs `data.train_files`; `data.prompt_template` must contain "
+        "`{prompt}`."
     ),
     ("RLPipeConfig", "_stages_divide"): (
         "`rollout.pipeline_stages` must divide `env.num_envs` into slices that are multiples "
         "of `env.group_size`."
     ),
     ("RLPipeConfig", "_batch_divides"): (
-        "The batch `env.num_workers × env.num_envs × rollout.num_steps` must divide into "
-        "`actor.num_minibatches × actor.num_workers` equal minibatches."
+        "The batch (embodied: `env.num_workers × env.num_envs × rollout.num_steps`; "
+        "reasoning: `data.prompts_per_batch × algorithm.group_size`) must divide into "
+        "`actor.num_minibatches × actor.num_workers` equal parts."
     ),
 }
 
@@ -195,12 +205,18 @@ def default_text(field: FieldInfo) -> str:
 # -- schema walking --------------------------------------------------------------------------
 
 
-def _sections(root: type[BaseModel]) -> list[tuple[str, type[BaseModel]]]:
-    return [
-        (name, f.annotation)
-        for name, f in root.model_fields.items()
-        if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)
-    ]
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _sections(root: type[BaseModel], prefix: str = "") -> list[tuple[str, type[BaseModel]]]:
+    """Every section model, nested ones under dotted names (``actor.fsdp_config``)."""
+    found: list[tuple[str, type[BaseModel]]] = []
+    for name, f in root.model_fields.items():
+        if _is_model(f.annotation):
+            found.append((f"{prefix}{name}", f.annotation))
+            found += _sections(f.annotation, prefix=f"{prefix}{name}.")
+    return found
 
 
 def builtin_names(kind: str) -> list[str]:
@@ -274,8 +290,8 @@ def field_table(section: str, model: type[BaseModel], only: list[str] | None = N
         "| --- | --- | --- | --- | --- |",
     ]
     for name, field in model.model_fields.items():
-        if only is not None and name not in only:
-            continue
+        if (only is not None and name not in only) or (section and _is_model(field.annotation)):
+            continue  # a nested section gets a table of its own
         description = field.description or FALLBACK_DESCRIPTIONS.get((section, name), "")
         cells = [
             f"`{name}`",

@@ -62,6 +62,17 @@ def _check_regex(value: str) -> str:
     return value
 
 
+#: Estimators that score whole episodes/sequences (not usable by the per-step PPO trainer).
+_OUTCOME_ESTIMATORS = {
+    "grpo",
+    "dr_grpo",
+    "rloo",
+    "reinforce_plus_plus",
+    "reinforce_plus_plus_baseline",
+    "token_gae",
+}
+
+
 class RunConfig(_Section):
     """What to run and where its outputs go."""
 
@@ -163,6 +174,23 @@ class ModelConfig(BaseModel):
         "clip", description="Continuous actions: Gaussian clipped to bounds, or tanh-squashed."
     )
     init_log_std: float = 0.0
+    model_path: str | None = Field(
+        None,
+        description="hf_causal_lm: local Hugging Face model directory (nothing is downloaded).",
+    )
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
+        "float32", description="hf_causal_lm: weight dtype (float32 on CPU, bfloat16 on GPU)."
+    )
+    trust_remote_code: bool = Field(False, description="hf_causal_lm: allow the model's own code.")
+    attn_implementation: Literal["eager", "sdpa"] = Field(
+        "sdpa", description="hf_causal_lm: attention kernel."
+    )
+    value_head: bool = Field(
+        False, description="hf_causal_lm: add a critic head (PPO with adv_type token_gae)."
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="hf_causal_lm: recompute activations in the backward pass."
+    )
 
     @field_validator("model_type")
     @classmethod
@@ -175,6 +203,49 @@ class ModelConfig(BaseModel):
         if not value or any(h < 1 for h in value):
             raise ValueError("must be a non-empty list of positive layer widths")
         return value
+
+
+class DataConfig(_Section):
+    """Prompt datasets of the reasoning path (ignored by embodied runs)."""
+
+    source: Literal["arithmetic", "files"] = Field(
+        "arithmetic",
+        description="arithmetic: the synthetic a+b task with a fixed held-out split; files: "
+        "train_files/eval_files.",
+    )
+    train_files: list[str] = Field(
+        default_factory=list, description="JSONL/Parquet prompt files (prompt+answer or GSM8K)."
+    )
+    eval_files: list[str] = Field(
+        default_factory=list, description="Held-out prompt files (default: none for files)."
+    )
+    on_bad_row: Literal["skip", "error"] = Field(
+        "error", description="Malformed rows: skip them with a warning, or stop before training."
+    )
+    prompt_key: str = Field("prompt", min_length=1)
+    answer_key: str = Field("answer", min_length=1)
+    arithmetic_max_operand: int = Field(99, ge=1)
+    arithmetic_ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"])
+    eval_size: int = Field(128, ge=1, description="Held-out prompts scored per evaluation.")
+    prompts_per_batch: int = Field(16, ge=1, description="Prompts per training iteration.")
+    max_prompt_length: int = Field(64, ge=1, description="Longer prompts are rejected (tokens).")
+    prompt_template: str = Field(
+        "{prompt}", description="Python format string around each prompt; must use {prompt}."
+    )
+    apply_chat_template: bool = Field(
+        True, description="Wrap prompts with the tokenizer's chat template when it has one."
+    )
+    system_prompt: str | None = None
+
+    @model_validator(mode="after")
+    def _files_given(self) -> DataConfig:
+        if self.source == "files" and not self.train_files:
+            raise ValueError("data.source = 'files' needs data.train_files")
+        if "{prompt}" not in self.prompt_template:
+            raise ValueError(
+                f"data.prompt_template {self.prompt_template!r} must contain '{{prompt}}'"
+            )
+        return self
 
 
 class RolloutConfig(_Section):
@@ -190,6 +261,24 @@ class RolloutConfig(_Section):
         ge=1,
         description="Env slices with requests in flight at once (hides the Ray round trip); "
         "must divide env.num_envs.",
+    )
+    engine: Literal["hf", "vllm"] = Field(
+        "hf", description="Reasoning: generation engine (Hugging Face generate, or vLLM)."
+    )
+    max_new_tokens: int = Field(16, ge=1, description="Reasoning: longest response (tokens).")
+    temperature: float = Field(1.0, gt=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0, description="0 = no top-k truncation.")
+    weight_sync_mode: Literal["bucket", "patch"] = Field(
+        "bucket",
+        description="bucket: the full state dict in size-capped buckets; patch: only the "
+        "elements changed since the last sync, with a periodic full sync.",
+    )
+    weight_sync_dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
+        None, description="Cast floating weights for the transfer (None: keep their dtype)."
+    )
+    patch_full_sync_interval: int = Field(
+        10, ge=1, description="patch mode: a full sync every this many syncs."
     )
 
 
@@ -207,7 +296,31 @@ class AlgorithmConfig(_Section):
     value_clip: float | None = Field(0.2, gt=0.0)
     value_coef: float = Field(0.5, ge=0.0)
     entropy_coef: float = Field(0.0, ge=0.0)
-    kl_estimator: Literal["k1", "k2", "k3", "low_var_kl"] = "k3"
+    kl_estimator: Literal["k1", "k2", "k3", "low_var_kl", "k1+", "k2+", "k3+", "low_var_kl+"] = "k3"
+    kl_coef: float = Field(
+        0.0, ge=0.0, description="Reasoning: weight of the KL to the reference model (0 = off)."
+    )
+    kl_in_reward: bool = Field(
+        False, description="Apply the KL as a per-token reward penalty instead of a loss term."
+    )
+    group_size: int = Field(8, ge=1, description="Reasoning: responses sampled per prompt.")
+    loss_agg_mode: Literal[
+        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+    ] = Field("token-mean", description="Reasoning: how per-token losses reduce to one.")
+    loss_agg_norm: float | None = Field(
+        None, gt=0.0, description="Constant of seq-mean-token-sum-norm (None: max_new_tokens)."
+    )
+    dynamic_sampling: bool = Field(
+        False,
+        description="DAPO: drop groups whose responses all got the same reward and sample more.",
+    )
+    max_num_gen_batches: int = Field(
+        4, ge=1, description="DAPO: most generation rounds per iteration to fill the batch."
+    )
+    overlong_buffer_length: int | None = Field(
+        None, ge=1, description="DAPO soft overlong punishment zone (tokens); None = off."
+    )
+    overlong_penalty_factor: float = Field(1.0, ge=0.0)
     target_kl: float | None = Field(
         None, gt=0.0, description="Stop an update's epochs early above this KL."
     )
@@ -223,15 +336,37 @@ class AlgorithmConfig(_Section):
         return _check_registered("policy_loss", value)
 
 
+class WrapPolicyConfig(_Section):
+    """Which modules FSDP2 shards as units (default: the model's ``_no_split_modules``)."""
+
+    transformer_layer_cls_to_wrap: list[str] = Field(
+        default_factory=list, description="Class names of the transformer blocks."
+    )
+    module_classes_to_wrap: list[str] = Field(
+        default_factory=list, description="Other class names to shard separately."
+    )
+    no_split_names: list[str] = Field(
+        default_factory=list, description="Modules whose _fsdp_wrap_name is listed."
+    )
+
+
+class FSDPConfig(_Section):
+    """FSDP2 settings of the reasoning trainer."""
+
+    backend: Literal["auto", "gloo", "nccl"] = Field(
+        "auto", description="Collectives backend; auto = nccl on GPU, gloo on CPU."
+    )
+    wrap_policy: WrapPolicyConfig = Field(default_factory=lambda: WrapPolicyConfig())
+
+
 class ActorConfig(_Section):
     """Trainer workers: optimizer, schedule and batching."""
 
     num_workers: int = Field(
         1,
         ge=1,
-        le=1,
-        description="Trainer workers. The MLP trainer is single-process; data-parallel "
-        "trainers arrive with the FSDP backend.",
+        description="Trainer workers. The embodied MLP trainer is single-process; reasoning "
+        "models train data-parallel with FSDP2 across this many workers.",
     )
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: float = Field(3e-4, gt=0.0)
@@ -242,6 +377,10 @@ class ActorConfig(_Section):
     update_epochs: int = Field(4, ge=1)
     num_minibatches: int = Field(4, ge=1)
     max_grad_norm: float | None = Field(0.5, gt=0.0)
+    micro_batch_size: int = Field(
+        8, ge=1, description="Reasoning: sequences per forward/backward (gradient accumulation)."
+    )
+    fsdp_config: FSDPConfig = Field(default_factory=lambda: FSDPConfig())
 
 
 class RewardConfig(_Section):
@@ -280,6 +419,10 @@ class EvalConfig(_Section):
     num_tasks: int = Field(1, ge=1, description="Parallel Ray tasks the episodes fan out to.")
     deterministic: bool = True
     max_steps: int = Field(100_000, ge=1, description="Safety cap on steps per evaluation.")
+    pass_k: int = Field(4, ge=1, description="Reasoning: samples per prompt for pass@k.")
+    sample_rows: int = Field(
+        16, ge=0, description="Reasoning: completions logged as an MLflow table per evaluation."
+    )
 
 
 class TrackingConfig(_Section):
@@ -303,6 +446,7 @@ class RLPipeConfig(_Section):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     actor: ActorConfig = Field(default_factory=ActorConfig)
@@ -310,13 +454,53 @@ class RLPipeConfig(_Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
+    @property
+    def category(self) -> str:
+        """``embodied`` or ``reasoning``: the registered category of the model type."""
+        from rl_core.registries import registry_for
+
+        return registry_for("model").get(self.model.model_type).category
+
     @model_validator(mode="after")
-    def _stepwise_advantage(self) -> RLPipeConfig:
-        if self.algorithm.adv_type.lower() == "grpo":
+    def _advantage_fits_model(self) -> RLPipeConfig:
+        adv = self.algorithm.adv_type.lower()
+        if self.category == "embodied":
+            if adv in _OUTCOME_ESTIMATORS:
+                raise ValueError(
+                    f"algorithm.adv_type = {adv!r} scores whole episodes/sequences per group; the "
+                    "embodied PPO trainer collects per-step rewards and needs a per-step "
+                    "estimator such as 'gae'"
+                )
+            if self.actor.num_workers > 1:
+                raise ValueError(
+                    f"actor.num_workers = {self.actor.num_workers}: the embodied MLP trainer is "
+                    "single-process (data-parallel FSDP2 trainers are for reasoning models)"
+                )
+        else:
+            if adv == "gae":
+                raise ValueError(
+                    "algorithm.adv_type = 'gae' is the per-env-step estimator; reasoning models "
+                    "use 'token_gae' (with model.value_head: true), 'grpo', 'dr_grpo', 'rloo', "
+                    "'reinforce_plus_plus' or 'reinforce_plus_plus_baseline'"
+                )
+            if adv == "token_gae" and not self.model.value_head:
+                raise ValueError("algorithm.adv_type = 'token_gae' needs model.value_head: true")
+        return self
+
+    @model_validator(mode="after")
+    def _model_files_exist(self) -> RLPipeConfig:
+        if self.model.model_type.lower() != "hf_causal_lm":
+            return self
+        from pathlib import Path
+
+        path = self.model.model_path
+        if not path:
+            raise ValueError("model.model_path is required for model_type hf_causal_lm")
+        if not (Path(path) / "config.json").is_file():
             raise ValueError(
-                "algorithm.adv_type = 'grpo' scores whole episodes/sequences per group; the "
-                "embodied PPO trainer collects per-step rewards and needs a per-step "
-                "estimator such as 'gae'"
+                f"model.model_path = {path!r} is not a local Hugging Face model directory (no "
+                "config.json); build the tiny test model with "
+                "'python scripts/build_tiny_lm.py <dir>'"
             )
         return self
 
@@ -332,6 +516,16 @@ class RLPipeConfig(_Section):
 
     @model_validator(mode="after")
     def _batch_divides(self) -> RLPipeConfig:
+        if self.category == "reasoning":
+            batch = self.data.prompts_per_batch * self.algorithm.group_size
+            parts = self.actor.num_minibatches * self.actor.num_workers
+            if batch % parts:
+                raise ValueError(
+                    f"the batch of {batch} responses (data.prompts_per_batch*algorithm."
+                    f"group_size) must divide into actor.num_minibatches*actor.num_workers = "
+                    f"{parts} equal parts"
+                )
+            return self
         batch = self.env.num_workers * self.env.num_envs * self.rollout.num_steps
         if batch % (self.actor.num_minibatches * self.actor.num_workers):
             raise ValueError(

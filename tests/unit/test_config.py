@@ -312,11 +312,63 @@ def test_override_invalid_yaml_value():
     assert "not valid YAML" in msg
 
 
-def test_single_trainer_worker_for_now():
+def test_single_trainer_worker_for_embodied_models():
     msg = error_of("actor.num_workers=2")
-    assert "actor.num_workers = 2" in msg and "less than or equal to 1" in msg
+    assert "actor.num_workers = 2: the embodied MLP trainer is single-process" in msg
 
 
 def test_grpo_rejected_for_the_embodied_ppo_trainer():
     msg = error_of("algorithm.adv_type=grpo")
     assert "per-step estimator" in msg and "gae" in msg
+
+
+# -- reasoning (LLM) configs -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    from rl_core.models.tiny_lm import create_tiny_lm
+
+    return str(create_tiny_lm(tmp_path_factory.mktemp("lm") / "tiny", num_hidden_layers=1))
+
+
+def _llm(tiny_model_dir, *extra):
+    return [
+        "model.model_type=hf_causal_lm",
+        f"model.model_path={tiny_model_dir}",
+        "algorithm.adv_type=grpo",
+        *extra,
+    ]
+
+
+def test_reasoning_config_accepts_data_parallel_trainers(tiny_model_dir):
+    cfg = load_config(overrides=_llm(tiny_model_dir, "actor.num_workers=2"))
+    assert cfg.category == "reasoning" and cfg.actor.num_workers == 2
+    assert cfg.actor.fsdp_config.wrap_policy.transformer_layer_cls_to_wrap == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["algorithm.adv_type=gae"], "reasoning models use 'token_gae'"),
+        (["algorithm.adv_type=token_gae"], "'token_gae' needs model.value_head: true"),
+        (["data.source=files"], "data.source = 'files' needs data.train_files"),
+        (["data.prompt_template='Question {question}'"], "must contain '{prompt}'"),
+        (["data.prompts_per_batch=3", "algorithm.group_size=3"], "the batch of 9 responses"),
+        (["algorithm.loss_agg_mode=sum"], "algorithm.loss_agg_mode = 'sum'"),
+        (["algorithm.kl_estimator=k5"], "'k1+'"),
+        (["actor.fsdp_config.backend=mpi"], "actor.fsdp_config.backend = 'mpi'"),
+        (["actor.fsdp_config.wrap_policy.layers=[X]"], "actor.fsdp_config.wrap_policy.layers"),
+    ],
+)
+def test_reasoning_config_errors(tiny_model_dir, extra, expected):
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides=_llm(tiny_model_dir, *extra))
+    assert expected in str(err.value)
+
+
+def test_hf_model_needs_a_local_model_directory(tmp_path):
+    msg = error_of("model.model_type=hf_causal_lm", "algorithm.adv_type=grpo")
+    assert "model.model_path is required" in msg
+    msg = error_of(
+        "model.model_type=hf_causal_lm", "algorithm.adv_type=grpo", f"model.model_path={tmp_path}"
+    )
+    assert "is not a local Hugging Face model directory" in msg and "build_tiny_lm.py" in msg

@@ -234,7 +234,9 @@ def test_hf_policy_exports_a_from_pretrained_directory(tmp_path):
 
     register_model("test_tiny_lm", build_tiny_lm, category="reasoning")
     try:
-        cfg = load_config(overrides=["model.model_type=test_tiny_lm"]).model
+        cfg = load_config(
+            overrides=["model.model_type=test_tiny_lm", "algorithm.adv_type=grpo"]
+        ).model
         spaces = EnvSpaces(gym.spaces.Box(0, 15, (5,), np.int64), gym.spaces.Discrete(16))
         policy = get_model(cfg, spaces)
         with torch.no_grad():  # move away from the seeded init
