@@ -11,7 +11,7 @@ from rl_core.algorithms.advantages import (
     compute_group_advantages,
     normalize_advantages,
 )
-from rl_core.algorithms.aggregation import LOSS_AGGREGATIONS, aggregate_loss
+from rl_core.algorithms.aggregation import LOSS_AGGREGATIONS, aggregate_loss, aggregation_weights
 from rl_core.algorithms.dapo import informative_groups, overlong_penalty
 from rl_core.algorithms.kl import KL_ESTIMATORS, kl_penalty
 from rl_core.algorithms.llm_advantages import (
@@ -44,6 +44,7 @@ __all__ = [
     "KL_ESTIMATORS",
     "LOSS_AGGREGATIONS",
     "aggregate_loss",
+    "aggregation_weights",
     "compute_dr_grpo_advantages",
     "compute_reinforce_plus_plus_advantages",
     "compute_reinforce_plus_plus_baseline_advantages",

@@ -44,6 +44,51 @@ def _seq_mean_token_sum_norm(
     return (loss * mask).sum() / float(norm or mask.shape[-1])
 
 
+@LOSS_AGGREGATIONS.decorator("weighted-sum")
+def _weighted_sum(loss: torch.Tensor, mask: torch.Tensor, **_: object) -> torch.Tensor:
+    return (loss * mask).sum()
+
+
+#: Per-token weights ``w`` with ``aggregate(l) == sum(l * w)`` over a whole (global) batch:
+#: ``fn(mask, total_tokens, total_seqs, norm) -> w``. Weighting micro-batches and data-parallel
+#: shards by the *global* totals makes the sum of their losses equal the batch's loss.
+_WEIGHTS: dict[str, Callable[..., torch.Tensor]] = {
+    "token-mean": lambda m, tokens, seqs, norm: m / max(tokens, 1.0),
+    "seq-mean-token-sum": lambda m, tokens, seqs, norm: m / max(seqs, 1),
+    "seq-mean-token-mean": lambda m, tokens, seqs, norm: (
+        m / m.sum(dim=-1, keepdim=True).clamp(min=1.0) / max(seqs, 1)
+    ),
+    "seq-mean-token-sum-norm": lambda m, tokens, seqs, norm: m / float(norm or m.shape[-1]),
+}
+
+
+def aggregation_weights(
+    mask: torch.Tensor,
+    mode: str,
+    total_tokens: float,
+    total_seqs: int,
+    norm: float | None = None,
+) -> torch.Tensor:
+    """Per-token weights that turn ``mode`` into a plain weighted sum.
+
+    ``aggregate_loss(l, m, mode) == (l * aggregation_weights(m, mode, m.sum(), B)).sum()``
+    for a whole batch; for a part of a batch pass the whole batch's ``total_tokens`` (sum of
+    its mask) and ``total_seqs``, and the parts' weighted sums add up to the batch's loss.
+
+    Args:
+        mask: ``[B, L]`` response mask of this part.
+        mode: A loss aggregation mode (not ``weighted-sum``).
+        total_tokens: Response tokens in the whole batch.
+        total_seqs: Responses in the whole batch.
+        norm: The constant of ``seq-mean-token-sum-norm`` (default: ``L``).
+    """
+    if mode not in _WEIGHTS:
+        raise ValueError(
+            f"unknown loss aggregation {mode!r}; allowed: {', '.join(sorted(_WEIGHTS))}"
+        )
+    return _WEIGHTS[mode](mask.float(), float(total_tokens), int(total_seqs), norm)
+
+
 def aggregate_loss(
     loss: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean", norm: float | None = None
 ) -> torch.Tensor:

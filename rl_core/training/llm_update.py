@@ -1,0 +1,196 @@
+"""One policy update of a causal LM on a batch of scored responses (any data-parallel rank).
+
+Batch layout (tensors, one row per response; see :mod:`rl_core.llm.batching`):
+``prompt_ids``/``prompt_mask`` ``[N, P]``, ``response_ids``/``response_mask`` ``[N, R]``,
+``old_logprobs``, ``advantages`` ``[N, R]`` and, when used, ``ref_logprobs``,
+``old_values``, ``returns`` ``[N, R]``.
+
+Each minibatch's loss is a weighted sum over tokens whose weights come from the *global*
+minibatch (all ranks): its token and response counts (:func:`aggregation_weights`). So
+micro-batches (gradient accumulation) and data-parallel ranks (FSDP averages gradients,
+hence the ``world_size`` factor) add up to exactly the loss of the whole minibatch, and an
+N-worker update equals a single-process one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rl_core.algorithms import aggregation_weights, get_policy_loss, kl_penalty
+from rl_core.models.base_policy import BasePolicy
+
+FORWARD_KEYS = ("prompt_ids", "prompt_mask", "response_ids", "response_mask")
+
+
+@dataclass(frozen=True)
+class MinibatchTotals:
+    """Size of one global minibatch (every rank's part of it)."""
+
+    tokens: float
+    seqs: int
+
+
+def split_rows(batch: dict[str, torch.Tensor], parts: int) -> list[dict[str, torch.Tensor]]:
+    """Cut a batch into ``parts`` contiguous row ranges (sizes differ by at most one)."""
+    n = next(iter(batch.values())).shape[0]
+    bounds = [round(i * n / parts) for i in range(parts + 1)]
+    return [
+        {k: v[a:b] for k, v in batch.items()}
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        if b > a
+    ]
+
+
+def minibatch_totals(
+    shards: list[dict[str, torch.Tensor]], num_minibatches: int
+) -> list[MinibatchTotals]:
+    """Global totals of minibatch ``k`` over the data-parallel shards (computed by the driver)."""
+    totals = []
+    for k in range(num_minibatches):
+        parts = [split_rows(s, num_minibatches)[k]["response_mask"] for s in shards]
+        totals.append(
+            MinibatchTotals(float(sum(p.sum() for p in parts)), sum(p.shape[0] for p in parts))
+        )
+    return totals
+
+
+def _grad_norm(policy: torch.nn.Module, max_norm: float | None) -> float:
+    params = [p for p in policy.parameters() if p.grad is not None]
+    if not params:
+        return 0.0
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else float("inf"))
+    norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+    return float(norm)
+
+
+def accumulate_minibatch(
+    policy: BasePolicy,
+    minibatch: dict[str, torch.Tensor],
+    totals: MinibatchTotals,
+    algo: Any,
+    micro_batch_size: int,
+    world_size: int = 1,
+    temperature: float = 1.0,
+    norm: float | None = None,
+) -> dict[str, float]:
+    """Forward/backward one minibatch in micro-batches (gradients accumulate; no step).
+
+    Returns:
+        This rank's share of each loss term and of the mean PPO statistics: summed over
+        the data-parallel ranks they give the minibatch's values.
+    """
+    loss_fn = get_policy_loss(algo.loss_type)
+    use_values = "returns" in minibatch
+    kl_as_loss = algo.kl_coef > 0 and not algo.kl_in_reward
+    sums: dict[str, float] = {}
+    stats: dict[str, float] = {}
+    micro = split_rows(
+        minibatch, max(1, -(-minibatch["response_mask"].shape[0] // micro_batch_size))
+    )
+    for part in micro:
+        mask = part["response_mask"]
+        weights = aggregation_weights(mask, algo.loss_agg_mode, totals.tokens, totals.seqs, norm)
+        weights = weights * world_size
+        out = policy.forward(
+            "default_forward",
+            forward_inputs={k: part[k] for k in FORWARD_KEYS},
+            compute_values=use_values,
+            compute_entropy=True,
+            temperature=temperature,
+        )
+        pg_loss, pg_stats = loss_fn(
+            logprobs=out["logprobs"],
+            old_logprobs=part["old_logprobs"],
+            advantages=part["advantages"],
+            clip_ratio_low=algo.clip_ratio_low,
+            clip_ratio_high=algo.clip_ratio_high,
+            clip_ratio_c=algo.clip_ratio_c,
+            loss_mask=weights,
+            loss_agg_mode="weighted-sum",
+        )
+        entropy = (out["entropy"] * weights).sum()
+        loss = pg_loss - algo.entropy_coef * entropy
+        terms = {"policy_loss": pg_loss, "entropy": entropy}
+        if kl_as_loss:
+            kl = (
+                kl_penalty(out["logprobs"], part["ref_logprobs"], algo.kl_estimator) * weights
+            ).sum()
+            loss = loss + algo.kl_coef * kl
+            terms["kl_loss"] = kl
+        if use_values:
+            value_loss = _value_loss(out["values"], part, weights, algo.value_clip)
+            loss = loss + algo.value_coef * value_loss
+            terms["value_loss"] = value_loss
+        loss.backward()
+        for name, value in terms.items():
+            sums[name] = sums.get(name, 0.0) + float(value.detach()) / world_size
+        for name, value in pg_stats.items():
+            stats[name] = stats.get(name, 0.0) + float(value) / len(micro) / world_size
+    return {**sums, **stats}
+
+
+def _value_loss(
+    values: torch.Tensor, part: dict[str, torch.Tensor], weights: torch.Tensor, clip: float | None
+) -> torch.Tensor:
+    returns, old = part["returns"], part["old_values"]
+    losses = (values - returns) ** 2
+    if clip is not None:
+        clipped = old + torch.clamp(values - old, -clip, clip)
+        losses = torch.maximum(losses, (clipped - returns) ** 2)
+    return 0.5 * (losses * weights).sum()
+
+
+def llm_update(
+    policy: BasePolicy,
+    optimizer: torch.optim.Optimizer,
+    shard: dict[str, torch.Tensor],
+    totals: list[MinibatchTotals],
+    algo: Any,
+    actor: Any,
+    world_size: int = 1,
+    temperature: float = 1.0,
+    norm: float | None = None,
+) -> dict[str, float]:
+    """``actor.update_epochs`` passes over this rank's shard, one optimizer step per minibatch.
+
+    Args:
+        policy: The (possibly FSDP-sharded) policy, in train mode.
+        optimizer: Its optimizer (learning rate already set).
+        shard: This rank's rows of the batch (already shuffled by the driver).
+        totals: :func:`minibatch_totals` of every minibatch index.
+        algo: The ``algorithm`` config section.
+        actor: The ``actor`` config section.
+        world_size: Data-parallel ranks.
+        temperature: Sampling temperature of the responses.
+        norm: Constant of ``seq-mean-token-sum-norm``.
+
+    Returns:
+        Metrics under ``train/`` (this rank's share; the driver adds the ranks' shares).
+    """
+    num_minibatches = len(totals)
+    sums: dict[str, float] = {}
+    steps = 0
+    for _epoch in range(actor.update_epochs):
+        for k, minibatch in enumerate(split_rows(shard, num_minibatches)):
+            metrics = accumulate_minibatch(
+                policy,
+                minibatch,
+                totals[k],
+                algo,
+                actor.micro_batch_size,
+                world_size,
+                temperature,
+                norm,
+            )
+            metrics["grad_norm"] = _grad_norm(policy, actor.max_grad_norm) / world_size
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            for name, value in metrics.items():
+                sums[name] = sums.get(name, 0.0) + value
+            steps += 1
+    out = {f"train/{k}": v / max(steps, 1) for k, v in sums.items()}
+    out["train/optimizer_steps"] = float(steps) / world_size
+    return out
