@@ -1,0 +1,1 @@
+"""Reasoning-path infrastructure: FSDP2 process groups, rollout engines, prompt feeding."""

@@ -1,0 +1,122 @@
+"""FSDP2 across Ray actors: process groups, sharding by wrap policy, state dicts, DCP.
+
+Each trainer rank is a Ray actor; rank 0 picks a free port on 127.0.0.1 and every rank joins
+``init_process_group`` with it (gloo on CPU, NCCL on GPU). Parameters are sharded with
+``fully_shard`` per wrapped module and at the root.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.fsdp import fully_shard
+
+logger = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for the process group's rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def resolve_backend(backend: str) -> str:
+    """``auto`` → ``nccl`` when CUDA is available, else ``gloo``."""
+    if backend != "auto":
+        return backend
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def init_process_group(backend: str, rank: int, world_size: int, port: int) -> None:
+    """Join the trainer's process group (no-op if this process already joined one)."""
+    if dist.is_initialized():
+        return
+    dist.init_process_group(
+        resolve_backend(backend),
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+    )
+
+
+def modules_to_wrap(model: torch.nn.Module, wrap_policy: Any) -> list[torch.nn.Module]:
+    """Submodules FSDP2 shards as units.
+
+    Class names from ``transformer_layer_cls_to_wrap`` (default: the Hugging Face model's
+    ``_no_split_modules``) and ``module_classes_to_wrap``, plus modules whose
+    ``_fsdp_wrap_name`` is in ``no_split_names``.
+    """
+    hf = getattr(model, "pretrained_model", None)
+    inner = hf() if callable(hf) else model
+    layer_names = set(wrap_policy.transformer_layer_cls_to_wrap) or set(
+        getattr(inner, "_no_split_modules", None) or []
+    )
+    class_names = layer_names | set(wrap_policy.module_classes_to_wrap)
+    named = set(wrap_policy.no_split_names)
+    return [
+        m
+        for m in model.modules()
+        if m is not model
+        and (type(m).__name__ in class_names or getattr(m, "_fsdp_wrap_name", None) in named)
+    ]
+
+
+def shard_model(model: torch.nn.Module, wrap_policy: Any) -> int:
+    """Apply ``fully_shard`` to the wrapped modules, then to the root; returns the unit count."""
+    units = modules_to_wrap(model, wrap_policy)
+    for module in units:
+        fully_shard(module)
+    fully_shard(model)
+    return len(units) + 1
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The unsharded state dict on CPU (collective: every rank calls; all get it)."""
+    return get_model_state_dict(
+        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
+
+
+def load_full_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Load an unsharded state dict into a sharded model (collective)."""
+    set_model_state_dict(model, dict(state), options=StateDictOptions(full_state_dict=True))
+
+
+def save_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path: Path) -> None:
+    """Write model and optimizer shards with torch.distributed.checkpoint (collective)."""
+    state = {
+        "model": get_model_state_dict(model),
+        "optim": get_optimizer_state_dict(model, optimizer),
+    }
+    dcp.save(state, checkpoint_id=str(path))
+
+
+def load_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path: Path) -> None:
+    """Restore what :func:`save_sharded` wrote (collective)."""
+    state = {
+        "model": get_model_state_dict(model),
+        "optim": get_optimizer_state_dict(model, optimizer),
+    }
+    dcp.load(state, checkpoint_id=str(path))
+    set_model_state_dict(model, state["model"])
+    set_optimizer_state_dict(model, optimizer, state["optim"])
+
+
+def destroy() -> None:
+    """Leave the process group (if joined)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
