@@ -13,8 +13,8 @@ from prefect_ray import RayTaskRunner
 from infra.session import RunState, get_session
 from tasks.advantage import advantage
 from tasks.checkpoint import checkpoint
-from tasks.evaluate import gather_evaluation, submit_evaluation
-from tasks.reward import reward
+from tasks.evaluate import run_evaluation
+from tasks.reward import run_reward_step
 from tasks.rollout import rollout
 from tasks.update import update
 from tasks.weight_sync import weight_sync
@@ -57,22 +57,14 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     steps: dict[str, dict[str, Any]] = {}
     steps["weight_sync"] = weight_sync(session_id, iteration)
     steps["rollout"] = rollout(session_id, iteration)
-    steps["reward"] = reward(session_id, iteration)
+    steps["reward"] = run_reward_step(session_id, iteration)
     steps["advantage"] = advantage(session_id, iteration)
     steps["update"] = update(session_id, iteration)
     state = session.state
     state.iteration = iteration + 1
     state.env_steps += int(steps["rollout"]["env_steps"])
     if _due(iteration, cfg.run.eval_interval, last):
-        started = time.perf_counter()
-        futures = submit_evaluation(
-            session.runtime.config_dict,
-            session.runtime.policy_weights_ref(),
-            iteration,
-            cfg.eval.num_episodes,
-            cfg.eval.num_tasks,
-        )
-        steps["evaluate"] = gather_evaluation(futures, started)
+        steps["evaluate"] = run_evaluation(session, iteration)
         ret = steps["evaluate"]["eval/return_mean"]
         state.last_eval_return = ret
         state.best_eval_return = (

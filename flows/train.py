@@ -174,8 +174,12 @@ def log_progress(total: int, it: int, m: dict[str, float]) -> None:
         parts.append(f"return {m['env/episode_return_mean']:.1f}")
     if "rollout/steps_per_second" in m:
         parts.append(f"{m['rollout/steps_per_second']:.0f} steps/s")
+    if "rollout/reward_mean" in m:
+        parts.append(f"reward {m['rollout/reward_mean']:.3f}")
     if "eval/return_mean" in m:
         parts.append(f"eval {m['eval/return_mean']:.1f}")
+    if "eval/accuracy" in m:
+        parts.append(f"accuracy {m['eval/accuracy']:.3f}")
     parts.append(f"orch {1000 * m['time/orchestration']:.0f} ms")
     logger.info(" | ".join(parts))
 

@@ -123,8 +123,12 @@ class TrainingRuntime:
             metrics["env/episode_length_mean"] = float(np.mean(lengths))
         return metrics
 
-    def reward(self) -> dict[str, Any]:
-        """Apply the reward function on the trainer's batch."""
+    def reward_jobs(self) -> list[dict[str, Any]]:
+        """Fan-out scoring jobs: none, the embodied reward runs on the trainer's batch."""
+        return []
+
+    def reward(self, results: list[Any] | None = None) -> dict[str, Any]:
+        """Apply the reward function on the trainer's batch (``results`` is unused)."""
         return self._timed_actor_call("apply_reward")
 
     def advantages(self) -> dict[str, Any]:

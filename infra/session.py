@@ -21,7 +21,7 @@ import torch
 
 from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
 from infra.checkpoint.store import CheckpointError, open_store
-from infra.runtime import TrainingRuntime
+from infra.runtimes import make_runtime
 from infra.tracking import MlflowTracker, flatten_config
 from rl_core.config import RLPipeConfig
 from rl_core.envs.spaces import env_spaces_to_dict
@@ -84,7 +84,7 @@ class TrainSession:
         self.config_hash = config_hash(cfg)
         self._seed_driver(cfg.run.seed)
         self.tracker = self._open_tracker(tags or {}) if cfg.tracking.enabled else None
-        self.runtime = TrainingRuntime(cfg)
+        self.runtime = make_runtime(cfg)
         self.resumed_from: int | None = None
         if self.manifest:
             self.restore(self.manifest)
@@ -151,8 +151,9 @@ class TrainSession:
         self.store.write_bytes(f"{saved['dir']}/driver_rng.json", json.dumps(_rng_state()).encode())
         config_json = json.dumps(self.cfg.model_dump(mode="json"), indent=2)
         self.store.write_bytes(f"{saved['dir']}/{CONFIG_FILE}", config_json.encode())
-        spaces_json = json.dumps(env_spaces_to_dict(self.runtime.spaces), indent=2)
-        self.store.write_bytes(f"{saved['dir']}/{SPACES_FILE}", spaces_json.encode())
+        if self.runtime.spaces is not None:  # reasoning models have no env spaces
+            spaces_json = json.dumps(env_spaces_to_dict(self.runtime.spaces), indent=2)
+            self.store.write_bytes(f"{saved['dir']}/{SPACES_FILE}", spaces_json.encode())
         self.store.write_bytes(f"{saved['dir']}/COMPLETE", b"ok\n")
         manifest = self.store.commit(
             step,

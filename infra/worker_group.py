@@ -87,18 +87,28 @@ class WorkerGroup:
         """Call ``method`` on every worker and wait for the results."""
         return ray.get(self.call(method, *args, **kwargs))
 
-    def wait_started(self) -> list[int]:
+    def wait_started(self, timeout: float = 600.0) -> list[int]:
         """Wait until every worker has finished ``__init__``; returns their process ids.
+
+        Args:
+            timeout: Seconds to wait for each worker (it may be waiting for free CPUs).
 
         Raises:
             WorkerStartError: A worker's constructor raised; the message names the group,
                 the rank and the original exception (e.g. an extension module that failed
-                to import inside the worker).
+                to import inside the worker). Also when a worker did not start in time.
         """
         pids = []
         for rank, handle in enumerate(self.handles):
             try:
-                pids.append(ray.get(handle.ping.remote()))
+                pids.append(ray.get(handle.ping.remote(), timeout=timeout))
+            except GetTimeoutError:
+                raise WorkerStartError(
+                    f"{self.name} worker {rank} did not start within {timeout:.0f}s: the "
+                    f"cluster may lack the resources it reserves "
+                    f"(num_cpus={self.placement.num_cpus_per_worker}); check "
+                    "cluster.component_placement and the worker counts"
+                ) from None
             except RayActorError as exc:
                 if not getattr(exc, "actor_init_failed", False):
                     raise

@@ -102,7 +102,7 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer "
         "worker; reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "
         "`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, or `token_gae` with "
-        "`model.value_head`)."
+        "`model.value_head`) and a response reward (not `env`)."
     ),
     ("RLPipeConfig", "_model_files_exist"): (
         "`hf_causal_lm` needs `model.model_path`, a local directory with a `config.json`."

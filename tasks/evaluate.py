@@ -1,8 +1,14 @@
-"""evaluate step: deterministic episodes fanned out as Ray tasks through the task runner."""
+"""evaluate step, per model category.
+
+Embodied: deterministic episodes fanned out as Ray tasks through the task runner.
+Reasoning: greedy accuracy and pass@k on the held-out prompts by the rollout workers, with
+a table of sample completions logged to MLflow.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -49,3 +55,46 @@ def gather_evaluation(futures: list[Any], started: float) -> dict[str, Any]:
         "eval/length_mean": float(np.mean(lengths)),
         "eval/episodes": len(returns),
     }
+
+
+def evaluate_embodied(session: Any, iteration: int) -> dict[str, Any]:
+    """Submit and gather the embodied evaluation tasks."""
+    started = time.perf_counter()
+    cfg = session.cfg
+    futures = submit_evaluation(
+        session.runtime.config_dict,
+        session.runtime.policy_weights_ref(),
+        iteration,
+        cfg.eval.num_episodes,
+        cfg.eval.num_tasks,
+    )
+    return gather_evaluation(futures, started)
+
+
+@task(name="llm_evaluate", task_run_name="llm_evaluate-{iteration}", **STEP_OPTIONS)
+def llm_evaluate(session_id: str, iteration: int) -> dict[str, Any]:
+    """Held-out accuracy and pass@k; sample completions go to MLflow as a table."""
+    from infra.session import get_session
+
+    session = get_session(session_id)
+    metrics, rows = session.runtime.evaluate(iteration)
+    if session.tracker and rows:
+        session.tracker.log_table(rows, f"eval/samples_{iteration + 1:06d}.json")
+    return metrics
+
+
+def evaluate_reasoning(session: Any, iteration: int) -> dict[str, Any]:
+    """Run the reasoning evaluation task."""
+    return llm_evaluate(session.id, iteration)
+
+
+#: Evaluation per model category (``cfg.category``).
+EVALUATIONS: dict[str, Callable[[Any, int], dict[str, Any]]] = {
+    "embodied": evaluate_embodied,
+    "reasoning": evaluate_reasoning,
+}
+
+
+def run_evaluation(session: Any, iteration: int) -> dict[str, Any]:
+    """The evaluate step of ``session``'s model category."""
+    return EVALUATIONS[session.cfg.category](session, iteration)

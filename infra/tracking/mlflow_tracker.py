@@ -124,6 +124,11 @@ class MlflowTracker:
         """Log a dict as a JSON or YAML artifact (by extension)."""
         self.client.log_dict(self.run_id, data, artifact_file)
 
+    def log_table(self, rows: list[dict[str, Any]], artifact_file: str) -> None:
+        """Log rows (dicts with the same keys) as an MLflow table artifact (``.json``)."""
+        columns = {key: [row.get(key) for row in rows] for key in rows[0]}
+        self.client.log_table(self.run_id, data=columns, artifact_file=artifact_file)
+
     def log_text(self, text: str, artifact_file: str) -> None:
         """Log text as an artifact."""
         self.client.log_text(self.run_id, text, artifact_file)

@@ -388,6 +388,9 @@ class RewardConfig(_Section):
 
     reward_type: str = Field("env", description="Registered reward; 'env' uses the env's reward.")
     scale: float = 1.0
+    num_tasks: int = Field(
+        2, ge=1, description="Reasoning: parallel Ray tasks the scoring of a batch fans out to."
+    )
     # Annotated validators (not @field_validator) keep scripts/gen_config_docs.py's table of
     # field validators unchanged; the descriptions state what they check.
     components: Annotated[dict[str, float], AfterValidator(_check_reward_components)] = Field(
@@ -485,6 +488,11 @@ class RLPipeConfig(_Section):
                 )
             if adv == "token_gae" and not self.model.value_head:
                 raise ValueError("algorithm.adv_type = 'token_gae' needs model.value_head: true")
+            if self.reward.reward_type.lower() == "env":
+                raise ValueError(
+                    "reward.reward_type = 'env' is the embodied env reward; reasoning runs score "
+                    "responses with e.g. 'math_verify', 'format' or 'composite'"
+                )
         return self
 
     @model_validator(mode="after")

@@ -16,7 +16,8 @@ def logprobs_from_logits(
         temperature: Sampling temperature the tokens were drawn with.
     """
     scaled = logits.float() / temperature
-    return torch.log_softmax(scaled, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    picked = torch.log_softmax(scaled, dim=-1).gather(-1, tokens.unsqueeze(-1))
+    return picked.sum(dim=-1)  # drops the size-1 dim without returning a view
 
 
 def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

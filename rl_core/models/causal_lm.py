@@ -53,6 +53,11 @@ class CausalLMPolicy(BasePolicy):
         """The tokenizer (saved next to the model by the converter)."""
         return self.tokenizer
 
+    @staticmethod
+    def rollout_weights(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The part of this policy's state dict a rollout engine loads (HF names)."""
+        return {k[len("model.") :]: v for k, v in state_dict.items() if k.startswith("model.")}
+
     def default_forward(
         self,
         forward_inputs: dict[str, torch.Tensor],
@@ -93,7 +98,7 @@ class CausalLMPolicy(BasePolicy):
             if self.value_head is None:
                 raise ValueError("values requested but the model has no value head")
             hidden = out.hidden_states[-1][:, start:-1]
-            result["values"] = self.value_head(hidden.float()).squeeze(-1)
+            result["values"] = self.value_head(hidden.float()).sum(dim=-1)  # not a view
         return result
 
     @torch.no_grad()

@@ -94,8 +94,8 @@ def accumulate_minibatch(
         mask = part["response_mask"]
         weights = aggregation_weights(mask, algo.loss_agg_mode, totals.tokens, totals.seqs, norm)
         weights = weights * world_size
-        out = policy.forward(
-            "default_forward",
+        out = policy(  # __call__, not .forward: FSDP2's hooks unshard the root's parameters
+            forward_type="default_forward",
             forward_inputs={k: part[k] for k in FORWARD_KEYS},
             compute_values=use_values,
             compute_entropy=True,

@@ -335,6 +335,7 @@ def _llm(tiny_model_dir, *extra):
         "model.model_type=hf_causal_lm",
         f"model.model_path={tiny_model_dir}",
         "algorithm.adv_type=grpo",
+        "reward.reward_type=math_verify",
         *extra,
     ]
 
@@ -350,6 +351,7 @@ def test_reasoning_config_accepts_data_parallel_trainers(tiny_model_dir):
     [
         (["algorithm.adv_type=gae"], "reasoning models use 'token_gae'"),
         (["algorithm.adv_type=token_gae"], "'token_gae' needs model.value_head: true"),
+        (["reward.reward_type=env"], "reward.reward_type = 'env' is the embodied env reward"),
         (["data.source=files"], "data.source = 'files' needs data.train_files"),
         (["data.prompt_template='Question {question}'"], "must contain '{prompt}'"),
         (["data.prompts_per_batch=3", "algorithm.group_size=3"], "the batch of 9 responses"),

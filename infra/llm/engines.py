@@ -1,0 +1,102 @@
+"""Rollout engines: one interface for sampling responses with the rollout copy of the policy.
+
+``generate(prompt token ids, sampling params, seed) → tokens + per-token logprobs``,
+``update_weights(named tensors, version)``, ``sleep()``/``wake()`` (free memory while a
+collocated trainer runs). Engines are registered by name (``rollout.engine``).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from rl_core.llm.generation import GenerationResult, SamplingParams, hf_generate
+from rl_core.models.causal_lm import load_causal_lm
+from rl_core.registry import Registry
+
+
+class RolloutEngine(abc.ABC):
+    """What a rollout worker needs from an inference engine."""
+
+    version: int = -1
+
+    @abc.abstractmethod
+    def generate(
+        self, prompt_ids: list[list[int]], sampling: SamplingParams, seed: int | None
+    ) -> GenerationResult:
+        """One response (and its token log-probs) per prompt."""
+
+    @abc.abstractmethod
+    def update_weights(
+        self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
+    ) -> None:
+        """Overwrite the named parameters (names as in the trainer's HF state dict)."""
+
+    def sleep(self) -> None:  # noqa: B027 - optional for engines that hold no device memory
+        """Release memory until :meth:`wake` (no-op by default)."""
+
+    def wake(self) -> None:  # noqa: B027
+        """Undo :meth:`sleep`."""
+
+
+class HFEngine(RolloutEngine):
+    """Hugging Face ``generate`` on the worker's device (the reference engine; CPU CI).
+
+    Args:
+        model_cfg: The ``model`` config section (``model_path``, ``dtype``...).
+    """
+
+    def __init__(self, model_cfg: Any) -> None:
+        self.model, self.tokenizer = load_causal_lm(model_cfg)
+        self.model.eval()
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.model.to(self.device)
+        self._params = dict(self.model.state_dict(keep_vars=True))
+
+    @property
+    def pad_id(self) -> int:
+        """Padding token id."""
+        return int(self.tokenizer.pad_token_id)
+
+    def generate(
+        self, prompt_ids: list[list[int]], sampling: SamplingParams, seed: int | None
+    ) -> GenerationResult:
+        """See :class:`RolloutEngine`."""
+        return hf_generate(self.model, prompt_ids, sampling, self.pad_id, seed)
+
+    @torch.no_grad()
+    def update_weights(
+        self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
+    ) -> None:
+        """Copy tensors into the matching parameters/buffers (names of the HF model)."""
+        for name, tensor in named_tensors:
+            if name not in self._params:
+                raise KeyError(f"rollout model has no parameter {name!r}")
+            self._params[name].copy_(tensor.to(self._params[name].dtype))
+        self.version = version
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Current weights (tests compare them with the trainer's)."""
+        return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+
+    def sleep(self) -> None:
+        """Move the weights to CPU (frees GPU memory)."""
+        if self.device.type == "cuda":
+            self.model.to("cpu")
+            torch.cuda.empty_cache()
+
+    def wake(self) -> None:
+        """Move the weights back to the device."""
+        self.model.to(self.device)
+
+
+ENGINES: Registry[Callable[[Any], RolloutEngine]] = Registry("rollout engine")
+ENGINES.register("hf", HFEngine)
+
+
+def make_engine(name: str, model_cfg: Any) -> RolloutEngine:
+    """Build the engine registered as ``name`` for ``model_cfg``."""
+    return ENGINES.get(name)(model_cfg)

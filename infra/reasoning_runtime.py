@@ -1,0 +1,459 @@
+"""ReasoningRuntime: the worker groups of an LLM reasoning run and the steps tasks call.
+
+Same step interface as :class:`infra.runtime.TrainingRuntime` (weight_sync, collect,
+reward_jobs/reward, advantages, update, save/load_checkpoint, repair), for causal LMs:
+prompts come from the ``data`` section, rollout workers sample ``algorithm.group_size``
+responses per prompt, rewards are scored by fan-out tasks, advantages are computed here,
+and FSDP2 trainer ranks update the policy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+
+from infra import ray_cluster
+from infra.checkpoint.store import open_store, step_dir_name
+from infra.llm.distributed import free_port
+from infra.llm.reward_scoring import score_chunk
+from infra.placement import plan_placement
+from infra.worker_group import WorkerGroup
+from infra.workers.base import worker_seed
+from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker
+from rl_core.algorithms import get_advantage, informative_groups, kl_penalty, overlong_penalty
+from rl_core.algorithms.advantages import normalize_advantages
+from rl_core.config import RLPipeConfig
+from rl_core.data import PromptSample, PromptSampler
+from rl_core.llm import pad_left, pad_right
+from rl_core.llm.prompting import encode_prompts, load_task_samples
+from rl_core.rewards.reasoning import math_verify_reward
+from rl_core.training.llm_update import minibatch_totals
+
+logger = logging.getLogger(__name__)
+STATE_FILE = "reasoning_state.json"
+
+
+@dataclass
+class ResponseBatch:
+    """One iteration's responses (rows grouped by prompt, ``group_size`` rows per group)."""
+
+    samples: list[PromptSample] = field(default_factory=list)
+    prompt_ids: list[list[int]] = field(default_factory=list)
+    response_ids: list[list[int]] = field(default_factory=list)
+    rollout_logprobs: list[list[float]] = field(default_factory=list)
+    finished: list[bool] = field(default_factory=list)
+    scores: np.ndarray | None = None
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def extend(self, other: ResponseBatch, rows: list[int]) -> None:
+        """Append ``rows`` of ``other``."""
+        for name in ("samples", "prompt_ids", "response_ids", "rollout_logprobs", "finished"):
+            getattr(self, name).extend(getattr(other, name)[r] for r in rows)
+
+    def __len__(self) -> int:
+        return len(self.response_ids)
+
+
+class ReasoningRuntime:
+    """Creates and drives the trainer, rollout and reference worker groups of an LLM run.
+
+    Args:
+        cfg: The validated run config (a reasoning model).
+    """
+
+    spaces = None  # no env spaces: the model builder does not need any
+
+    def __init__(self, cfg: RLPipeConfig) -> None:
+        from transformers import AutoTokenizer
+
+        self.cfg = cfg
+        self.config_dict = cfg.model_dump(mode="json")
+        resources = ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
+        use_ref = cfg.algorithm.kl_coef > 0
+        # The reference model shares the trainer's CPUs (count it when splitting them).
+        sizes = {"rollout": cfg.rollout.num_workers, "actor": cfg.actor.num_workers + use_ref}
+        plan = plan_placement(cfg.cluster.component_placement, sizes, int(resources.get("CPU", 1)))
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            cfg.model.model_path,
+            local_files_only=True,
+            trust_remote_code=cfg.model.trust_remote_code,
+        )
+        train, held = load_task_samples(cfg.data)
+        self.train_samples, self.eval_samples = train, held
+        self.train_prompts = encode_prompts(train, cfg.data, self.tokenizer)
+        self.eval_prompts = encode_prompts(held, cfg.data, self.tokenizer)
+        self.sampler = PromptSampler(len(train), cfg.data.prompts_per_batch, seed=cfg.run.seed)
+        world = cfg.actor.num_workers
+        self.actor = WorkerGroup(
+            "actor",
+            LLMActorWorker,
+            world,
+            plan["actor"],
+            lambda r: (self.config_dict, r, plan["actor"].cpus, world),
+        )
+        self.rollout = WorkerGroup(
+            "rollout",
+            LLMRolloutWorker,
+            sizes["rollout"],
+            plan["rollout"],
+            lambda r: (self.config_dict, r, plan["rollout"].cpus),
+        )
+        self.ref = (
+            WorkerGroup(
+                "reference",
+                LLMRefWorker,
+                1,
+                plan["actor"],
+                lambda r: (self.config_dict, r, plan["actor"].cpus),
+            )
+            if use_ref
+            else None
+        )
+        for group in self.groups:
+            group.wait_started()
+        self._setup_trainer()
+        self.batch = ResponseBatch()
+
+    @property
+    def groups(self) -> list[WorkerGroup]:
+        """Every worker group of the run."""
+        return [g for g in (self.actor, self.rollout, self.ref) if g is not None]
+
+    def _setup_trainer(self) -> None:
+        port = free_port()
+        units = ray.get([h.setup.remote(port) for h in self.actor.handles])
+        logger.info("trainer: %d FSDP2 rank(s), %d sharded units each", len(units), units[0])
+
+    # -- steps ---------------------------------------------------------------------------
+    def weight_sync(self) -> dict[str, Any]:
+        """Trainer → rollout workers (bucket or patch payload, through the object store)."""
+        start = time.perf_counter()
+        pairs = [h.sync_payload.options(num_returns=2).remote() for h in self.actor.handles]
+        meta_ref, payload = pairs[0]
+        ray.get([p[0] for p in pairs[1:]])
+        versions = ray.get([h.load_weights.remote(payload) for h in self.rollout.handles])
+        meta = ray.get(meta_ref)
+        return {
+            "seconds": time.perf_counter() - start,
+            "version": meta["version"],
+            "rollout_versions": versions,
+            "rollout/weight_sync_bytes": meta["nbytes"],
+            "rollout/weight_sync_full": float(meta["mode"] == "full"),
+        }
+
+    def _sampling(self, greedy: bool = False) -> dict[str, Any]:
+        r = self.cfg.rollout
+        return {
+            "max_new_tokens": r.max_new_tokens,
+            "temperature": r.temperature,
+            "top_p": r.top_p,
+            "top_k": r.top_k,
+            "greedy": greedy,
+            "stop_token_ids": (int(self.tokenizer.eos_token_id),),
+        }
+
+    def _generate(
+        self, prompts: list[list[int]], sampling: dict[str, Any], seed: int
+    ) -> tuple[dict[str, list], float]:
+        """Generate one response per prompt, the prompts split across rollout workers."""
+        parts = np.array_split(np.arange(len(prompts)), len(self.rollout))
+        refs = [
+            h.generate.remote([prompts[i] for i in part], sampling, seed * 1009 + rank)
+            for rank, (h, part) in enumerate(zip(self.rollout.handles, parts, strict=True))
+            if len(part)
+        ]
+        outs = ray.get(refs)
+        merged = {
+            k: [x for o in outs for x in o[k]] for k in ("response_ids", "logprobs", "finished")
+        }
+        return merged, max(o["seconds"] for o in outs)
+
+    def _sample_groups(self, round_index: int) -> ResponseBatch:
+        consumed = self.sampler.consumed
+        indices = self.sampler.next_indices()
+        k = self.cfg.algorithm.group_size
+        rows = [i for i in indices for _ in range(k)]
+        seed = worker_seed(self.cfg.run.seed, "rollout", 0) * 7919 + consumed * 31 + round_index
+        out, _ = self._generate([self.train_prompts[i] for i in rows], self._sampling(), seed)
+        batch = ResponseBatch(
+            samples=[self.train_samples[i] for i in rows],
+            prompt_ids=[self.train_prompts[i] for i in rows],
+            response_ids=out["response_ids"],
+            rollout_logprobs=out["logprobs"],
+            finished=out["finished"],
+        )
+        return batch
+
+    def collect(self) -> dict[str, Any]:
+        """Sample responses for the next prompts (DAPO: keep only informative groups)."""
+        start = time.perf_counter()
+        algo, k = self.cfg.algorithm, self.cfg.algorithm.group_size
+        target = self.cfg.data.prompts_per_batch * k
+        batch, spare = ResponseBatch(), ResponseBatch()
+        rounds = 0
+        while len(batch) < target:
+            fresh = self._sample_groups(rounds)
+            rounds += 1
+            if not algo.dynamic_sampling:
+                batch = fresh
+                break
+            scores = self._score_in_process(fresh)
+            keep = informative_groups(torch.tensor(scores), k).tolist()
+            for g, kept in enumerate(keep):
+                (batch if kept else spare).extend(fresh, list(range(g * k, (g + 1) * k)))
+            if rounds >= algo.max_num_gen_batches:
+                break
+        if len(batch) < target:  # bounded by max_num_gen_batches: top up with dropped groups
+            batch.extend(spare, list(range(target - len(batch))))
+        self.batch = ResponseBatch()
+        self.batch.extend(batch, list(range(target)))
+        seconds = time.perf_counter() - start
+        lengths = [len(r) for r in self.batch.response_ids]
+        return {
+            "seconds": seconds,
+            "env_steps": len(self.batch),
+            "rollout/response_length_mean": float(np.mean(lengths)),
+            "rollout/truncated_fraction": 1.0 - float(np.mean(self.batch.finished)),
+            "rollout/tokens_per_second": sum(lengths) * rounds / max(seconds, 1e-9),
+            "rollout/generation_rounds": float(rounds),
+        }
+
+    def _chunk(self, batch: ResponseBatch, rows: list[int]) -> dict[str, list[Any]]:
+        return {
+            "prompts": [batch.samples[r].prompt for r in rows],
+            "completions": [
+                self.tokenizer.decode(batch.response_ids[r], skip_special_tokens=True) for r in rows
+            ],
+            "answers": [batch.samples[r].answer for r in rows],
+            "fields": [dict(batch.samples[r].fields) for r in rows],
+        }
+
+    def _score_in_process(self, batch: ResponseBatch) -> list[float]:
+        return score_chunk(self.config_dict["reward"], self._chunk(batch, list(range(len(batch)))))
+
+    def reward_jobs(self) -> list[dict[str, Any]]:
+        """Chunks of the batch for the reward fan-out tasks (``reward.num_tasks`` of them)."""
+        parts = np.array_split(np.arange(len(self.batch)), self.cfg.reward.num_tasks)
+        return [
+            {"reward_cfg": self.config_dict["reward"], "chunk": self._chunk(self.batch, p.tolist())}
+            for p in parts
+            if len(p)
+        ]
+
+    def reward(self, results: list[list[float]] | None = None) -> dict[str, Any]:
+        """Collect the fan-out tasks' scores (plus DAPO's overlong penalty)."""
+        start = time.perf_counter()
+        scores = np.asarray([s for part in results or [] for s in part], dtype=np.float32)
+        if scores.shape != (len(self.batch),):
+            raise RuntimeError(f"got {scores.shape} rewards for {len(self.batch)} responses")
+        metrics: dict[str, Any] = {"rollout/reward_mean": float(scores.mean())}
+        algo = self.cfg.algorithm
+        if algo.overlong_buffer_length:
+            lengths = torch.tensor([len(r) for r in self.batch.response_ids])
+            penalty = overlong_penalty(
+                lengths,
+                self.cfg.rollout.max_new_tokens,
+                algo.overlong_buffer_length,
+                algo.overlong_penalty_factor,
+            ).numpy()
+            scores = scores + penalty
+            metrics["rollout/overlong_penalty_mean"] = float(penalty.mean())
+        self.batch.scores = scores
+        metrics["seconds"] = time.perf_counter() - start
+        return metrics
+
+    def _shards(self, arrays: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+        rows = np.array_split(np.arange(len(self.batch)), len(self.actor))
+        return [{k: v[r] for k, v in arrays.items()} for r in rows]
+
+    def advantages(self) -> dict[str, Any]:
+        """Trainer log-probs (and values), reference log-probs, token rewards, advantages."""
+        start = time.perf_counter()
+        pad = int(self.tokenizer.pad_token_id)
+        p_ids, p_mask = pad_left(self.batch.prompt_ids, pad)
+        r_ids, r_mask = pad_right(self.batch.response_ids, pad)
+        arrays = {
+            "prompt_ids": p_ids.numpy(),
+            "prompt_mask": p_mask.numpy(),
+            "response_ids": r_ids.numpy(),
+            "response_mask": r_mask.numpy(),
+        }
+        outs = ray.get(
+            [
+                h.compute_logprobs.remote(s)
+                for h, s in zip(self.actor.handles, self._shards(arrays), strict=True)
+            ]
+        )
+        old = torch.tensor(np.concatenate([o["logprobs"] for o in outs]))
+        values = (
+            torch.tensor(np.concatenate([o["values"] for o in outs]))
+            if "values" in outs[0]
+            else None
+        )
+        mask = r_mask.float()
+        scores = torch.from_numpy(self.batch.scores)
+        token_rewards = torch.zeros_like(mask)
+        lengths = r_mask.sum(dim=1)
+        rows = torch.nonzero(lengths > 0).squeeze(-1)
+        token_rewards[rows, lengths[rows] - 1] = scores[rows]
+        metrics: dict[str, Any] = {}
+        algo = self.cfg.algorithm
+        if self.ref is not None:
+            ref = torch.tensor(ray.get(self.ref[0].compute_ref_logprobs.remote(arrays)))
+            kl = kl_penalty(old, ref, algo.kl_estimator) * mask
+            metrics["rollout/kl_to_ref"] = float(kl.sum() / mask.sum().clamp(min=1))
+            arrays["ref_logprobs"] = ref.numpy()
+            if algo.kl_in_reward:
+                token_rewards = token_rewards - algo.kl_coef * kl
+        adv, ret = get_advantage(algo.adv_type)(
+            rewards=scores,
+            token_rewards=token_rewards,
+            response_mask=mask,
+            values=values,
+            group_size=algo.group_size,
+            gamma=algo.gamma,
+            gae_lambda=algo.gae_lambda,
+        )
+        if adv.dim() == 1:
+            adv, ret = adv[:, None] * mask, ret[:, None] * mask
+        if algo.normalize_advantages:
+            adv = normalize_advantages(adv, mask.bool())
+        rollout_lp = pad_right_float(self.batch.rollout_logprobs, r_ids.shape[1])
+        arrays.update(old_logprobs=old.numpy(), advantages=adv.float().numpy())
+        if values is not None:
+            arrays.update(old_values=values.numpy(), returns=ret.float().numpy())
+        self.batch.arrays = arrays
+        valid = mask.bool()
+        metrics.update(
+            {
+                "seconds": time.perf_counter() - start,
+                "train/advantage_mean": float(adv[valid].mean()) if valid.any() else 0.0,
+                "rollout/logprob_mismatch": float((old - rollout_lp)[valid].abs().mean())
+                if valid.any()
+                else 0.0,
+            }
+        )
+        return metrics
+
+    def update(self, iteration: int) -> dict[str, Any]:
+        """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks."""
+        start = time.perf_counter()
+        order = np.random.default_rng(self.cfg.run.seed * 100_003 + iteration).permutation(
+            len(self.batch)
+        )
+        arrays = {k: v[order] for k, v in self.batch.arrays.items()}
+        shards = self._shards(arrays)
+        totals = minibatch_totals(
+            [{k: torch.from_numpy(v) for k, v in s.items()} for s in shards],
+            self.cfg.actor.num_minibatches,
+        )
+        outs = ray.get(
+            [
+                h.update.remote(s, [(t.tokens, t.seqs) for t in totals], iteration)
+                for h, s in zip(self.actor.handles, shards, strict=True)
+            ]
+        )
+        metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
+        metrics["seconds"] = time.perf_counter() - start
+        return metrics
+
+    # -- evaluation -----------------------------------------------------------------------
+    def evaluate(self, iteration: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Greedy accuracy and pass@k on the held-out prompts; returns metrics and sample rows."""
+        start = time.perf_counter()
+        self.weight_sync()
+        n, k = len(self.eval_prompts), self.cfg.eval.pass_k
+        greedy, _ = self._generate(self.eval_prompts, self._sampling(greedy=True), seed=0)
+        eval_batch = ResponseBatch(self.eval_samples, self.eval_prompts, greedy["response_ids"])
+        chunk = self._chunk(eval_batch, list(range(n)))
+        scores = score_chunk(self.config_dict["reward"], chunk)
+        correct = math_verify_reward(**chunk)
+        rows = [i for i in range(n) for _ in range(k)]
+        sampled, _ = self._generate([self.eval_prompts[i] for i in rows], self._sampling(), seed=1)
+        sampled_batch = ResponseBatch(
+            [self.eval_samples[i] for i in rows],
+            [self.eval_prompts[i] for i in rows],
+            sampled["response_ids"],
+        )
+        hits = math_verify_reward(**self._chunk(sampled_batch, list(range(len(rows))))).reshape(
+            n, k
+        )
+        metrics = {
+            "seconds": time.perf_counter() - start,
+            "eval/return_mean": float(np.mean(scores)),
+            "eval/accuracy": float(np.mean(correct)),
+            f"eval/pass_at_{k}": float((hits.max(axis=1) > 0).mean()),
+            "eval/response_length_mean": float(np.mean([len(r) for r in greedy["response_ids"]])),
+            "eval/prompts": float(n),
+        }
+        table = [
+            {
+                "iteration": iteration,
+                "prompt": chunk["prompts"][i],
+                "completion": chunk["completions"][i],
+                "answer": chunk["answers"][i],
+                "reward": float(scores[i]),
+                "correct": bool(correct[i] > 0),
+            }
+            for i in range(min(n, self.cfg.eval.sample_rows))
+        ]
+        return metrics, table
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+        """Trainer shards + full weights (collective) and the prompt sampler's cursor."""
+        start = time.perf_counter()
+        folder = step_dir_name(step)
+        self.actor.call_sync("save_checkpoint", store_uri, folder)
+        state = {"sampler": self.sampler.state_dict()}
+        open_store(store_uri).write_bytes(f"{folder}/{STATE_FILE}", json.dumps(state).encode())
+        return {"seconds": time.perf_counter() - start, "dir": folder}
+
+    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
+        """Restore trainer shards, optimizer and data cursor; the next sync is a full one."""
+        self.actor.call_sync("load_checkpoint", store_uri, folder)
+        raw = open_store(store_uri).read_bytes(f"{folder}/{STATE_FILE}")
+        self.sampler.load_state_dict(json.loads(raw)["sampler"])
+        self.batch = ResponseBatch()
+
+    # -- recovery ------------------------------------------------------------------------
+    def repair(self, step: int) -> dict[str, list[int]]:
+        """Respawn dead workers; a dead trainer rank rebuilds the whole FSDP group."""
+        rebuilt: dict[str, list[int]] = {}
+        for group in self.groups:
+            dead = group.dead_ranks()
+            if not dead:
+                continue
+            ranks = list(range(len(group))) if group is self.actor else dead
+            for rank in ranks:
+                group.respawn(rank)
+            rebuilt[group.name] = ranks
+        for group in self.groups:
+            group.wait_started()
+        if "actor" in rebuilt:
+            self._setup_trainer()
+        return rebuilt
+
+    def worker_pids(self) -> dict[str, list[int]]:
+        """Process ids per group."""
+        return {g.name: g.call_sync("ping") for g in self.groups}
+
+    def shutdown(self) -> None:
+        """Stop all workers."""
+        for group in self.groups:
+            group.shutdown()
+
+
+def pad_right_float(rows: list[list[float]], width: int) -> torch.Tensor:
+    """Right-pad float rows with zeros to ``width``."""
+    out = torch.zeros((len(rows), width))
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row[:width])
+    return out

@@ -1,0 +1,260 @@
+"""Ray workers of the reasoning path: FSDP2 trainer ranks, rollout engines, reference model.
+
+Batches travel as dicts of numpy arrays (see :mod:`rl_core.training.llm_update` for keys).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import torch
+
+from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, tensors_to_bytes
+from infra.checkpoint.store import CheckpointError, open_store
+from infra.llm import distributed as fsdp
+from infra.llm.engines import make_engine
+from infra.weight_sync import (
+    StaleWeightsError,
+    WeightSender,
+    buckets_to_state_dict,
+    from_wire,
+    payload_nbytes,
+)
+from infra.workers.base import Stopwatch, WorkerBase, worker_seed
+from rl_core.llm.generation import SamplingParams
+from rl_core.models import get_model
+from rl_core.training.llm_update import FORWARD_KEYS, MinibatchTotals, llm_update, split_rows
+from rl_core.training.schedules import lr_at
+
+logger = logging.getLogger(__name__)
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _tensors(batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(np.array(v, copy=True)) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def _forward_in_micro_batches(
+    policy: Any, batch: dict[str, torch.Tensor], micro: int, temperature: float, values: bool
+) -> dict[str, np.ndarray]:
+    outs: dict[str, list[torch.Tensor]] = {}
+    n = batch["response_ids"].shape[0]
+    for part in split_rows(batch, max(1, -(-n // micro))):
+        out = policy(  # __call__, not .forward: FSDP2's hooks unshard the root's parameters
+            forward_type="default_forward",
+            forward_inputs={k: part[k] for k in FORWARD_KEYS},
+            compute_values=values,
+            compute_entropy=False,
+            temperature=temperature,
+        )
+        for key, value in out.items():
+            outs.setdefault(key, []).append(value.float())
+    return {k: torch.cat(v).numpy() for k, v in outs.items()}
+
+
+class LLMActorWorker(WorkerBase):
+    """One FSDP2 rank of the reasoning trainer.
+
+    Args:
+        config: Resolved config (dict).
+        rank: Data-parallel rank.
+        cpus: CPUs to pin to.
+        world_size: Number of trainer ranks.
+    """
+
+    group = "actor"
+
+    def __init__(
+        self, config: dict[str, Any], rank: int, cpus: tuple[int, ...], world_size: int
+    ) -> None:
+        super().__init__(config, rank, cpus)
+        self.world_size = world_size
+        torch.manual_seed(worker_seed(self.cfg.run.seed, "actor", 0))  # same on every rank
+        self.policy = get_model(self.cfg.model, None)
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.version = 0
+        rollout = self.cfg.rollout
+        self.sender = WeightSender(
+            rollout.weight_sync_mode,
+            int(rollout.weight_sync_bucket_mb * 2**20),
+            _DTYPES.get(rollout.weight_sync_dtype or ""),
+            rollout.patch_full_sync_interval,
+        )
+
+    def setup(self, port: int) -> int:
+        """Join the process group, shard the model, build the optimizer; returns units."""
+        fsdp.init_process_group(
+            self.cfg.actor.fsdp_config.backend, self.rank, self.world_size, port
+        )
+        units = fsdp.shard_model(self.policy, self.cfg.actor.fsdp_config.wrap_policy)
+        actor = self.cfg.actor
+        opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+        kwargs: dict[str, Any] = {"lr": actor.lr, "weight_decay": actor.weight_decay}
+        if actor.optimizer in ("adam", "adamw"):
+            kwargs["eps"] = actor.adam_eps
+        self.optimizer = opt_cls[actor.optimizer](self.policy.parameters(), **kwargs)
+        return units
+
+    def compute_logprobs(self, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Log-probs (and values with a critic) of this rank's rows under current weights."""
+        self.policy.eval()
+        return _forward_in_micro_batches(
+            self.policy,
+            _tensors(shard),
+            self.cfg.actor.micro_batch_size,
+            self.cfg.rollout.temperature,
+            values=self.cfg.model.value_head,
+        )
+
+    def update(
+        self, shard: dict[str, np.ndarray], totals: list[tuple[float, int]], iteration: int
+    ) -> dict[str, float]:
+        """One policy update on this rank's rows; bumps the weight version."""
+        watch = Stopwatch()
+        actor, run = self.cfg.actor, self.cfg.run
+        lr = lr_at(
+            actor.lr, iteration, run.max_iterations, actor.lr_schedule, actor.warmup_iterations
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.policy.train()
+        metrics = llm_update(
+            self.policy,
+            self.optimizer,
+            _tensors(shard),
+            [MinibatchTotals(t, s) for t, s in totals],
+            self.cfg.algorithm,
+            actor,
+            self.world_size,
+            self.cfg.rollout.temperature,
+            self.cfg.algorithm.loss_agg_norm or self.cfg.rollout.max_new_tokens,
+        )
+        self.version += 1
+        return {**metrics, "train/lr": lr / self.world_size, "seconds": watch.elapsed()}
+
+    def sync_payload(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """``(meta, payload)`` of a weight sync (collective; only rank 0 returns them).
+
+        Call with ``num_returns=2``: the small ``meta`` (version, mode, bytes) goes to the
+        driver while the payload goes from the object store to the rollout workers.
+        """
+        state = fsdp.full_state_dict(self.policy)
+        if self.rank != 0:
+            return None, None
+        payload = self.sender.payload(self.policy.rollout_weights(state), self.version)
+        meta = {"version": payload["version"], "mode": payload["mode"]}
+        meta["nbytes"] = payload_nbytes(payload)
+        return meta, payload
+
+    def full_state(self) -> dict[str, np.ndarray] | None:
+        """The whole policy state dict as numpy (collective; rank 0 returns it)."""
+        state = fsdp.full_state_dict(self.policy)
+        return {k: v.numpy() for k, v in state.items()} if self.rank == 0 else None
+
+    def save_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
+        """Sharded model+optimizer (DCP) plus, on rank 0, the full weights (collective)."""
+        watch = Stopwatch()
+        store = open_store(store_uri)
+        local = store.local_path(f"{folder}/actor_dcp")
+        if local is None:
+            raise CheckpointError("sharded trainer checkpoints need a local checkpoint store")
+        fsdp.save_sharded(self.policy, self.optimizer, local)
+        state = fsdp.full_state_dict(self.policy)
+        if self.rank == 0:
+            store.write_bytes(f"{folder}/actor_0/model.safetensors", tensors_to_bytes(state))
+            store.write_bytes(
+                f"{folder}/actor_0/trainer_state.pt", object_to_bytes({"version": self.version})
+            )
+        return {"seconds": watch.elapsed()}
+
+    def load_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
+        """Restore what :meth:`save_checkpoint` wrote (collective)."""
+        store = open_store(store_uri)
+        local = store.local_path(f"{folder}/actor_dcp")
+        fsdp.load_sharded(self.policy, self.optimizer, local)
+        path = f"{folder}/actor_0/trainer_state.pt"
+        self.version = int(bytes_to_object(store.read_bytes(path), path)["version"])
+        self.sender.reset()
+        return {"version": self.version}
+
+
+class LLMRolloutWorker(WorkerBase):
+    """Holds a rollout engine; generates responses and takes weight-sync payloads."""
+
+    group = "rollout"
+
+    def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...]) -> None:
+        super().__init__(config, rank, cpus)
+        self.engine = make_engine(self.cfg.rollout.engine, self.cfg.model)
+        self.shadow: dict[str, torch.Tensor] = {}  # patch mode: the weights as synced
+        self.version: int | None = None
+
+    def load_weights(self, payload: dict[str, Any]) -> int:
+        """Apply a full or patch payload from the trainer; returns the new version."""
+        if payload["mode"] == "full":
+            named = buckets_to_state_dict(payload["buckets"])
+            if self.cfg.rollout.weight_sync_mode == "patch":
+                self.shadow = {k: v.clone() for k, v in named.items()}
+            self.engine.update_weights(named.items(), payload["version"])
+        else:
+            if payload["base_version"] != self.version:
+                raise StaleWeightsError(
+                    f"patch based on version {payload['base_version']}, rollout worker "
+                    f"{self.rank} holds {self.version}"
+                )
+            changed = []
+            for bucket in payload["buckets"]:
+                for name, entry in bucket.items():
+                    flat = self.shadow[name].view(-1)
+                    index = torch.from_numpy(np.array(entry["index"], copy=True))
+                    flat[index] = from_wire(entry["values"]).to(flat.dtype)
+                    changed.append(name)
+            self.engine.update_weights(((n, self.shadow[n]) for n in changed), payload["version"])
+        self.version = int(payload["version"])
+        return self.version
+
+    def generate(
+        self, prompt_ids: list[list[int]], sampling: dict[str, Any], seed: int | None
+    ) -> dict[str, Any]:
+        """Responses, token log-probs and finished flags for ``prompt_ids``."""
+        watch = Stopwatch()
+        out = self.engine.generate(prompt_ids, SamplingParams(**sampling), seed)
+        return {
+            "response_ids": out.response_ids,
+            "logprobs": out.logprobs,
+            "finished": out.finished,
+            "seconds": watch.elapsed(),
+        }
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """Current engine weights as numpy (tests)."""
+        return {k: v.numpy() for k, v in self.engine.state_dict().items()}
+
+    def get_version(self) -> int | None:
+        """Weight version loaded (None before the first sync)."""
+        return self.version
+
+
+class LLMRefWorker(WorkerBase):
+    """The frozen initial policy: log-probs of responses under the reference model."""
+
+    group = "reference"
+
+    def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...]) -> None:
+        super().__init__(config, rank, cpus)
+        self.policy = get_model(self.cfg.model, None)
+        self.policy.eval()
+
+    def compute_ref_logprobs(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """``[N, R]`` reference log-probs of the batch's responses."""
+        out = _forward_in_micro_batches(
+            self.policy,
+            _tensors(batch),
+            self.cfg.actor.micro_batch_size,
+            self.cfg.rollout.temperature,
+            values=False,
+        )
+        return out["logprobs"]
