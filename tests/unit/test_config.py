@@ -368,9 +368,8 @@ def test_reasoning_config_errors(tiny_model_dir, extra, expected):
 
 
 def test_hf_model_needs_a_local_model_directory(tmp_path):
-    msg = error_of("model.model_type=hf_causal_lm", "algorithm.adv_type=grpo")
+    base = ("model.model_type=hf_causal_lm", "algorithm.adv_type=grpo", "reward.reward_type=format")
+    msg = error_of(*base)
     assert "model.model_path is required" in msg
-    msg = error_of(
-        "model.model_type=hf_causal_lm", "algorithm.adv_type=grpo", f"model.model_path={tmp_path}"
-    )
+    msg = error_of(*base, f"model.model_path={tmp_path}")
     assert "is not a local Hugging Face model directory" in msg and "build_tiny_lm.py" in msg

@@ -235,7 +235,11 @@ def test_hf_policy_exports_a_from_pretrained_directory(tmp_path):
     register_model("test_tiny_lm", build_tiny_lm, category="reasoning")
     try:
         cfg = load_config(
-            overrides=["model.model_type=test_tiny_lm", "algorithm.adv_type=grpo"]
+            overrides=[
+                "model.model_type=test_tiny_lm",
+                "algorithm.adv_type=grpo",
+                "reward.reward_type=math_verify",
+            ]
         ).model
         spaces = EnvSpaces(gym.spaces.Box(0, 15, (5,), np.int64), gym.spaces.Discrete(16))
         policy = get_model(cfg, spaces)
