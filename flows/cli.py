@@ -29,15 +29,17 @@ console = Console(stderr=True)
 logger = logging.getLogger("rlpipe.cli")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Arguments of the train CLI."""
+def build_parser(
+    default_preset: str = DEFAULT_PRESET, prog: str = "python flows/train.py"
+) -> argparse.ArgumentParser:
+    """Arguments of the train (and SFT) CLI."""
     parser = argparse.ArgumentParser(
-        prog="python flows/train.py",
+        prog=prog,
         description="Train a policy with rlpipe (Prefect flows over Ray workers, MLflow tracking).",
     )
     parser.add_argument(
         "--config",
-        default=DEFAULT_PRESET,
+        default=default_preset,
         help=f"preset name or YAML path (presets: {', '.join(available_presets())})",
     )
     parser.add_argument("--run-name", help="run name (resume key); same as run.name=...")
@@ -51,9 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_cli(train_flow: Any, argv: list[str] | None = None) -> int:
-    """Validate the config, make sure a Prefect API exists, run the train flow."""
-    args = build_parser().parse_args(argv)
+def run_cli(
+    train_flow: Any,
+    argv: list[str] | None = None,
+    default_preset: str = DEFAULT_PRESET,
+    prog: str = "python flows/train.py",
+) -> int:
+    """Validate the config, make sure a Prefect API exists, run the flow."""
+    args = build_parser(default_preset, prog).parse_args(argv)
     apply_base_env()
     _setup_logging()
     overrides = list(args.overrides)
@@ -175,3 +182,5 @@ def _print_summary(summary: dict[str, Any]) -> None:
     console.print(f"{'MLflow run id':>18}: {summary.get('mlflow_run_id')}")
     console.print(f"{'tracking URI':>18}: {summary.get('tracking_uri')}")
     console.print(f"{'checkpoint dir':>18}: {summary.get('checkpoint_dir')}")
+    if summary.get("model_dir"):
+        console.print(f"{'model dir':>18}: {summary['model_dir']}")

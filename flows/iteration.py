@@ -20,7 +20,16 @@ from tasks.update import update
 from tasks.weight_sync import weight_sync
 
 logger = logging.getLogger("rlpipe.iteration")
-STEPS = ("weight_sync", "rollout", "reward", "advantage", "update", "evaluate", "checkpoint")
+STEPS = (
+    "weight_sync",
+    "rollout",
+    "reward",
+    "advantage",
+    "update",
+    "sft_update",
+    "evaluate",
+    "checkpoint",
+)
 
 
 def _due(iteration: int, interval: int, last: bool) -> bool:
@@ -52,17 +61,34 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
         rewound = _repair(session, iteration)
         if rewound is not None:
             return {"rewound_to": rewound, "steps": {}}
-    cfg = session.cfg
-    last = iteration + 1 >= cfg.run.max_iterations
     steps: dict[str, dict[str, Any]] = {}
     steps["weight_sync"] = weight_sync(session_id, iteration)
     steps["rollout"] = rollout(session_id, iteration)
     steps["reward"] = run_reward_step(session_id, iteration)
     steps["advantage"] = advantage(session_id, iteration)
     steps["update"] = update(session_id, iteration)
+    return finish_iteration(
+        session,
+        iteration,
+        steps,
+        env_steps=steps["rollout"]["env_steps"],
+        body_started=body_started,
+    )
+
+
+def finish_iteration(
+    session: Any,
+    iteration: int,
+    steps: dict[str, dict[str, Any]],
+    env_steps: int,
+    body_started: float,
+) -> dict[str, Any]:
+    """Count the iteration, evaluate and checkpoint when due; the iteration flows' result."""
+    cfg = session.cfg
+    last = iteration + 1 >= cfg.run.max_iterations
     state = session.state
     state.iteration = iteration + 1
-    state.env_steps += int(steps["rollout"]["env_steps"])
+    state.env_steps += int(env_steps)
     if _due(iteration, cfg.run.eval_interval, last):
         steps["evaluate"] = run_evaluation(session, iteration)
         ret = steps["evaluate"]["eval/return_mean"]
@@ -73,7 +99,7 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
         target = cfg.run.stop_at_eval_return
         state.solved = target is not None and ret >= target
     if _due(iteration, cfg.run.checkpoint_interval, last) or state.solved:
-        steps["checkpoint"] = checkpoint(session_id, iteration)
+        steps["checkpoint"] = checkpoint(session.id, iteration)
     return {
         "steps": steps,
         "solved": state.solved,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from flows.iteration import STEPS, iteration_flow
 from infra.extensions import load_extension_modules
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
-from rl_core.config import load_config
+from rl_core.config import RLPipeConfig, load_config
 
 logger = logging.getLogger("rlpipe.train")
 
@@ -55,42 +57,94 @@ def train(
     Returns:
         Summary: MLflow run id and tracking URI, checkpoint dir, final metrics.
     """
+    with train_session(preset, overrides, run_name) as session:
+        return run_training(session, first_attempt=(flow_run.run_count or 1) <= 1)
+
+
+@contextmanager
+def train_session(
+    preset: str, overrides: list[str] | None, run_name: str | None
+) -> Iterator[TrainSession]:
+    """Load the config, open the session (workers, MLflow run, resume); close it at the end.
+
+    The MLflow run ends FINISHED when the block completes, FAILED when it raises.
+    """
     apply_base_env()
-    load_extension_modules()  # deployments and scripts call this flow without the CLI
+    load_extension_modules()  # deployments and scripts call the flows without the CLI
     extra = [f"run.name={run_name}"] if run_name else []
-    cfg = load_config(preset, [*(overrides or []), *extra])
+    cfg = prepare_model(load_config(preset, [*(overrides or []), *extra]))
     tags = {"prefect.flow_run_id": str(flow_run.id or "")}
     session = TrainSession(cfg, tags=tags)
     status = "FAILED"
     try:
-        summary = run_training(session, first_attempt=(flow_run.run_count or 1) <= 1)
+        yield session
         status = "FINISHED"
-        return summary
     finally:
         closing = time.perf_counter()
         session.close(status)
         logger.debug("session closed in %.1fs", time.perf_counter() - closing)
 
 
-def run_training(session: TrainSession, first_attempt: bool = True) -> dict[str, Any]:
-    """The loop of iteration flows, with timing, MLflow logging and progress lines."""
+def prepare_model(cfg: RLPipeConfig) -> RLPipeConfig:
+    """Make sure the model directory exists before any worker starts.
+
+    ``run.warm_start`` runs that SFT preset first (as a child flow) unless its exported model
+    exists, and points ``model.model_path`` at it; ``model.tiny_init`` creates the tiny test
+    model at ``model.model_path`` if it is missing.
+    """
+    if cfg.run.warm_start:
+        sft_overrides = [f"run.output_dir={cfg.run.output_dir}", f"run.seed={cfg.run.seed}"]
+        sft_cfg = load_config(cfg.run.warm_start, sft_overrides)
+        model_dir = Path(cfg.run.output_dir) / sft_cfg.run.name / "model"
+        if not (model_dir / "config.json").is_file():
+            from flows.sft import sft
+
+            logger.info("warm start: running %s first (%s)", cfg.run.warm_start, model_dir)
+            sft(preset=cfg.run.warm_start, overrides=sft_overrides)
+        model = cfg.model.model_copy(update={"model_path": str(model_dir.resolve())})
+        cfg = cfg.model_copy(update={"model": model})
+    if cfg.model.model_path and not Path(cfg.model.model_path).is_absolute():
+        # workers may run elsewhere than the driver's working directory
+        model = cfg.model.model_copy(
+            update={"model_path": str(Path(cfg.model.model_path).resolve())}
+        )
+        cfg = cfg.model_copy(update={"model": model})
+    if cfg.model.tiny_init and cfg.model.model_path:
+        if not (Path(cfg.model.model_path) / "config.json").is_file():
+            from rl_core.models.tiny_lm import create_tiny_lm
+
+            logger.info("creating the tiny test model at %s", cfg.model.model_path)
+            create_tiny_lm(cfg.model.model_path, seed=cfg.run.seed)
+    return cfg
+
+
+def run_training(
+    session: TrainSession, first_attempt: bool = True, step_flow: Any = None
+) -> dict[str, Any]:
+    """The loop of iteration flows, with timing, MLflow logging and progress lines.
+
+    Args:
+        session: The open training session.
+        first_attempt: False on a flow retry (the testing aid ``fail_at_iteration`` is off).
+        step_flow: The per-iteration child flow (default: the RL iteration flow).
+    """
     cfg = session.cfg
     if session.resumed_from is not None:
         logger.info("continuing %s from iteration %d", cfg.run.name, session.resumed_from)
     # Child flows get no heartbeat thread: joining it costs up to 1 s per iteration (it
     # sleeps in 1 s steps) and a 1 s flow needs no liveness pings; the train flow keeps its.
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        return _iterate(session, first_attempt)
+        return _iterate(session, first_attempt, step_flow or iteration_flow)
 
 
-def _iterate(session: TrainSession, first_attempt: bool) -> dict[str, Any]:
+def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict[str, Any]:
     cfg = session.cfg
     it = session.state.iteration
     while it < cfg.run.max_iterations and not session.state.solved:
         if first_attempt and cfg.run.fail_at_iteration == it and session.resumed_from is None:
             raise RuntimeError(f"run.fail_at_iteration={it}: failing on purpose (testing aid)")
         started = time.perf_counter()
-        result = iteration_flow(session.id, it)
+        result = step_flow(session.id, it)
         if "rewound_to" in result:
             logger.warning(
                 "trainer was rebuilt; continuing from iteration %d", result["rewound_to"]

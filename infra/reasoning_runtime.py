@@ -364,6 +364,42 @@ class ReasoningRuntime:
         metrics["seconds"] = time.perf_counter() - start
         return metrics
 
+    # -- supervised warm start -------------------------------------------------------------
+    def sft_step(self, iteration: int) -> dict[str, Any]:
+        """One supervised step on the next ``data.prompts_per_batch`` prompt→answer pairs.
+
+        The target is the row's ``solution`` field when it has one (GSM8K's worked answer,
+        ending in ``#### <answer>``), else its ``answer``, followed by the end-of-sequence token.
+        """
+        start = time.perf_counter()
+        rows = self.sampler.next_indices()
+        eos = int(self.tokenizer.eos_token_id)
+        targets = []
+        for i in rows:
+            sample = self.train_samples[i]
+            text = str(sample.fields.get("solution", sample.answer))
+            targets.append([*self.tokenizer(text, add_special_tokens=False)["input_ids"], eos])
+        pad = int(self.tokenizer.pad_token_id)
+        p_ids, p_mask = pad_left([self.train_prompts[i] for i in rows], pad)
+        r_ids, r_mask = pad_right(targets, pad)
+        arrays = {
+            "prompt_ids": p_ids.numpy(),
+            "prompt_mask": p_mask.numpy(),
+            "response_ids": r_ids.numpy(),
+            "response_mask": r_mask.numpy(),
+        }
+        shards = np.array_split(np.arange(len(rows)), len(self.actor))
+        totals = (float(r_mask.sum()), len(rows))
+        outs = ray.get(
+            [
+                h.sft_update.remote({k: v[part] for k, v in arrays.items()}, totals, iteration)
+                for h, part in zip(self.actor.handles, shards, strict=True)
+            ]
+        )
+        metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
+        metrics.update(seconds=time.perf_counter() - start, env_steps=len(rows))
+        return metrics
+
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self, iteration: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Greedy accuracy and pass@k on the held-out prompts; returns metrics and sample rows."""

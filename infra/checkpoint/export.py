@@ -106,7 +106,9 @@ register_weight_format(
 
 
 # -- from a training checkpoint ------------------------------------------------------------
-def policy_from_checkpoint(ref: CheckpointRef) -> tuple[BasePolicy, dict[str, Any], EnvSpaces]:
+def policy_from_checkpoint(
+    ref: CheckpointRef,
+) -> tuple[BasePolicy, dict[str, Any], EnvSpaces | None]:
     """Rebuild the trained policy of a checkpoint (weights loaded, eval mode).
 
     Returns:
@@ -121,6 +123,8 @@ def policy_from_checkpoint(ref: CheckpointRef) -> tuple[BasePolicy, dict[str, An
     spaces_json = read_spaces(ref)
     if spaces_json is not None:
         spaces = env_spaces_from_dict(spaces_json)
+    elif cfg.category == "reasoning":  # language models take no env spaces
+        spaces = None
     else:  # checkpoints written before spaces.json existed: ask the env
         spaces = probe_spaces(cfg.env)
     policy = get_model(cfg.model, spaces)
@@ -138,7 +142,7 @@ def policy_from_checkpoint(ref: CheckpointRef) -> tuple[BasePolicy, dict[str, An
 def export_policy(
     policy: BasePolicy,
     model_config: dict[str, Any],
-    spaces: EnvSpaces,
+    spaces: EnvSpaces | None,
     out_dir: str | Path,
     source: dict[str, Any] | None = None,
     overwrite: bool = False,
@@ -177,7 +181,7 @@ def export_policy(
         "weights_format": weights_format,
         "policy_class": f"{type(policy).__module__}.{type(policy).__qualname__}",
         "model": model_config,
-        "spaces": env_spaces_to_dict(spaces),
+        "spaces": env_spaces_to_dict(spaces) if spaces is not None else None,
         "source": source or {},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -246,7 +250,7 @@ def load_exported_policy(directory: str | Path) -> tuple[BasePolicy, dict[str, A
         model_config["model_path"] = str(directory)
     try:
         model_cfg = ModelConfig.model_validate(model_config)
-        spaces = env_spaces_from_dict(meta["spaces"])
+        spaces = env_spaces_from_dict(meta["spaces"]) if meta["spaces"] is not None else None
     except (ValueError, KeyError) as exc:
         raise ExportError(f"{directory / META_FILE}: {exc}") from None
     policy = get_model(model_cfg, spaces)

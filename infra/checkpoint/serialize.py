@@ -13,8 +13,19 @@ from infra.checkpoint.store import CheckpointError
 
 
 def tensors_to_bytes(tensors: dict[str, torch.Tensor]) -> bytes:
-    """Serialize named tensors as safetensors."""
-    return st_save({k: v.detach().cpu().contiguous() for k, v in tensors.items()})
+    """Serialize named tensors as safetensors.
+
+    Tensors that share memory (tied weights, e.g. a language model's embedding and output
+    head) are written as separate copies: safetensors refuses shared storage.
+    """
+    seen: set[int] = set()
+    out = {}
+    for name, tensor in tensors.items():
+        t = tensor.detach().cpu().contiguous()
+        ptr = t.untyped_storage().data_ptr()
+        out[name] = t.clone() if ptr in seen else t
+        seen.add(ptr)
+    return st_save(out)
 
 
 def bytes_to_tensors(data: bytes, what: str) -> dict[str, torch.Tensor]:

@@ -25,7 +25,13 @@ from infra.weight_sync import (
 from infra.workers.base import Stopwatch, WorkerBase, worker_seed
 from rl_core.llm.generation import SamplingParams
 from rl_core.models import get_model
-from rl_core.training.llm_update import FORWARD_KEYS, MinibatchTotals, llm_update, split_rows
+from rl_core.training.llm_update import (
+    FORWARD_KEYS,
+    MinibatchTotals,
+    llm_update,
+    sft_update,
+    split_rows,
+)
 from rl_core.training.schedules import lr_at
 
 logger = logging.getLogger(__name__)
@@ -131,6 +137,30 @@ class LLMActorWorker(WorkerBase):
             self.world_size,
             self.cfg.rollout.temperature,
             self.cfg.algorithm.loss_agg_norm or self.cfg.rollout.max_new_tokens,
+        )
+        self.version += 1
+        return {**metrics, "train/lr": lr / self.world_size, "seconds": watch.elapsed()}
+
+    def sft_update(
+        self, shard: dict[str, np.ndarray], totals: tuple[float, int], iteration: int
+    ) -> dict[str, float]:
+        """One supervised step on this rank's rows (answer tokens as responses)."""
+        watch = Stopwatch()
+        actor, run = self.cfg.actor, self.cfg.run
+        lr = lr_at(
+            actor.lr, iteration, run.max_iterations, actor.lr_schedule, actor.warmup_iterations
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.policy.train()
+        metrics = sft_update(
+            self.policy,
+            self.optimizer,
+            _tensors(shard),
+            MinibatchTotals(*totals),
+            actor.micro_batch_size,
+            actor.max_grad_norm,
+            self.world_size,
         )
         self.version += 1
         return {**metrics, "train/lr": lr / self.world_size, "seconds": watch.elapsed()}

@@ -93,6 +93,12 @@ class RunConfig(_Section):
         "auto",
         description="auto: continue the run's latest checkpoint if one exists; never: refuse if one exists; must: fail without one.",
     )
+    warm_start: str | None = Field(
+        None,
+        description="Preset or YAML of an SFT run (flows/sft.py) to start from: its exported "
+        "model <output_dir>/<its run name>/model becomes model.model_path, and it is run "
+        "first when that model does not exist yet.",
+    )
     fail_at_iteration: int | None = Field(
         None,
         ge=0,
@@ -190,6 +196,11 @@ class ModelConfig(BaseModel):
     )
     gradient_checkpointing: bool = Field(
         False, description="hf_causal_lm: recompute activations in the backward pass."
+    )
+    tiny_init: bool = Field(
+        False,
+        description="hf_causal_lm: create the tiny byte-level test model at model_path when "
+        "it does not exist (nothing is downloaded).",
     )
 
     @field_validator("model_type")
@@ -501,9 +512,13 @@ class RLPipeConfig(_Section):
             return self
         from pathlib import Path
 
+        if self.run.warm_start:
+            return self  # the warm-start run provides the model
         path = self.model.model_path
         if not path:
             raise ValueError("model.model_path is required for model_type hf_causal_lm")
+        if self.model.tiny_init:
+            return self  # created before any worker starts
         if not (Path(path) / "config.json").is_file():
             raise ValueError(
                 f"model.model_path = {path!r} is not a local Hugging Face model directory (no "

@@ -194,3 +194,41 @@ def llm_update(
     out = {f"train/{k}": v / max(steps, 1) for k, v in sums.items()}
     out["train/optimizer_steps"] = float(steps) / world_size
     return out
+
+
+def sft_update(
+    policy: BasePolicy,
+    optimizer: torch.optim.Optimizer,
+    shard: dict[str, torch.Tensor],
+    totals: MinibatchTotals,
+    micro_batch_size: int,
+    max_grad_norm: float | None,
+    world_size: int = 1,
+) -> dict[str, float]:
+    """One supervised step: mean negative log-likelihood of the response (answer) tokens.
+
+    ``shard`` holds ``prompt_*`` and ``response_*`` (the target answer) rows; the loss is the
+    token mean over the global batch (``totals``), so ranks and micro-batches add up to it.
+
+    Returns:
+        ``train/sft_loss`` (this rank's share) and ``train/grad_norm`` (divided by ranks).
+    """
+    n = shard["response_mask"].shape[0]
+    loss_sum = 0.0
+    for part in split_rows(shard, max(1, -(-n // micro_batch_size))):
+        weights = aggregation_weights(
+            part["response_mask"], "token-mean", totals.tokens, totals.seqs
+        )
+        out = policy(
+            forward_type="default_forward",
+            forward_inputs={k: part[k] for k in FORWARD_KEYS},
+            compute_values=False,
+            compute_entropy=False,
+        )
+        loss = -(out["logprobs"] * weights * world_size).sum()
+        loss.backward()
+        loss_sum += float(loss.detach()) / world_size
+    grad_norm = _grad_norm(policy, max_grad_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return {"train/sft_loss": loss_sum, "train/grad_norm": grad_norm / world_size}

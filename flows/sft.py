@@ -1,0 +1,90 @@
+"""Supervised warm start: ``python flows/sft.py [--config sft_arith] [section.field=value ...]``.
+
+The same machinery as training (Prefect flows and tasks, FSDP2 trainer ranks on Ray,
+MLflow, checkpoints and resume): each ``sft-<k>`` child flow runs one supervised step on
+prompt→answer pairs (loss on the answer tokens, warm-up + cosine learning rate), with
+held-out evaluation and checkpoints when due. At the end the policy is exported as a
+Hugging Face model directory, ``<output_dir>/<run name>/model``, which reasoning presets
+load with ``model.model_path``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from prefect import flow
+from prefect.runtime import flow_run
+from prefect_ray import RayTaskRunner
+
+from flows.iteration import finish_iteration
+from flows.train import run_training, train_session
+from infra.session import get_session
+from tasks.sft import export_model, sft_update
+
+logger = logging.getLogger("rlpipe.sft")
+
+
+@flow(
+    name="sft-iteration",
+    flow_run_name="sft-{iteration}",
+    task_runner=RayTaskRunner(),
+    persist_result=False,
+    log_prints=False,
+    validate_parameters=False,
+)
+def sft_iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
+    """One supervised step, then evaluation and checkpoint when due."""
+    body_started = time.perf_counter()
+    session = get_session(session_id)
+    steps = {"sft_update": sft_update(session_id, iteration)}
+    return finish_iteration(
+        session, iteration, steps, steps["sft_update"]["env_steps"], body_started
+    )
+
+
+def _sft_run_name() -> str:
+    params = flow_run.parameters or {}
+    name = params.get("run_name")
+    for override in params.get("overrides") or []:
+        if override.startswith("run.name="):
+            name = override.split("=", 1)[1]
+    preset = params.get("preset")
+    return f"sft-{name or (Path(preset).stem if preset else 'default')}"
+
+
+@flow(name="sft", flow_run_name=_sft_run_name, persist_result=False, log_prints=False)
+def sft(
+    preset: str = "sft_arith", overrides: list[str] | None = None, run_name: str | None = None
+) -> dict[str, Any]:
+    """Supervised fine-tuning of a causal LM; resumes the run's latest checkpoint.
+
+    Returns:
+        The training summary plus ``model_dir``, the exported model directory.
+    """
+    with train_session(preset, overrides, run_name) as session:
+        summary = run_training(
+            session, first_attempt=(flow_run.run_count or 1) <= 1, step_flow=sft_iteration_flow
+        )
+    if session.store.latest() is not None:
+        out = Path(session.run_dir) / "model"
+        exported = export_model(session.store_uri, str(out), session.cfg.run.name)
+        summary["model_dir"] = exported["model_dir"]
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point (the train CLI's arguments)."""
+    from flows.cli import run_cli
+
+    return run_cli(sft, argv, default_preset="sft_arith", prog="python flows/sft.py")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

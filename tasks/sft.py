@@ -1,0 +1,29 @@
+"""sft_update step: one supervised step of the warm-start stage on the trainer ranks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from infra.session import get_session
+from tasks.options import STEP_OPTIONS
+
+
+@task(name="sft_update", task_run_name="sft_update-{iteration}", **STEP_OPTIONS)
+def sft_update(session_id: str, iteration: int) -> dict[str, Any]:
+    """Train on the next batch of prompt→answer pairs (not retried: it changes weights)."""
+    return get_session(session_id).runtime.sft_step(iteration)
+
+
+@task(name="export_model", task_run_name="export_model-{run_name}", **STEP_OPTIONS)
+def export_model(store_uri: str, out_dir: str, run_name: str) -> dict[str, Any]:
+    """Write the latest checkpoint's policy as a standalone (Hugging Face) model directory."""
+    from infra.checkpoint.export import export_policy, policy_from_checkpoint
+    from infra.checkpoint.reader import locate_checkpoint
+
+    ref = locate_checkpoint(store_uri)
+    policy, config, spaces = policy_from_checkpoint(ref)
+    source = {"run_name": run_name, "step": ref.step, "checkpoint": ref.location}
+    path = export_policy(policy, config["model"], spaces, out_dir, source=source, overwrite=True)
+    return {"model_dir": str(path), "step": ref.step}
