@@ -366,12 +366,21 @@ class ReasoningRuntime:
 
     # -- supervised warm start -------------------------------------------------------------
     def sft_step(self, iteration: int) -> dict[str, Any]:
-        """One supervised step on the next ``data.prompts_per_batch`` prompt→answer pairs.
+        """Supervised steps of one SFT iteration (``actor.sft_steps_per_iteration`` of them).
 
-        The target is the row's ``solution`` field when it has one (GSM8K's worked answer,
+        Each step trains on the next ``data.prompts_per_batch`` prompt→answer pairs; metrics
+        are averaged over the steps. The target is the row's ``solution`` field when it has one (GSM8K's worked answer,
         ending in ``#### <answer>``), else its ``answer``, followed by the end-of-sequence token.
         """
         start = time.perf_counter()
+        steps = self.cfg.actor.sft_steps_per_iteration
+        results = [self._sft_batch(iteration) for _ in range(steps)]
+        metrics = {k: sum(r[k] for r in results) / steps for k in results[0] if k != "samples"}
+        metrics["env_steps"] = int(sum(r["samples"] for r in results))
+        metrics["seconds"] = time.perf_counter() - start
+        return metrics
+
+    def _sft_batch(self, iteration: int) -> dict[str, float]:
         rows = self.sampler.next_indices()
         eos = int(self.tokenizer.eos_token_id)
         targets = []
@@ -397,7 +406,7 @@ class ReasoningRuntime:
             ]
         )
         metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
-        metrics.update(seconds=time.perf_counter() - start, env_steps=len(rows))
+        metrics["samples"] = float(len(rows))
         return metrics
 
     # -- evaluation -----------------------------------------------------------------------

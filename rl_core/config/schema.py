@@ -391,6 +391,11 @@ class ActorConfig(_Section):
     micro_batch_size: int = Field(
         8, ge=1, description="Reasoning: sequences per forward/backward (gradient accumulation)."
     )
+    sft_steps_per_iteration: int = Field(
+        1,
+        ge=1,
+        description="SFT (flows/sft.py): optimizer steps, each on a new batch, per iteration.",
+    )
     fsdp_config: FSDPConfig = Field(default_factory=lambda: FSDPConfig())
 
 
