@@ -24,6 +24,7 @@ from infra.runtime_env import apply_base_env
 from infra.worker_group import WorkerStartError
 from rl_core.config import ConfigError, available_presets, load_config
 from rl_core.config.loader import DEFAULT_PRESET
+from rl_core.data import DataFileError
 
 console = Console(stderr=True)
 logger = logging.getLogger("rlpipe.cli")
@@ -73,7 +74,8 @@ def run_cli(
     try:
         load_extension_modules()
         cfg = load_config(args.config, overrides)  # fail before any server or worker starts
-    except (ConfigError, ExtensionError) as exc:
+        preflight(cfg)
+    except (ConfigError, ExtensionError, DataFileError) as exc:
         print_error(exc)
         return 2
     _install_stop_handlers()
@@ -85,6 +87,25 @@ def run_cli(
         return 2
     _print_summary(summary)
     return 0
+
+
+def _check_prompt_data(cfg: Any) -> None:
+    """Read the prompt files once so malformed rows stop the run before anything starts."""
+    from rl_core.llm.prompting import load_task_samples
+
+    train, held = load_task_samples(cfg.data)
+    logger.info("prompt data: %d training and %d held-out prompts", len(train), len(held))
+
+
+#: Checks per model category that read inputs before any server or worker starts.
+PREFLIGHT_CHECKS: dict[str, Any] = {"reasoning": _check_prompt_data}
+
+
+def preflight(cfg: Any) -> None:
+    """Run the input checks of ``cfg``'s model category (raises on bad input)."""
+    check = PREFLIGHT_CHECKS.get(cfg.category)
+    if check is not None:
+        check(cfg)
 
 
 def print_error(exc: BaseException) -> None:
