@@ -34,7 +34,7 @@ from rl_core.data import PromptSample, PromptSampler
 from rl_core.llm import pad_left, pad_right
 from rl_core.llm.prompting import encode_prompts, load_task_samples
 from rl_core.rewards.reasoning import math_verify_reward
-from rl_core.training.llm_update import minibatch_totals
+from rl_core.training.llm_update import minibatch_totals, rank_rows
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "reasoning_state.json"
@@ -349,7 +349,8 @@ class ReasoningRuntime:
             len(self.batch)
         )
         arrays = {k: v[order] for k, v in self.batch.arrays.items()}
-        shards = self._shards(arrays)
+        rows = rank_rows(len(order), self.cfg.actor.num_minibatches, len(self.actor))
+        shards = [{k: v[r] for k, v in arrays.items()} for r in rows]
         totals = minibatch_totals(
             [{k: torch.from_numpy(v) for k, v in s.items()} for s in shards],
             self.cfg.actor.num_minibatches,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from rl_core.algorithms import aggregation_weights, get_policy_loss, kl_penalty
@@ -42,6 +43,23 @@ def split_rows(batch: dict[str, torch.Tensor], parts: int) -> list[dict[str, tor
         for a, b in zip(bounds[:-1], bounds[1:], strict=True)
         if b > a
     ]
+
+
+def rank_rows(num_rows: int, num_minibatches: int, world_size: int) -> list[list[int]]:
+    """Row indices of each data-parallel rank; minibatch ``k`` is the same whatever the ranks.
+
+    The batch is cut into ``num_minibatches`` contiguous chunks and each chunk into
+    ``world_size`` parts; rank ``r`` gets part ``r`` of every chunk, in chunk order, so
+    :func:`split_rows` of its shard gives back its part of chunk ``k``. With
+    ``num_rows`` divisible by ``num_minibatches * world_size`` (checked by the config), an
+    N-rank update sees exactly the minibatches of a single-process one.
+    """
+    chunks = [c.tolist() for c in np.array_split(np.arange(num_rows), num_minibatches)]
+    ranks: list[list[int]] = [[] for _ in range(world_size)]
+    for chunk in chunks:
+        for rank, part in enumerate(np.array_split(np.asarray(chunk, dtype=int), world_size)):
+            ranks[rank].extend(int(i) for i in part)
+    return ranks
 
 
 def minibatch_totals(

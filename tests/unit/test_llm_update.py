@@ -130,3 +130,15 @@ def test_split_rows_covers_every_row_once():
     batch = {"x": torch.arange(7)}
     parts = split_rows(batch, 3)
     assert [p["x"].tolist() for p in parts] == [[0, 1], [2, 3, 4], [5, 6]]
+
+
+def test_rank_rows_keep_minibatches_whatever_the_world_size():
+    from rl_core.training.llm_update import rank_rows
+
+    assert rank_rows(8, 2, 1) == [[0, 1, 2, 3, 4, 5, 6, 7]]
+    assert rank_rows(8, 2, 2) == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    # minibatch k of every rank together is chunk k of the batch
+    ranks = rank_rows(12, 3, 2)
+    for k in range(3):
+        rows = sorted(r for shard in ranks for r in shard[2 * k : 2 * k + 2])
+        assert rows == list(range(4 * k, 4 * k + 4))

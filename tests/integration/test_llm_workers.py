@@ -1,0 +1,141 @@
+"""Reasoning workers on a real local Ray cluster: the 2-rank FSDP2 trainer equals one rank,
+and rollout engines hold exactly the trainer's weights after a sync in both modes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import ray
+import torch
+
+from infra.llm.distributed import free_port
+from infra.ray_cluster import connect, shutdown
+from infra.workers.llm_workers import LLMActorWorker, LLMRolloutWorker
+from rl_core.config import load_config
+from rl_core.llm import pad_left, pad_right
+from rl_core.models.tiny_lm import create_tiny_lm
+from rl_core.training.llm_update import minibatch_totals, rank_rows
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    connect(num_cpus=2)
+    yield
+    shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return str(create_tiny_lm(tmp_path_factory.mktemp("lm") / "tiny", num_hidden_layers=2))
+
+
+def config(tiny_dir, *extra):
+    return load_config(
+        overrides=[
+            "model.model_type=hf_causal_lm",
+            f"model.model_path={tiny_dir}",
+            "algorithm.adv_type=grpo",
+            "reward.reward_type=math_verify",
+            "algorithm.kl_coef=0.0",
+            "actor.micro_batch_size=3",
+            "actor.update_epochs=2",
+            "actor.num_minibatches=2",
+            "actor.lr=1e-3",
+            *extra,
+        ]
+    ).model_dump(mode="json")
+
+
+def batch(n=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    prompts = [
+        torch.randint(4, 260, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist()
+        for _ in range(n)
+    ]
+    responses = [
+        torch.randint(4, 260, (int(torch.randint(1, 5, (1,), generator=g)),), generator=g).tolist()
+        for _ in range(n)
+    ]
+    p_ids, p_mask = pad_left(prompts, 0)
+    r_ids, r_mask = pad_right(responses, 0)
+    return {
+        "prompt_ids": p_ids.numpy(),
+        "prompt_mask": p_mask.numpy(),
+        "response_ids": r_ids.numpy(),
+        "response_mask": r_mask.numpy(),
+        "old_logprobs": (-torch.rand(r_ids.shape, generator=g) * 3).numpy(),
+        "advantages": torch.randn(r_ids.shape, generator=g).numpy(),
+    }
+
+
+def trainer(cfg, world):
+    cls = ray.remote(LLMActorWorker)
+    ranks = [cls.options(num_cpus=0.3).remote(cfg, r, (), world) for r in range(world)]
+    port = free_port()
+    ray.get([h.setup.remote(port) for h in ranks])
+    return ranks
+
+
+def update(ranks, data, iteration=0):
+    rows = rank_rows(len(data["response_ids"]), 2, len(ranks))
+    shards = [{k: v[r] for k, v in data.items()} for r in rows]
+    totals = minibatch_totals([{k: torch.from_numpy(v) for k, v in s.items()} for s in shards], 2)
+    return ray.get(
+        [
+            h.update.remote(s, [(t.tokens, t.seqs) for t in totals], iteration)
+            for h, s in zip(ranks, shards, strict=True)
+        ]
+    )
+
+
+def full_state(ranks):
+    return ray.get([h.full_state.remote() for h in ranks])[0]
+
+
+def test_two_fsdp_ranks_match_a_single_process_update(cluster, tiny_dir):
+    cfg = config(tiny_dir)
+    data = batch()
+    single, double = trainer(cfg, 1), trainer(cfg, 2)
+    before = full_state(single)
+    for it in range(2):
+        update(single, data, it)
+        update(double, data, it)
+    a, b = full_state(single), full_state(double)
+    assert set(a) == set(b)
+    diff = max(float(np.abs(a[k] - b[k]).max()) for k in a)
+    moved = max(float(np.abs(a[k] - before[k]).max()) for k in a)
+    assert moved > 1e-3, "the update did not change the weights"
+    assert diff < 1e-5, f"2-rank FSDP2 differs from 1 rank by {diff}"
+    for h in single + double:
+        ray.kill(h)
+
+
+@pytest.mark.parametrize("mode", ["bucket", "patch"])
+def test_rollout_weights_equal_trainer_weights_after_each_sync(cluster, tiny_dir, mode):
+    cfg = config(tiny_dir, f"rollout.weight_sync_mode={mode}", "rollout.patch_full_sync_interval=3")
+    ranks = trainer(cfg, 2)
+    rollout = ray.remote(LLMRolloutWorker).options(num_cpus=0.3).remote(cfg, 0, ())
+    sent = []
+    for it in range(4):
+        pairs = [h.sync_payload.options(num_returns=2).remote() for h in ranks]
+        meta = ray.get(pairs[0][0])
+        ray.get([p[0] for p in pairs[1:]])
+        assert ray.get(rollout.load_weights.remote(pairs[0][1])) == meta["version"] == it
+        trainer_state = {
+            k[len("model.") :]: v for k, v in full_state(ranks).items() if k.startswith("model.")
+        }
+        rollout_state = ray.get(rollout.weights.remote())
+        for name, value in trainer_state.items():
+            np.testing.assert_array_equal(rollout_state[name], value, err_msg=name)
+        sent.append((meta["mode"], meta["nbytes"]))
+        update(ranks, batch(seed=it), it)
+    full = sent[0][1]
+    if mode == "bucket":
+        assert all(m == "full" and n == full for m, n in sent)
+    else:
+        assert [m for m, _ in sent] == ["full", "patch", "patch", "full"]
+        assert all(0 < n for _, n in sent)
+    for h in [*ranks, rollout]:
+        ray.kill(h)
