@@ -61,7 +61,8 @@ def run_cli(
     prog: str = "python flows/train.py",
 ) -> int:
     """Validate the config, make sure a Prefect API exists, run the flow."""
-    args = build_parser(default_preset, prog).parse_args(argv)
+    # intermixed: overrides may come before and after options (`a.b=1 --config X c.d=2`)
+    args = build_parser(default_preset, prog).parse_intermixed_args(argv)
     apply_base_env()
     _setup_logging()
     overrides = list(args.overrides)

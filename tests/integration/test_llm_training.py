@@ -1,0 +1,185 @@
+"""The reasoning path end to end through the train CLI: Prefect flows and tasks, FSDP2
+trainer ranks and rollout engines on Ray, MLflow metrics and sample tables, checkpoints
+that convert to a Hugging Face directory, and a bit-identical resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterParentFlowRunId,
+    TaskRunFilter,
+    TaskRunFilterFlowRunId,
+)
+from prefect.settings import PREFECT_API_URL, temporary_settings
+from safetensors.torch import load_file
+
+from rl_core.models.tiny_lm import create_tiny_lm
+from tests.integration.conftest import ROOT, run_train, train_cmd
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def preset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small GRPO preset on the tiny model: 2 FSDP2 ranks, patch sync, KL, DAPO sampling."""
+    root = tmp_path_factory.mktemp("llm")
+    model = create_tiny_lm(root / "tiny", num_hidden_layers=2)
+    config = {
+        "run": {
+            "name": "llm-it",
+            "max_iterations": 4,
+            "eval_interval": 2,
+            "checkpoint_interval": 2,
+        },
+        "model": {"model_type": "hf_causal_lm", "model_path": str(model)},
+        "data": {"prompts_per_batch": 4, "eval_size": 8},
+        "rollout": {
+            "max_new_tokens": 6,
+            "weight_sync_mode": "patch",
+            "patch_full_sync_interval": 3,
+        },
+        "algorithm": {
+            "adv_type": "grpo",
+            "group_size": 4,
+            "normalize_advantages": False,
+            "kl_coef": 0.01,
+            "dynamic_sampling": True,
+            "max_num_gen_batches": 2,
+        },
+        # a digit anywhere scores 1: random completions get mixed rewards, so weights move
+        "reward": {"reward_type": "format", "format_pattern": "[0-9]", "num_tasks": 2},
+        "actor": {
+            "num_workers": 2,
+            "num_minibatches": 2,
+            "micro_batch_size": 4,
+            "update_epochs": 1,
+            "lr": 1.0e-3,
+        },
+        "eval": {"pass_k": 2, "sample_rows": 4},
+    }
+    path = root / "grpo_tiny.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_grpo_run_records_flows_tasks_metrics_and_exports(
+    tmp_path: Path, train_env: dict[str, str], prefect_api: str, preset: Path
+) -> None:
+    out = run_train(tmp_path, train_env, "--config", str(preset))
+    assert "accuracy" in out and "MLflow run id" in out
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("grpo_tiny").experiment_id])
+    for key in (
+        "eval/accuracy",
+        "eval/pass_at_2",
+        "rollout/weight_sync_bytes",
+        "train/kl_loss",
+        "rollout/kl_to_ref",
+        "rollout/generation_rounds",
+        "train/policy_loss",
+    ):
+        assert key in run.data.metrics, key
+    syncs = client.get_metric_history(run.info.run_id, "rollout/weight_sync_full")
+    assert [m.value for m in sorted(syncs, key=lambda m: m.step)][:2] == [
+        1.0,
+        0.0,
+    ]  # full, then patch
+    tables = {a.path for a in client.list_artifacts(run.info.run_id, "eval")}
+    assert {"eval/samples_000002.json", "eval/samples_000004.json"} <= tables
+    flow_run_id = run.data.tags["prefect.flow_run_id"]
+    with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as api:
+        children = api.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])
+            )
+        )
+        assert sorted(c.name for c in children) == [f"iteration-{i}" for i in range(4)]
+        expected = {
+            "score_rewards-0-0",
+            "score_rewards-0-1",
+            "reward-0",
+            "llm_evaluate-1",
+            "update-3",
+        }
+        names: set[str] = set()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not expected <= names:
+            runs = api.read_task_runs(
+                task_run_filter=TaskRunFilter(
+                    flow_run_id=TaskRunFilterFlowRunId(any_=[c.id for c in children])
+                )
+            )
+            names = {t.name for t in runs}
+            time.sleep(1)
+        assert expected <= names, sorted(expected - names)
+    # the converter turns the checkpoint into a from_pretrained directory
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infra.checkpoint.convert",
+            "--run-name",
+            "llm-it",
+            "--output-dir",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "hf"),
+        ],
+        cwd=ROOT,
+        env=train_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    trained = load_file(
+        str(tmp_path / "llm-it" / "checkpoints" / "step_000004" / "actor_0" / "model.safetensors")
+    )
+    for name, value in model.state_dict().items():
+        assert (value == trained[f"model.{name}"]).all(), name
+
+
+def test_interrupted_llm_run_resumes_bit_identical(
+    tmp_path: Path, train_env: dict[str, str], preset: Path
+) -> None:
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    run_train(straight, train_env, "--config", str(preset), "eval.pass_k=1")
+    failed = subprocess.run(
+        train_cmd(resumed, "--config", str(preset), "eval.pass_k=1", "run.fail_at_iteration=3"),
+        cwd=ROOT,
+        env=train_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert failed.returncode != 0 and "failing on purpose" in failed.stdout + failed.stderr
+    out = run_train(
+        resumed, train_env, "--config", str(preset), "eval.pass_k=1", "run.fail_at_iteration=3"
+    )
+    assert "resumed_from: 2" in out
+    final = "llm-it/checkpoints/step_000004"
+    a = load_file(str(straight / final / "actor_0" / "model.safetensors"))
+    b = load_file(str(resumed / final / "actor_0" / "model.safetensors"))
+    before = load_file(str(straight / "llm-it/checkpoints/step_000002/actor_0/model.safetensors"))
+    assert any(not (a[k] == before[k]).all() for k in a), (
+        "weights did not move: the test proves nothing"
+    )
+    for name in a:
+        assert (a[name] == b[name]).all(), name
+    state = [
+        json.loads((d / final / "reasoning_state.json").read_text()) for d in (straight, resumed)
+    ]
+    assert state[0] == state[1]
