@@ -24,7 +24,7 @@ from prefect.runtime import flow_run
 from prefect_ray import RayTaskRunner
 
 from flows.iteration import finish_iteration
-from flows.train import run_training, train_session
+from flows.train import flow_run_namer, run_training, train_session
 from infra.session import get_session
 from tasks.sft import export_model, sft_update
 
@@ -49,17 +49,7 @@ def sft_iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     )
 
 
-def _sft_run_name() -> str:
-    params = flow_run.parameters or {}
-    name = params.get("run_name")
-    for override in params.get("overrides") or []:
-        if override.startswith("run.name="):
-            name = override.split("=", 1)[1]
-    preset = params.get("preset")
-    return f"sft-{name or (Path(preset).stem if preset else 'default')}"
-
-
-@flow(name="sft", flow_run_name=_sft_run_name, persist_result=False, log_prints=False)
+@flow(name="sft", flow_run_name=flow_run_namer("sft"), persist_result=False, log_prints=False)
 def sft(
     preset: str = "sft_arith", overrides: list[str] | None = None, run_name: str | None = None
 ) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,17 +31,26 @@ from rl_core.config import RLPipeConfig, load_config
 logger = logging.getLogger("rlpipe.train")
 
 
-def _train_run_name() -> str:
-    params = flow_run.parameters or {}
-    name = params.get("run_name")
-    for override in params.get("overrides") or []:
-        if override.startswith("run.name="):
-            name = override.split("=", 1)[1]
-    preset = params.get("preset")
-    return f"train-{name or (Path(preset).stem if preset else 'default')}"
+def flow_run_namer(prefix: str) -> Callable[[], str]:
+    """A flow-run namer: ``<prefix>-<run name>`` from the flow run's parameters.
+
+    The run name is the ``run_name`` parameter, a ``run.name=`` override, else the preset's
+    file stem.
+    """
+
+    def name() -> str:
+        params = flow_run.parameters or {}
+        run_name = params.get("run_name")
+        for override in params.get("overrides") or []:
+            if override.startswith("run.name="):
+                run_name = override.split("=", 1)[1]
+        preset = params.get("preset")
+        return f"{prefix}-{run_name or (Path(preset).stem if preset else 'default')}"
+
+    return name
 
 
-@flow(name="train", flow_run_name=_train_run_name, persist_result=False, log_prints=False)
+@flow(name="train", flow_run_name=flow_run_namer("train"), persist_result=False, log_prints=False)
 def train(
     preset: str = "ppo_cartpole",
     overrides: list[str] | None = None,

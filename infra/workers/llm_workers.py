@@ -104,6 +104,15 @@ class LLMActorWorker(WorkerBase):
         self.optimizer = opt_cls[actor.optimizer](self.policy.parameters(), **kwargs)
         return units
 
+    def _set_lr(self, iteration: int) -> float:
+        actor, run = self.cfg.actor, self.cfg.run
+        lr = lr_at(
+            actor.lr, iteration, run.max_iterations, actor.lr_schedule, actor.warmup_iterations
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
     def compute_logprobs(self, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Log-probs (and values with a critic) of this rank's rows under current weights."""
         self.policy.eval()
@@ -120,12 +129,8 @@ class LLMActorWorker(WorkerBase):
     ) -> dict[str, float]:
         """One policy update on this rank's rows; bumps the weight version."""
         watch = Stopwatch()
-        actor, run = self.cfg.actor, self.cfg.run
-        lr = lr_at(
-            actor.lr, iteration, run.max_iterations, actor.lr_schedule, actor.warmup_iterations
-        )
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        actor = self.cfg.actor
+        lr = self._set_lr(iteration)
         self.policy.train()
         metrics = llm_update(
             self.policy,
@@ -146,12 +151,8 @@ class LLMActorWorker(WorkerBase):
     ) -> dict[str, float]:
         """One supervised step on this rank's rows (answer tokens as responses)."""
         watch = Stopwatch()
-        actor, run = self.cfg.actor, self.cfg.run
-        lr = lr_at(
-            actor.lr, iteration, run.max_iterations, actor.lr_schedule, actor.warmup_iterations
-        )
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        actor = self.cfg.actor
+        lr = self._set_lr(iteration)
         self.policy.train()
         metrics = sft_update(
             self.policy,

@@ -12,9 +12,9 @@ from infra.llm.distributed import free_port
 from infra.ray_cluster import connect, shutdown
 from infra.workers.llm_workers import LLMActorWorker, LLMRolloutWorker
 from rl_core.config import load_config
-from rl_core.llm import pad_left, pad_right
 from rl_core.models.tiny_lm import create_tiny_lm
 from rl_core.training.llm_update import minibatch_totals, rank_rows
+from tests.llm_batches import random_llm_batch
 
 pytestmark = pytest.mark.integration
 
@@ -49,25 +49,9 @@ def config(tiny_dir, *extra):
 
 
 def batch(n=8, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    prompts = [
-        torch.randint(4, 260, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist()
-        for _ in range(n)
-    ]
-    responses = [
-        torch.randint(4, 260, (int(torch.randint(1, 5, (1,), generator=g)),), generator=g).tolist()
-        for _ in range(n)
-    ]
-    p_ids, p_mask = pad_left(prompts, 0)
-    r_ids, r_mask = pad_right(responses, 0)
-    return {
-        "prompt_ids": p_ids.numpy(),
-        "prompt_mask": p_mask.numpy(),
-        "response_ids": r_ids.numpy(),
-        "response_mask": r_mask.numpy(),
-        "old_logprobs": (-torch.rand(r_ids.shape, generator=g) * 3).numpy(),
-        "advantages": torch.randn(r_ids.shape, generator=g).numpy(),
-    }
+    data = random_llm_batch(n, seed)
+    data.pop("ref_logprobs")
+    return {k: v.numpy() for k, v in data.items()}
 
 
 def trainer(cfg, world):

@@ -10,7 +10,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rl_core.algorithms import aggregate_loss, aggregation_weights
 from rl_core.config import load_config
-from rl_core.llm import pad_left, pad_right
 from rl_core.models.causal_lm import CausalLMPolicy
 from rl_core.models.tiny_lm import create_tiny_lm
 from rl_core.training.llm_update import (
@@ -19,6 +18,7 @@ from rl_core.training.llm_update import (
     minibatch_totals,
     split_rows,
 )
+from tests.llm_batches import random_llm_batch
 
 MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
@@ -36,27 +36,7 @@ def policy_of(tiny_dir):
 
 
 def make_batch(n=6, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    prompts = [
-        torch.randint(4, 260, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist()
-        for _ in range(n)
-    ]
-    responses = [
-        torch.randint(4, 260, (int(torch.randint(1, 5, (1,), generator=g)),), generator=g).tolist()
-        for _ in range(n)
-    ]
-    p_ids, p_mask = pad_left(prompts, 0)
-    r_ids, r_mask = pad_right(responses, 0)
-    shape = r_ids.shape
-    return {
-        "prompt_ids": p_ids,
-        "prompt_mask": p_mask,
-        "response_ids": r_ids,
-        "response_mask": r_mask,
-        "old_logprobs": -torch.rand(shape, generator=g) * 3,
-        "advantages": torch.randn(shape, generator=g),
-        "ref_logprobs": -torch.rand(shape, generator=g) * 3,
-    }
+    return random_llm_batch(n, seed)
 
 
 def algo(mode="token-mean", **kw):

@@ -1,0 +1,31 @@
+"""Random LLM training batches for tests (prompt/response token ids, masks, log-probs)."""
+
+from __future__ import annotations
+
+import torch
+
+from rl_core.llm import pad_left, pad_right
+
+
+def random_llm_batch(n: int = 6, seed: int = 0, vocab: int = 260) -> dict[str, torch.Tensor]:
+    """``n`` rows of random prompts (2-5 tokens) and responses (1-4 tokens) with targets."""
+    g = torch.Generator().manual_seed(seed)
+
+    def seq(low: int, high: int) -> list[int]:
+        length = int(torch.randint(low, high, (1,), generator=g))
+        return torch.randint(4, vocab, (length,), generator=g).tolist()
+
+    prompts = [seq(2, 6) for _ in range(n)]
+    responses = [seq(1, 5) for _ in range(n)]
+    p_ids, p_mask = pad_left(prompts, 0)
+    r_ids, r_mask = pad_right(responses, 0)
+    shape = r_ids.shape
+    return {
+        "prompt_ids": p_ids,
+        "prompt_mask": p_mask,
+        "response_ids": r_ids,
+        "response_mask": r_mask,
+        "old_logprobs": -torch.rand(shape, generator=g) * 3,
+        "advantages": torch.randn(shape, generator=g),
+        "ref_logprobs": -torch.rand(shape, generator=g) * 3,
+    }
