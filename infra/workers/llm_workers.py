@@ -38,8 +38,13 @@ logger = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def _tensors(batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    return {k: torch.from_numpy(np.array(v, copy=True)) for k, v in batch.items()}
+def _device() -> torch.device:
+    """The GPU Ray assigned to this worker (the first visible one), else the CPU."""
+    return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _tensors(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(np.array(v, copy=True)).to(device) for k, v in batch.items()}
 
 
 @torch.no_grad()
@@ -58,7 +63,7 @@ def _forward_in_micro_batches(
         )
         for key, value in out.items():
             outs.setdefault(key, []).append(value.float())
-    return {k: torch.cat(v).numpy() for k, v in outs.items()}
+    return {k: torch.cat(v).cpu().numpy() for k, v in outs.items()}
 
 
 class LLMActorWorker(WorkerBase):
@@ -79,7 +84,8 @@ class LLMActorWorker(WorkerBase):
         super().__init__(config, rank, cpus)
         self.world_size = world_size
         torch.manual_seed(worker_seed(self.cfg.run.seed, "actor", 0))  # same on every rank
-        self.policy = get_model(self.cfg.model, None)
+        self.device = _device()
+        self.policy = get_model(self.cfg.model, None).to(self.device)
         self.optimizer: torch.optim.Optimizer | None = None
         self.version = 0
         rollout = self.cfg.rollout
@@ -118,7 +124,7 @@ class LLMActorWorker(WorkerBase):
         self.policy.eval()
         return _forward_in_micro_batches(
             self.policy,
-            _tensors(shard),
+            _tensors(shard, self.device),
             self.cfg.actor.micro_batch_size,
             self.cfg.rollout.temperature,
             values=self.cfg.model.value_head,
@@ -135,7 +141,7 @@ class LLMActorWorker(WorkerBase):
         metrics = llm_update(
             self.policy,
             self.optimizer,
-            _tensors(shard),
+            _tensors(shard, self.device),
             [MinibatchTotals(t, s) for t, s in totals],
             self.cfg.algorithm,
             actor,
@@ -157,7 +163,7 @@ class LLMActorWorker(WorkerBase):
         metrics = sft_update(
             self.policy,
             self.optimizer,
-            _tensors(shard),
+            _tensors(shard, self.device),
             MinibatchTotals(*totals),
             actor.micro_batch_size,
             actor.max_grad_norm,
@@ -276,14 +282,15 @@ class LLMRefWorker(WorkerBase):
 
     def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...]) -> None:
         super().__init__(config, rank, cpus)
-        self.policy = get_model(self.cfg.model, None)
+        self.device = _device()
+        self.policy = get_model(self.cfg.model, None).to(self.device)
         self.policy.eval()
 
     def compute_ref_logprobs(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         """``[N, R]`` reference log-probs of the batch's responses."""
         out = _forward_in_micro_batches(
             self.policy,
-            _tensors(batch),
+            _tensors(batch, self.device),
             self.cfg.actor.micro_batch_size,
             self.cfg.rollout.temperature,
             values=False,
