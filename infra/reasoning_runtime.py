@@ -363,6 +363,10 @@ class ReasoningRuntime:
         )
         metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
         metrics["seconds"] = time.perf_counter() - start
+        tokens = arrays["prompt_mask"].sum() + arrays["response_mask"].sum()
+        metrics["train/tokens_per_second"] = (
+            float(tokens) * self.cfg.actor.update_epochs / max(metrics["seconds"], 1e-9)
+        )
         return metrics
 
     # -- supervised warm start -------------------------------------------------------------

@@ -1,0 +1,118 @@
+"""LLM step benchmark: rollout and training tokens/s, time per step, orchestration share.
+
+Runs GRPO on the tiny model twice with the same workers: a bare loop over the
+``ReasoningRuntime`` (no Prefect, no MLflow; rewards scored in-process) and the real train
+flow (iteration flows, tasks, reward fan-out tasks, MLflow). Prints medians side by side and
+the ratio.
+
+Usage: ``python benchmarks/llm_step.py [--iterations 8] [--workers 2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from _runs import flow_run_metrics  # noqa: I001 - sets up the path and env first
+
+from flows.train import prepare_model
+from infra import ray_cluster
+from infra.llm.reward_scoring import score_chunk
+from infra.reasoning_runtime import ReasoningRuntime
+from rl_core.config import load_config
+
+STEPS = ("weight_sync", "rollout", "reward", "advantage", "update")
+
+
+def overrides(model_dir: Path, iterations: int, workers: int) -> list[str]:
+    return [
+        "model.model_type=hf_causal_lm",
+        f"model.model_path={model_dir}",
+        "model.tiny_init=true",
+        "algorithm.adv_type=grpo",
+        "algorithm.group_size=8",
+        "algorithm.normalize_advantages=false",
+        "reward.reward_type=math_verify",
+        "data.prompts_per_batch=16",
+        "rollout.max_new_tokens=8",
+        f"actor.num_workers={workers}",
+        "actor.num_minibatches=1",
+        "actor.update_epochs=1",
+        "actor.micro_batch_size=32",
+        f"run.max_iterations={iterations}",
+        "run.eval_interval=0",
+        "run.checkpoint_interval=0",
+    ]
+
+
+def bare(ovr: list[str], iterations: int) -> dict[str, list[float]]:
+    cfg = prepare_model(load_config(overrides=[*ovr, "tracking.enabled=false"]))
+    runtime = ReasoningRuntime(cfg)
+    names = (*STEPS, "iteration", "tokens_per_s", "train_tokens_per_s")
+    series: dict[str, list[float]] = {k: [] for k in names}
+    try:
+        for it in range(iterations):
+            start = time.perf_counter()
+            t = {"weight_sync": runtime.weight_sync(), "rollout": runtime.collect()}
+            scoring = time.perf_counter()
+            jobs = runtime.reward_jobs()
+            t["reward"] = runtime.reward([score_chunk(j["reward_cfg"], j["chunk"]) for j in jobs])
+            t["reward"]["seconds"] = time.perf_counter() - scoring  # scoring included
+            t["advantage"] = runtime.advantages()
+            t["update"] = runtime.update(it)
+            series["iteration"].append(time.perf_counter() - start)
+            for step in STEPS:
+                series[step].append(t[step]["seconds"])
+            series["tokens_per_s"].append(t["rollout"]["rollout/tokens_per_second"])
+            series["train_tokens_per_s"].append(t["update"]["train/tokens_per_second"])
+    finally:
+        runtime.shutdown()
+        ray_cluster.shutdown()
+    return series
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values[1:] if len(values) > 2 else values)  # skip the warm-up
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--iterations", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        ovr = overrides(Path(tmp) / "tiny", args.iterations, args.workers)
+        base = bare(ovr, args.iterations)
+        keys = tuple(f"time/{s}" for s in STEPS) + (
+            "time/iteration",
+            "time/orchestration",
+            "rollout/tokens_per_second",
+            "train/tokens_per_second",
+        )
+        flow = flow_run_metrics(
+            "ppo_cartpole", [*ovr, f"run.output_dir={tmp}/out"], Path(tmp) / "out", keys
+        )
+    series = flow["series"]
+    print(f"GRPO, tiny model, 16 prompts x 8 responses, {args.workers} FSDP2 rank(s), medians:")
+    print(f"{'':>14} {'bare loop':>10} {'train flow':>11}")
+    for step in STEPS:
+        print(f"{step:>14} {med(base[step]):>9.3f}s {med(series[f'time/{step}']):>10.3f}s")
+    bare_it, flow_it = med(base["iteration"]), med(series["time/iteration"])
+    print(f"{'iteration':>14} {bare_it:>9.3f}s {flow_it:>10.3f}s   ratio {flow_it / bare_it:.2f}x")
+    orch = med(series["time/orchestration"])
+    print(
+        f"orchestration {orch * 1000:.0f} ms per iteration ({orch / flow_it:.1%} of it; the "
+        "train flow's reward scoring runs in fan-out tasks and counts as orchestration)"
+    )
+    print(
+        f"rollout tokens/s: bare {med(base['tokens_per_s']):.0f}, "
+        f"flow {med(series['rollout/tokens_per_second']):.0f}; training tokens/s: bare "
+        f"{med(base['train_tokens_per_s']):.0f}, flow {med(series['train/tokens_per_second']):.0f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
