@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,8 @@ import torch
 from infra import ray_cluster
 from infra.checkpoint.store import open_store, step_dir_name
 from infra.llm.distributed import free_port
+from infra.llm.evaluation import evaluate_heldout
+from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk
 from infra.llm.reward_scoring import score_chunk
 from infra.placement import plan_placement
 from infra.worker_group import WorkerGroup
@@ -30,35 +31,13 @@ from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWo
 from rl_core.algorithms import get_advantage, informative_groups, kl_penalty, overlong_penalty
 from rl_core.algorithms.advantages import normalize_advantages
 from rl_core.config import RLPipeConfig
-from rl_core.data import PromptSample, PromptSampler
+from rl_core.data import PromptSampler
 from rl_core.llm import pad_left, pad_right
 from rl_core.llm.prompting import encode_prompts, load_task_samples
-from rl_core.rewards.reasoning import math_verify_reward
 from rl_core.training.llm_update import minibatch_totals, rank_rows
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "reasoning_state.json"
-
-
-@dataclass
-class ResponseBatch:
-    """One iteration's responses (rows grouped by prompt, ``group_size`` rows per group)."""
-
-    samples: list[PromptSample] = field(default_factory=list)
-    prompt_ids: list[list[int]] = field(default_factory=list)
-    response_ids: list[list[int]] = field(default_factory=list)
-    rollout_logprobs: list[list[float]] = field(default_factory=list)
-    finished: list[bool] = field(default_factory=list)
-    scores: np.ndarray | None = None
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def extend(self, other: ResponseBatch, rows: list[int]) -> None:
-        """Append ``rows`` of ``other``."""
-        for name in ("samples", "prompt_ids", "response_ids", "rollout_logprobs", "finished"):
-            getattr(self, name).extend(getattr(other, name)[r] for r in rows)
-
-    def __len__(self) -> int:
-        return len(self.response_ids)
 
 
 class ReasoningRuntime:
@@ -148,7 +127,8 @@ class ReasoningRuntime:
             "rollout/weight_sync_full": float(meta["mode"] == "full"),
         }
 
-    def _sampling(self, greedy: bool = False) -> dict[str, Any]:
+    def sampling_params(self, greedy: bool = False) -> dict[str, Any]:
+        """``SamplingParams`` fields from the ``rollout`` section (greedy for evaluation)."""
         r = self.cfg.rollout
         return {
             "max_new_tokens": r.max_new_tokens,
@@ -159,7 +139,7 @@ class ReasoningRuntime:
             "stop_token_ids": (int(self.tokenizer.eos_token_id),),
         }
 
-    def _generate(
+    def generate(
         self, prompts: list[list[int]], sampling: dict[str, Any], seed: int
     ) -> tuple[dict[str, list], float]:
         """Generate one response per prompt, the prompts split across rollout workers."""
@@ -181,7 +161,7 @@ class ReasoningRuntime:
         k = self.cfg.algorithm.group_size
         rows = [i for i in indices for _ in range(k)]
         seed = worker_seed(self.cfg.run.seed, "rollout", 0) * 7919 + consumed * 31 + round_index
-        out, _ = self._generate([self.train_prompts[i] for i in rows], self._sampling(), seed)
+        out, _ = self.generate([self.train_prompts[i] for i in rows], self.sampling_params(), seed)
         batch = ResponseBatch(
             samples=[self.train_samples[i] for i in rows],
             prompt_ids=[self.train_prompts[i] for i in rows],
@@ -225,24 +205,23 @@ class ReasoningRuntime:
             "rollout/generation_rounds": float(rounds),
         }
 
-    def _chunk(self, batch: ResponseBatch, rows: list[int]) -> dict[str, list[Any]]:
-        return {
-            "prompts": [batch.samples[r].prompt for r in rows],
-            "completions": [
-                self.tokenizer.decode(batch.response_ids[r], skip_special_tokens=True) for r in rows
-            ],
-            "answers": [batch.samples[r].answer for r in rows],
-            "fields": [dict(batch.samples[r].fields) for r in rows],
-        }
+    def reward_chunk(self, batch: ResponseBatch, rows: list[int]) -> dict[str, list[Any]]:
+        """``rows`` of ``batch`` as reward keywords (completions decoded)."""
+        return reward_chunk(self.tokenizer, batch, rows)
 
     def _score_in_process(self, batch: ResponseBatch) -> list[float]:
-        return score_chunk(self.config_dict["reward"], self._chunk(batch, list(range(len(batch)))))
+        return score_chunk(
+            self.config_dict["reward"], self.reward_chunk(batch, list(range(len(batch))))
+        )
 
     def reward_jobs(self) -> list[dict[str, Any]]:
         """Chunks of the batch for the reward fan-out tasks (``reward.num_tasks`` of them)."""
         parts = np.array_split(np.arange(len(self.batch)), self.cfg.reward.num_tasks)
         return [
-            {"reward_cfg": self.config_dict["reward"], "chunk": self._chunk(self.batch, p.tolist())}
+            {
+                "reward_cfg": self.config_dict["reward"],
+                "chunk": self.reward_chunk(self.batch, p.tolist()),
+            }
             for p in parts
             if len(p)
         ]
@@ -417,44 +396,8 @@ class ReasoningRuntime:
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self, iteration: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Greedy accuracy and pass@k on the held-out prompts; returns metrics and sample rows."""
-        start = time.perf_counter()
         self.weight_sync()
-        n, k = len(self.eval_prompts), self.cfg.eval.pass_k
-        greedy, _ = self._generate(self.eval_prompts, self._sampling(greedy=True), seed=0)
-        eval_batch = ResponseBatch(self.eval_samples, self.eval_prompts, greedy["response_ids"])
-        chunk = self._chunk(eval_batch, list(range(n)))
-        scores = score_chunk(self.config_dict["reward"], chunk)
-        correct = math_verify_reward(**chunk)
-        rows = [i for i in range(n) for _ in range(k)]
-        sampled, _ = self._generate([self.eval_prompts[i] for i in rows], self._sampling(), seed=1)
-        sampled_batch = ResponseBatch(
-            [self.eval_samples[i] for i in rows],
-            [self.eval_prompts[i] for i in rows],
-            sampled["response_ids"],
-        )
-        hits = math_verify_reward(**self._chunk(sampled_batch, list(range(len(rows))))).reshape(
-            n, k
-        )
-        metrics = {
-            "seconds": time.perf_counter() - start,
-            "eval/return_mean": float(np.mean(scores)),
-            "eval/accuracy": float(np.mean(correct)),
-            f"eval/pass_at_{k}": float((hits.max(axis=1) > 0).mean()),
-            "eval/response_length_mean": float(np.mean([len(r) for r in greedy["response_ids"]])),
-            "eval/prompts": float(n),
-        }
-        table = [
-            {
-                "iteration": iteration,
-                "prompt": chunk["prompts"][i],
-                "completion": chunk["completions"][i],
-                "answer": chunk["answers"][i],
-                "reward": float(scores[i]),
-                "correct": bool(correct[i] > 0),
-            }
-            for i in range(min(n, self.cfg.eval.sample_rows))
-        ]
-        return metrics, table
+        return evaluate_heldout(self, iteration)
 
     # -- checkpoints ---------------------------------------------------------------------
     def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
@@ -499,11 +442,3 @@ class ReasoningRuntime:
         """Stop all workers."""
         for group in self.groups:
             group.shutdown()
-
-
-def pad_right_float(rows: list[list[float]], width: int) -> torch.Tensor:
-    """Right-pad float rows with zeros to ``width``."""
-    out = torch.zeros((len(rows), width))
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row[:width])
-    return out

@@ -8,8 +8,6 @@ registries so a typo fails before any worker starts.
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -22,45 +20,14 @@ from pydantic import (
     model_validator,
 )
 
+from rl_core.config.llm_sections import DataConfig, FSDPConfig
 from rl_core.config.placement import parse_component_placement
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-def _check_registered(kind: str, name: str) -> str:
-    """Validate ``name`` against the registry of ``kind`` (imported lazily)."""
-    from rl_core.registries import registry_for
-    from rl_core.registry import RegistryError
-
-    try:
-        registry_for(kind).get(name)
-    except RegistryError as exc:
-        # pydantic only turns ValueError into a validation error; RegistryError is a KeyError.
-        raise ValueError(str(exc)) from None
-    return name
-
-
-def _check_reward_components(value: dict[str, float]) -> dict[str, float]:
-    """Validate ``reward.components``: registered, non-composite names and finite weights."""
-    for name, weight in value.items():
-        _check_registered("reward", name)
-        if name.strip().lower() == "composite":
-            raise ValueError("a composite reward cannot contain 'composite' (a cycle)")
-        if not math.isfinite(weight):
-            raise ValueError(f"weight of {name!r} must be finite, got {weight}")
-    return value
-
-
-def _check_regex(value: str) -> str:
-    """Validate that ``value`` compiles as a regular expression."""
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"not a valid regular expression: {exc}") from None
-    return value
-
+from rl_core.config.sections import (
+    Section,
+    check_regex,
+    check_registered,
+    check_reward_components,
+)
 
 #: Estimators that score whole episodes/sequences (not usable by the per-step PPO trainer).
 _OUTCOME_ESTIMATORS = {
@@ -73,7 +40,7 @@ _OUTCOME_ESTIMATORS = {
 }
 
 
-class RunConfig(_Section):
+class RunConfig(Section):
     """What to run and where its outputs go."""
 
     name: str = Field("ppo-cartpole", min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -106,7 +73,7 @@ class RunConfig(_Section):
     )
 
 
-class ClusterConfig(_Section):
+class ClusterConfig(Section):
     """Ray connection and component placement."""
 
     address: str | None = Field(
@@ -128,7 +95,7 @@ class ClusterConfig(_Section):
         return value
 
 
-class EnvConfig(_Section):
+class EnvConfig(Section):
     """Training environments (one vectorized env per env worker)."""
 
     env_type: str = Field("gym", description="Registered env factory.")
@@ -147,7 +114,7 @@ class EnvConfig(_Section):
     @field_validator("env_type")
     @classmethod
     def _known_env_type(cls, value: str) -> str:
-        return _check_registered("env", value)
+        return check_registered("env", value)
 
     @field_validator("env_id")
     @classmethod
@@ -206,7 +173,7 @@ class ModelConfig(BaseModel):
     @field_validator("model_type")
     @classmethod
     def _known_model_type(cls, value: str) -> str:
-        return _check_registered("model", value)
+        return check_registered("model", value)
 
     @field_validator("hidden_sizes")
     @classmethod
@@ -216,50 +183,7 @@ class ModelConfig(BaseModel):
         return value
 
 
-class DataConfig(_Section):
-    """Prompt datasets of the reasoning path (ignored by embodied runs)."""
-
-    source: Literal["arithmetic", "files"] = Field(
-        "arithmetic",
-        description="arithmetic: the synthetic a+b task with a fixed held-out split; files: "
-        "train_files/eval_files.",
-    )
-    train_files: list[str] = Field(
-        default_factory=list, description="JSONL/Parquet prompt files (prompt+answer or GSM8K)."
-    )
-    eval_files: list[str] = Field(
-        default_factory=list, description="Held-out prompt files (default: none for files)."
-    )
-    on_bad_row: Literal["skip", "error"] = Field(
-        "error", description="Malformed rows: skip them with a warning, or stop before training."
-    )
-    prompt_key: str = Field("prompt", min_length=1)
-    answer_key: str = Field("answer", min_length=1)
-    arithmetic_max_operand: int = Field(99, ge=1)
-    arithmetic_ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"])
-    eval_size: int = Field(128, ge=1, description="Held-out prompts scored per evaluation.")
-    prompts_per_batch: int = Field(16, ge=1, description="Prompts per training iteration.")
-    max_prompt_length: int = Field(64, ge=1, description="Longer prompts are rejected (tokens).")
-    prompt_template: str = Field(
-        "{prompt}", description="Python format string around each prompt; must use {prompt}."
-    )
-    apply_chat_template: bool = Field(
-        True, description="Wrap prompts with the tokenizer's chat template when it has one."
-    )
-    system_prompt: str | None = None
-
-    @model_validator(mode="after")
-    def _files_given(self) -> DataConfig:
-        if self.source == "files" and not self.train_files:
-            raise ValueError("data.source = 'files' needs data.train_files")
-        if "{prompt}" not in self.prompt_template:
-            raise ValueError(
-                f"data.prompt_template {self.prompt_template!r} must contain '{{prompt}}'"
-            )
-        return self
-
-
-class RolloutConfig(_Section):
+class RolloutConfig(Section):
     """Policy inference workers and weight sync."""
 
     num_workers: int = Field(1, ge=1)
@@ -293,7 +217,7 @@ class RolloutConfig(_Section):
     )
 
 
-class AlgorithmConfig(_Section):
+class AlgorithmConfig(Section):
     """Advantage estimator and policy loss with their coefficients."""
 
     adv_type: str = "gae"
@@ -339,38 +263,15 @@ class AlgorithmConfig(_Section):
     @field_validator("adv_type")
     @classmethod
     def _known_adv(cls, value: str) -> str:
-        return _check_registered("advantage", value)
+        return check_registered("advantage", value)
 
     @field_validator("loss_type")
     @classmethod
     def _known_loss(cls, value: str) -> str:
-        return _check_registered("policy_loss", value)
+        return check_registered("policy_loss", value)
 
 
-class WrapPolicyConfig(_Section):
-    """Which modules FSDP2 shards as units (default: the model's ``_no_split_modules``)."""
-
-    transformer_layer_cls_to_wrap: list[str] = Field(
-        default_factory=list, description="Class names of the transformer blocks."
-    )
-    module_classes_to_wrap: list[str] = Field(
-        default_factory=list, description="Other class names to shard separately."
-    )
-    no_split_names: list[str] = Field(
-        default_factory=list, description="Modules whose _fsdp_wrap_name is listed."
-    )
-
-
-class FSDPConfig(_Section):
-    """FSDP2 settings of the reasoning trainer."""
-
-    backend: Literal["auto", "gloo", "nccl"] = Field(
-        "auto", description="Collectives backend; auto = nccl on GPU, gloo on CPU."
-    )
-    wrap_policy: WrapPolicyConfig = Field(default_factory=lambda: WrapPolicyConfig())
-
-
-class ActorConfig(_Section):
+class ActorConfig(Section):
     """Trainer workers: optimizer, schedule and batching."""
 
     num_workers: int = Field(
@@ -399,7 +300,7 @@ class ActorConfig(_Section):
     fsdp_config: FSDPConfig = Field(default_factory=lambda: FSDPConfig())
 
 
-class RewardConfig(_Section):
+class RewardConfig(Section):
     """Reward function applied to collected rollouts."""
 
     reward_type: str = Field("env", description="Registered reward; 'env' uses the env's reward.")
@@ -409,14 +310,14 @@ class RewardConfig(_Section):
     )
     # Annotated validators (not @field_validator) keep scripts/gen_config_docs.py's table of
     # field validators unchanged; the descriptions state what they check.
-    components: Annotated[dict[str, float], AfterValidator(_check_reward_components)] = Field(
+    components: Annotated[dict[str, float], AfterValidator(check_reward_components)] = Field(
         default_factory=dict,
         description=(
             "composite: reward name -> weight (registered rewards other than 'composite', "
             "finite weights)."
         ),
     )
-    format_pattern: Annotated[str, AfterValidator(_check_regex)] = Field(
+    format_pattern: Annotated[str, AfterValidator(check_regex)] = Field(
         r"\\boxed\{.+?\}|####\s*\S+",
         description=(
             "format: regex (searched with re.DOTALL) a completion must contain; the default "
@@ -427,10 +328,10 @@ class RewardConfig(_Section):
     @field_validator("reward_type")
     @classmethod
     def _known_reward(cls, value: str) -> str:
-        return _check_registered("reward", value)
+        return check_registered("reward", value)
 
 
-class EvalConfig(_Section):
+class EvalConfig(Section):
     """Evaluation episodes (deterministic actions by default)."""
 
     num_episodes: int = Field(10, ge=1)
@@ -444,7 +345,7 @@ class EvalConfig(_Section):
     )
 
 
-class TrackingConfig(_Section):
+class TrackingConfig(Section):
     """MLflow tracking."""
 
     enabled: bool = True
@@ -457,7 +358,7 @@ class TrackingConfig(_Section):
     )
 
 
-class RLPipeConfig(_Section):
+class RLPipeConfig(Section):
     """The complete, validated configuration of a run."""
 
     preset: str = Field("custom", description="Name of the preset this config came from.")

@@ -1,0 +1,52 @@
+"""Sampled responses of an iteration, and their form for reward functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rl_core.data import PromptSample
+
+
+@dataclass
+class ResponseBatch:
+    """One iteration's responses (rows grouped by prompt, ``group_size`` rows per group)."""
+
+    samples: list[PromptSample] = field(default_factory=list)
+    prompt_ids: list[list[int]] = field(default_factory=list)
+    response_ids: list[list[int]] = field(default_factory=list)
+    rollout_logprobs: list[list[float]] = field(default_factory=list)
+    finished: list[bool] = field(default_factory=list)
+    scores: np.ndarray | None = None
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def extend(self, other: ResponseBatch, rows: list[int]) -> None:
+        """Append ``rows`` of ``other``."""
+        for name in ("samples", "prompt_ids", "response_ids", "rollout_logprobs", "finished"):
+            getattr(self, name).extend(getattr(other, name)[r] for r in rows)
+
+    def __len__(self) -> int:
+        return len(self.response_ids)
+
+
+def reward_chunk(tokenizer: Any, batch: ResponseBatch, rows: list[int]) -> dict[str, list[Any]]:
+    """``rows`` of ``batch`` as reward keywords: prompts, decoded completions, answers, fields."""
+    return {
+        "prompts": [batch.samples[r].prompt for r in rows],
+        "completions": [
+            tokenizer.decode(batch.response_ids[r], skip_special_tokens=True) for r in rows
+        ],
+        "answers": [batch.samples[r].answer for r in rows],
+        "fields": [dict(batch.samples[r].fields) for r in rows],
+    }
+
+
+def pad_right_float(rows: list[list[float]], width: int) -> torch.Tensor:
+    """Right-pad float rows with zeros to ``width``."""
+    out = torch.zeros((len(rows), width))
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row[:width])
+    return out

@@ -1,0 +1,75 @@
+"""Config sections used by reasoning (language-model) runs only: prompt data and FSDP2."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from rl_core.config.sections import Section
+
+
+class DataConfig(Section):
+    """Prompt datasets of the reasoning path (ignored by embodied runs)."""
+
+    source: Literal["arithmetic", "files"] = Field(
+        "arithmetic",
+        description="arithmetic: the synthetic a+b task with a fixed held-out split; files: "
+        "train_files/eval_files.",
+    )
+    train_files: list[str] = Field(
+        default_factory=list, description="JSONL/Parquet prompt files (prompt+answer or GSM8K)."
+    )
+    eval_files: list[str] = Field(
+        default_factory=list, description="Held-out prompt files (default: none for files)."
+    )
+    on_bad_row: Literal["skip", "error"] = Field(
+        "error", description="Malformed rows: skip them with a warning, or stop before training."
+    )
+    prompt_key: str = Field("prompt", min_length=1)
+    answer_key: str = Field("answer", min_length=1)
+    arithmetic_max_operand: int = Field(99, ge=1)
+    arithmetic_ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"])
+    eval_size: int = Field(128, ge=1, description="Held-out prompts scored per evaluation.")
+    prompts_per_batch: int = Field(16, ge=1, description="Prompts per training iteration.")
+    max_prompt_length: int = Field(64, ge=1, description="Longer prompts are rejected (tokens).")
+    prompt_template: str = Field(
+        "{prompt}", description="Python format string around each prompt; must use {prompt}."
+    )
+    apply_chat_template: bool = Field(
+        True, description="Wrap prompts with the tokenizer's chat template when it has one."
+    )
+    system_prompt: str | None = None
+
+    @model_validator(mode="after")
+    def _files_given(self) -> DataConfig:
+        if self.source == "files" and not self.train_files:
+            raise ValueError("data.source = 'files' needs data.train_files")
+        if "{prompt}" not in self.prompt_template:
+            raise ValueError(
+                f"data.prompt_template {self.prompt_template!r} must contain '{{prompt}}'"
+            )
+        return self
+
+
+class WrapPolicyConfig(Section):
+    """Which modules FSDP2 shards as units (default: the model's ``_no_split_modules``)."""
+
+    transformer_layer_cls_to_wrap: list[str] = Field(
+        default_factory=list, description="Class names of the transformer blocks."
+    )
+    module_classes_to_wrap: list[str] = Field(
+        default_factory=list, description="Other class names to shard separately."
+    )
+    no_split_names: list[str] = Field(
+        default_factory=list, description="Modules whose _fsdp_wrap_name is listed."
+    )
+
+
+class FSDPConfig(Section):
+    """FSDP2 settings of the reasoning trainer."""
+
+    backend: Literal["auto", "gloo", "nccl"] = Field(
+        "auto", description="Collectives backend; auto = nccl on GPU, gloo on CPU."
+    )
+    wrap_policy: WrapPolicyConfig = Field(default_factory=lambda: WrapPolicyConfig())
