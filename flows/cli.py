@@ -201,6 +201,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
         "resumed_from",
     ):
         console.print(f"{key:>18}: {summary.get(key)}")
+    if summary.get("initial_eval_return") is not None:
+        console.print(f"{'eval before run':>18}: {summary['initial_eval_return']}")
     console.print(f"{'MLflow run id':>18}: {summary.get('mlflow_run_id')}")
     console.print(f"{'tracking URI':>18}: {summary.get('tracking_uri')}")
     console.print(f"{'checkpoint dir':>18}: {summary.get('checkpoint_dir')}")

@@ -76,6 +76,28 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     )
 
 
+@flow(
+    name="evaluate-before-training",
+    flow_run_name="evaluate-before-training",
+    task_runner=RayTaskRunner(),
+    persist_result=False,
+    retries=2,
+    retry_delay_seconds=0,
+    log_prints=False,
+    validate_parameters=False,
+)
+def baseline_evaluation_flow(session_id: str) -> dict[str, Any]:
+    """Evaluate the starting weights (``eval.before_training``); records the result.
+
+    Returns:
+        The evaluate step's metrics (``eval/*`` and worker seconds).
+    """
+    session = get_session(session_id)
+    metrics = run_evaluation(session, -1)
+    session.state.initial_eval_return = metrics["eval/return_mean"]
+    return metrics
+
+
 def finish_iteration(
     session: Any,
     iteration: int,

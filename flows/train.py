@@ -22,7 +22,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-from flows.iteration import STEPS, iteration_flow
+from flows.iteration import STEPS, baseline_evaluation_flow, iteration_flow
 from infra.extensions import load_extension_modules
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
@@ -149,6 +149,8 @@ def run_training(
 def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict[str, Any]:
     cfg = session.cfg
     it = session.state.iteration
+    if cfg.eval.before_training and it == 0 and session.state.initial_eval_return is None:
+        _evaluate_before_training(session)
     while it < cfg.run.max_iterations and not session.state.solved:
         if first_attempt and cfg.run.fail_at_iteration == it and session.resumed_from is None:
             raise RuntimeError(f"run.fail_at_iteration={it}: failing on purpose (testing aid)")
@@ -185,11 +187,22 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
         "solved": state.solved,
         "last_eval_return": state.last_eval_return,
         "best_eval_return": state.best_eval_return,
+        "initial_eval_return": state.initial_eval_return,
         "resumed_from": session.resumed_from,
         "mlflow_run_id": session.tracker.run_id if session.tracker else None,
         "tracking_uri": session.tracker.tracking_uri if session.tracker else None,
         "checkpoint_dir": session.store_uri,
     }
+
+
+def _evaluate_before_training(session: TrainSession) -> None:
+    """Evaluate the starting weights; ``eval/*`` metrics go to MLflow at step 0."""
+    result = baseline_evaluation_flow(session.id)
+    metrics = {k: float(v) for k, v in result.items() if k.startswith("eval/")}
+    if session.tracker:
+        session.tracker.log_metrics(metrics, step=0)
+    shown = metrics.get("eval/accuracy", metrics["eval/return_mean"])
+    logger.info("before training | eval %.3f", shown)
 
 
 def step_metrics(steps: dict[str, dict[str, Any]], env_steps: int) -> dict[str, float]:

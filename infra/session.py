@@ -42,6 +42,7 @@ class RunState:
     env_steps: int = 0
     best_eval_return: float | None = None
     last_eval_return: float | None = None
+    initial_eval_return: float | None = None  # eval.before_training's result
     solved: bool = False
 
 

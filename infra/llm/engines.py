@@ -47,9 +47,10 @@ class HFEngine(RolloutEngine):
 
     Args:
         model_cfg: The ``model`` config section (``model_path``, ``dtype``...).
+        rollout_cfg: The ``rollout`` section (unused: ``generate`` takes the sampling).
     """
 
-    def __init__(self, model_cfg: Any) -> None:
+    def __init__(self, model_cfg: Any, rollout_cfg: Any = None) -> None:
         self.model, self.tokenizer = load_causal_lm(model_cfg)
         self.model.eval()
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -93,10 +94,18 @@ class HFEngine(RolloutEngine):
         self.model.to(self.device)
 
 
-ENGINES: Registry[Callable[[Any], RolloutEngine]] = Registry("rollout engine")
+def _vllm_engine(model_cfg: Any, rollout_cfg: Any) -> RolloutEngine:
+    from infra.llm.vllm_engine import VLLMEngine  # imports vllm: only when asked for
+
+    return VLLMEngine(model_cfg, rollout_cfg)
+
+
+#: Engine factories by ``rollout.engine`` name: ``factory(model_cfg, rollout_cfg)``.
+ENGINES: Registry[Callable[[Any, Any], RolloutEngine]] = Registry("rollout engine")
 ENGINES.register("hf", HFEngine)
+ENGINES.register("vllm", _vllm_engine)
 
 
-def make_engine(name: str, model_cfg: Any) -> RolloutEngine:
-    """Build the engine registered as ``name`` for ``model_cfg``."""
-    return ENGINES.get(name)(model_cfg)
+def make_engine(name: str, model_cfg: Any, rollout_cfg: Any) -> RolloutEngine:
+    """Build the engine registered as ``name`` for the ``model`` and ``rollout`` sections."""
+    return ENGINES.get(name)(model_cfg, rollout_cfg)

