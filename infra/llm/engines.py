@@ -22,6 +22,8 @@ class RolloutEngine(abc.ABC):
     """What a rollout worker needs from an inference engine."""
 
     version: int = -1
+    #: True when ``update_weights`` must get every tensor (the engine reloads whole layers).
+    full_updates_only: bool = False
 
     @abc.abstractmethod
     def generate(

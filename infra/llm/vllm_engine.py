@@ -57,11 +57,27 @@ def import_vllm() -> Any:
     return vllm
 
 
-def _load_named_weights(worker: Any, named: list[tuple[str, torch.Tensor]]) -> int:
-    """Runs inside vLLM's worker: load HF-named tensors into the (fused) vLLM model."""
-    model = worker.model_runner.model
-    loaded = model.load_weights(weights=iter(named))
-    return len(loaded) if loaded is not None else len(named)
+def _reload_named_weights(worker: Any, named: list[tuple[str, torch.Tensor]]) -> None:
+    """Runs inside vLLM's worker: reload HF-named tensors in place.
+
+    ``model_runner.reload_weights`` goes through the model's own loader (which fuses q/k/v
+    and gate/up) and redoes the post-load processing (the CPU backend repacks linear
+    weights), so it is right where a plain ``load_weights`` after start-up is not.
+    """
+    worker.model_runner.reload_weights(weights_iterator=iter(named))
+
+
+def _checkpoint_tensor_names(model_path: str) -> set[str]:
+    """Names of the tensors stored in a Hugging Face model directory's safetensors files."""
+    from pathlib import Path
+
+    from safetensors import safe_open
+
+    names: set[str] = set()
+    for file in sorted(Path(model_path).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            names.update(handle.keys())
+    return names
 
 
 class VLLMEngine(RolloutEngine):
@@ -72,6 +88,8 @@ class VLLMEngine(RolloutEngine):
         rollout_cfg: The ``rollout`` section (its ``vllm`` sub-section: memory share,
             eager mode, context length).
     """
+
+    full_updates_only = True
 
     def __init__(self, model_cfg: Any, rollout_cfg: Any) -> None:
         vllm = import_vllm()
@@ -98,6 +116,8 @@ class VLLMEngine(RolloutEngine):
             "enforce_eager": settings.enforce_eager,
             "seed": 0,
             "max_model_len": settings.max_model_len,
+            # log-probs after temperature/top-k/top-p, as the trainer recomputes them
+            "logprobs_mode": "processed_logprobs",
         }
         if on_gpu:
             kwargs["gpu_memory_utilization"] = settings.gpu_memory_utilization
@@ -106,6 +126,7 @@ class VLLMEngine(RolloutEngine):
         self.on_gpu = on_gpu
         self.sleeping = False
         self._torch_dtype = DTYPES[dtype]
+        self._checkpoint_names = _checkpoint_tensor_names(model_cfg.model_path)
 
     @property
     def pad_id(self) -> int:
@@ -130,11 +151,11 @@ class VLLMEngine(RolloutEngine):
     def generate(
         self, prompt_ids: list[list[int]], sampling: SamplingParams, seed: int | None
     ) -> GenerationResult:
-        """See :class:`RolloutEngine`. Log-probs are of the sampled token after temperature.
+        """See :class:`RolloutEngine`.
 
-        vLLM reports log-probs of the processed distribution (temperature applied) with
-        ``logprobs_mode="processed_logprobs"``; with the default raw mode the trainer's
-        recomputation (which divides by the temperature) is the reference either way.
+        Log-probs are those of the distribution the token was sampled from (temperature
+        applied), like the trainer's recomputation. Row ``i`` samples with the seed
+        ``seed * 100003 + i``, so a call is reproducible whatever vLLM's batching.
         """
         if self.sleeping:
             raise RuntimeError("vLLM engine is asleep; call wake() before generate()")
@@ -157,10 +178,21 @@ class VLLMEngine(RolloutEngine):
     def update_weights(
         self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
     ) -> None:
-        """Load HF-named tensors into vLLM's model (its loader fuses q/k/v and gate/up)."""
+        """Reload all weights from HF-named tensors (vLLM's loader fuses q/k/v, gate/up).
+
+        Raises:
+            ValueError: Tensors of the checkpoint are missing: vLLM reloads whole layers, so
+                a partial update would leave the rest of a layer undefined. Patch-mode
+                rollout workers pass their full synced copy (``full_updates_only``).
+        """
         named = [(n, t.to(self._torch_dtype)) for n, t in named_tensors]
-        if named:
-            self.llm.collective_rpc(_load_named_weights, args=(named,))
+        missing = self._checkpoint_names - {n for n, _ in named}
+        if missing:
+            raise ValueError(
+                f"vLLM engine needs every checkpoint tensor in an update; missing "
+                f"{len(missing)}, e.g. {sorted(missing)[:3]}"
+            )
+        self.llm.collective_rpc(_reload_named_weights, args=(named,))
         self.version = version
 
     def sleep(self) -> None:

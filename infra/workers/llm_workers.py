@@ -249,7 +249,8 @@ class LLMRolloutWorker(WorkerBase):
                     index = torch.from_numpy(np.array(entry["index"], copy=True))
                     flat[index] = from_wire(entry["values"]).to(flat.dtype)
                     changed.append(name)
-            self.engine.update_weights(((n, self.shadow[n]) for n in changed), payload["version"])
+            names = self.shadow if self.engine.full_updates_only else changed
+            self.engine.update_weights(((n, self.shadow[n]) for n in names), payload["version"])
         self.version = int(payload["version"])
         return self.version
 

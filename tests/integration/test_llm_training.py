@@ -65,7 +65,7 @@ def preset(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "update_epochs": 1,
             "lr": 1.0e-3,
         },
-        "eval": {"pass_k": 2, "sample_rows": 4},
+        "eval": {"pass_k": 2, "sample_rows": 4, "before_training": True},
     }
     path = root / "grpo_tiny.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -90,12 +90,23 @@ def test_grpo_run_records_flows_tasks_metrics_and_exports(
     ):
         assert key in run.data.metrics, key
     syncs = client.get_metric_history(run.info.run_id, "rollout/weight_sync_full")
-    assert [m.value for m in sorted(syncs, key=lambda m: m.step)][:2] == [
-        1.0,
-        0.0,
-    ]  # full, then patch
+    kinds = [m.value for m in sorted(syncs, key=lambda m: m.step)]
+    # the evaluations (before training, after iterations 2 and 4) made the full syncs
+    # (the first, then every patch_full_sync_interval=3): every iteration sent a patch
+    assert kinds == [0.0, 0.0, 0.0, 0.0], kinds
+    moved = client.get_metric_history(run.info.run_id, "rollout/weight_sync_bytes")
+    by_step = {m.step: m.value for m in moved}
+    # iterations 0 and 2 follow an evaluation's sync (nothing new); 1 and 3 follow updates
+    assert by_step[0] == by_step[2] == 0 and by_step[1] > 0 and by_step[3] > 0, by_step
     tables = {a.path for a in client.list_artifacts(run.info.run_id, "eval")}
-    assert {"eval/samples_000002.json", "eval/samples_000004.json"} <= tables
+    assert {
+        "eval/samples_000000.json",  # eval.before_training
+        "eval/samples_000002.json",
+        "eval/samples_000004.json",
+    } <= tables
+    accuracy = client.get_metric_history(run.info.run_id, "eval/accuracy")
+    assert sorted(m.step for m in accuracy) == [0, 1, 3]  # before training, iterations 2, 4
+    assert "eval before run" in out
     flow_run_id = run.data.tags["prefect.flow_run_id"]
     with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as api:
         children = api.read_flow_runs(
@@ -103,7 +114,10 @@ def test_grpo_run_records_flows_tasks_metrics_and_exports(
                 parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])
             )
         )
-        assert sorted(c.name for c in children) == [f"iteration-{i}" for i in range(4)]
+        assert sorted(c.name for c in children) == [
+            "evaluate-before-training",
+            *[f"iteration-{i}" for i in range(4)],
+        ]
         expected = {
             "score_rewards-0-0",
             "score_rewards-0-1",
