@@ -53,4 +53,4 @@ def test_grpo_with_vllm_rollouts(tmp_path: Path, train_env: dict[str, str], mode
     assert moved[0] > 0
     if mode == "patch":  # (a sync right after an evaluation's sync has nothing to send)
         assert history("rollout/weight_sync_full")[:2] == [1.0, 0.0]
-        assert 0 < moved[1] <= moved[0]
+        assert moved[1] > 0  # a patch (every element moved at lr 1e-2: larger than a full sync)
