@@ -19,10 +19,12 @@ if __package__ in (None, ""):  # run as a script: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prefect import flow
+from prefect import tags as prefect_tags
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
 from flows.iteration import STEPS, baseline_evaluation_flow, iteration_flow
+from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from infra.extensions import load_extension_modules
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
@@ -83,10 +85,13 @@ def train_session(
     extra = [f"run.name={run_name}"] if run_name else []
     cfg = prepare_model(load_config(preset, [*(overrides or []), *extra]))
     tags = {"prefect.flow_run_id": str(flow_run.id or "")}
+    ui_tags = run_tags(cfg)
+    tag_flow_run(ui_tags)
     session = TrainSession(cfg, tags=tags)
     status = "FAILED"
     try:
-        yield session
+        with prefect_tags(*ui_tags):  # child flows and task runs carry them too
+            yield session
         status = "FINISHED"
     finally:
         closing = time.perf_counter()
@@ -143,12 +148,16 @@ def run_training(
     # Child flows get no heartbeat thread: joining it costs up to 1 s per iteration (it
     # sleeps in 1 s steps) and a 1 s flow needs no liveness pings; the train flow keeps its.
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        return _iterate(session, first_attempt, step_flow or iteration_flow)
+        result = _iterate(session, first_attempt, step_flow or iteration_flow)
+    publish_summary(cfg, result, session.tracker.experiment_id if session.tracker else None)
+    return result
 
 
 def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict[str, Any]:
     cfg = session.cfg
     it = session.state.iteration
+    progress = ProgressArtifact(cfg.run.name, cfg.run.max_iterations)
+    progress.update(it)
     if cfg.eval.before_training and it == 0 and session.state.initial_eval_return is None:
         _evaluate_before_training(session)
     while it < cfg.run.max_iterations and not session.state.solved:
@@ -166,6 +175,7 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
         metrics = step_metrics(result["steps"], state.env_steps)
         if session.tracker:  # asynchronous: queued for MLflow's logging thread
             session.tracker.log_metrics(metrics, step=it)
+        progress.update(state.iteration)  # (counted as orchestration)
         timing = timing_metrics(result, started, time.perf_counter(), metrics["time/compute"])
         if session.tracker:
             session.tracker.log_metrics(timing, step=it)

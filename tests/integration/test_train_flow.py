@@ -9,6 +9,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
     FlowRunFilter,
     FlowRunFilterParentFlowRunId,
     TaskRunFilter,
@@ -57,6 +59,24 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
         )
         assert sorted(c.name for c in children) == [f"iteration-{i}" for i in range(ITERATIONS)]
         assert all(c.state.is_completed() for c in children)
+        # --- Prefect UI content: tags on the run and its children, progress and summary.
+        run_tags = {"rlpipe", "preset:ppo_cartpole", "algorithm:gae", "run:itest"}
+        assert run_tags <= set(train_run.tags), train_run.tags
+        assert all(run_tags <= set(c.tags) for c in children)
+        artifacts = {
+            a.key: a
+            for a in api.read_artifacts(
+                artifact_filter=ArtifactFilter(
+                    flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])
+                )
+            )
+        }
+        assert artifacts["itest-progress"].type == "progress"
+        assert float(artifacts["itest-progress"].data) == 100.0
+        summary = artifacts["itest-summary"]
+        assert summary.type == "markdown"
+        assert run.info.run_id in summary.data and "checkpoints" in summary.data
+        assert "| iterations | 3 |" in summary.data
         expected = {
             f"{s}-{i}"
             for i in range(ITERATIONS)
