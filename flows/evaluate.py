@@ -78,6 +78,12 @@ def evaluate(
     store_uri = str(Path(output_dir).resolve() / run_name / "checkpoints")
     ckpt = load_checkpoint(store_uri, step)
     cfg = validate_config(ckpt["config"], source=f"{store_uri} config.json")
+    if cfg.category != "embodied":
+        raise ConfigError(
+            f"evaluate: run {run_name!r} is a {cfg.category} run; this flow plays env "
+            "episodes (embodied runs). Reasoning runs log held-out accuracy during training "
+            "(run.eval_interval); evaluating their checkpoints here is not built yet."
+        )
     result = play_episodes(ckpt["config"], ckpt["weights"], episodes)
     returns = result["returns"]
     metrics = {

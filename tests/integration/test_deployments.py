@@ -1,0 +1,64 @@
+"""prefect.yaml deploys from a clean checkout against a real Prefect server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from prefect.client.orchestration import get_client
+from prefect.settings import PREFECT_API_URL, temporary_settings
+
+from tests.integration.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+
+
+def prefect_cli(args: list[str], api: str, home: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(PREFECT_API_URL=api, PREFECT_HOME=str(home), RLPIPE_ROOT=str(ROOT))
+    proc = subprocess.run(
+        [PREFECT, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"prefect {' '.join(args)} failed:\n{out[-4000:]}"
+    return out
+
+
+def test_deploy_all_creates_every_deployment(prefect_api: str, tmp_path: Path) -> None:
+    before = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    prefect_cli(
+        ["work-pool", "create", "rlpipe-process", "--type", "process"], prefect_api, tmp_path
+    )
+    prefect_cli(["--no-prompt", "deploy", "--all"], prefect_api, tmp_path)
+    spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    wanted = {d["name"]: d for d in spec["deployments"]}
+    presets = {p.stem for p in (ROOT / "configs").glob("*.yaml")} - {"sft_arith"}
+    assert {f"train-{p.replace('_', '-')}" for p in presets} <= set(wanted)
+    with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as api:
+        deployments = {d.name: d for d in api.read_deployments()}
+        assert set(wanted) <= set(deployments), sorted(set(wanted) - set(deployments))
+        for name, want in wanted.items():
+            got = deployments[name]
+            assert got.work_pool_name == "rlpipe-process", name
+            assert got.parameters == want["parameters"], name
+            # {{ $RLPIPE_ROOT }} is filled in at deploy time: the checkout the worker runs
+            assert got.pull_steps == [
+                {"prefect.deployments.steps.set_working_directory": {"directory": str(ROOT)}}
+            ], name
+        grpo = deployments["train-grpo-arith"]
+        assert grpo.parameters["preset"] == "grpo_arith"
+        assert api.read_flow(grpo.flow_id).name == "train"
+        (schedule,) = deployments["evaluate-latest"].schedules
+        assert schedule.schedule.cron == "0 * * * *" and schedule.active
+        assert all(not deployments[n].schedules for n in wanted if n != "evaluate-latest")
+    after = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    assert after == before  # deploying writes nothing into the checkout
