@@ -55,7 +55,7 @@ def wait_state(api, flow_run_id, done, timeout: float = 420):
 
 def test_deployment_fails_then_ui_retry_resumes_from_checkpoint(prefect_api, tmp_path):
     env = prefect_env(prefect_api, tmp_path / "home")
-    prefect_cli(["work-pool", "create", "rlpipe-process", "--type", "process"], env)
+    prefect_cli(["work-pool", "create", "rlpipe-process", "--type", "process", "--overwrite"], env)
     prefect_cli(["--no-prompt", "deploy", "--name", "train-ppo-cartpole"], env)
     worker = subprocess.Popen(
         [PREFECT, "worker", "start", "--pool", "rlpipe-process", "--type", "process"],

@@ -34,7 +34,9 @@ def test_deploy_all_creates_every_deployment(prefect_api: str, tmp_path: Path) -
         ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True
     ).stdout
     prefect_cli(
-        ["work-pool", "create", "rlpipe-process", "--type", "process"], prefect_api, tmp_path
+        ["work-pool", "create", "rlpipe-process", "--type", "process", "--overwrite"],
+        prefect_api,
+        tmp_path,
     )
     prefect_cli(["--no-prompt", "deploy", "--all"], prefect_api, tmp_path)
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
