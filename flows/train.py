@@ -26,6 +26,7 @@ from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settin
 from flows.iteration import STEPS, baseline_evaluation_flow, iteration_flow
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from infra.extensions import load_extension_modules
+from infra.provenance import git_commit
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
 from rl_core.config import RLPipeConfig, load_config
@@ -84,7 +85,11 @@ def train_session(
     load_extension_modules()  # deployments and scripts call the flows without the CLI
     extra = [f"run.name={run_name}"] if run_name else []
     cfg = prepare_model(load_config(preset, [*(overrides or []), *extra]))
-    tags = {"prefect.flow_run_id": str(flow_run.id or "")}
+    tags = {
+        "prefect.flow_run_id": str(flow_run.id or ""),
+        "prefect.flow_run_url": str(flow_run.ui_url or ""),
+        "rlpipe.git_commit": git_commit() or "unknown",
+    }
     ui_tags = run_tags(cfg)
     tag_flow_run(ui_tags)
     session = TrainSession(cfg, tags=tags)

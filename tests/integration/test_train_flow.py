@@ -46,6 +46,9 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
     assert "MLflow run id" in out and "checkpoint dir" in out
     client, run = _mlflow_run(tmp_path, "itest")
     flow_run_id = run.data.tags["prefect.flow_run_id"]
+    assert run.data.tags["prefect.flow_run_url"].startswith("http://127.0.0.1:")
+    assert run.data.tags["prefect.flow_run_url"].endswith(f"/flow-run/{flow_run_id}")
+    assert len(run.data.tags["rlpipe.git_commit"].removesuffix("-dirty")) == 40
 
     # --- Prefect: the train flow, one child flow per iteration, every step's task runs.
     with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as api:
