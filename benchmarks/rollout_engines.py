@@ -33,7 +33,7 @@ from rl_core.llm.generation import SamplingParams  # noqa: E402
 from rl_core.models.tiny_lm import create_tiny_lm  # noqa: E402
 
 
-def measure(engine, prompts, sampling, repeats: int) -> tuple[float, float]:
+def measure(engine, prompts, sampling, repeats: int, state) -> tuple[float, float]:
     """Median tokens/s of ``engine.generate`` and the median seconds of a full update."""
     rates, updates = [], []
     engine.generate(prompts[:4], sampling, seed=0)  # warm-up
@@ -41,21 +41,11 @@ def measure(engine, prompts, sampling, repeats: int) -> tuple[float, float]:
         start = time.perf_counter()
         out = engine.generate(prompts, sampling, seed=i)
         rates.append(sum(len(r) for r in out.response_ids) / (time.perf_counter() - start))
-    state = {k: v.clone() for k, v in state_dict_of(engine).items()}
     for i in range(3):
         start = time.perf_counter()
         engine.update_weights(state.items(), version=i)
         updates.append(time.perf_counter() - start)
     return statistics.median(rates), statistics.median(updates)
-
-
-def state_dict_of(engine) -> dict[str, torch.Tensor]:
-    """HF-named weights (from the HF engine, or read back from the model directory)."""
-    if hasattr(engine, "state_dict"):
-        return engine.state_dict()
-    from safetensors.torch import load_file
-
-    return load_file(str(Path(engine.model_path) / "model.safetensors"))
 
 
 def main() -> None:
@@ -97,12 +87,12 @@ def main() -> None:
                 tok(s.prompt, add_special_tokens=False)["input_ids"]
                 for s in ArithmeticTask().sample_train(args.prompts, seed=0)
             ]
-            hf_rate, hf_update = measure(hf, prompts, sampling, args.repeats)
+            state = {k: v.clone() for k, v in hf.state_dict().items()}
+            hf_rate, hf_update = measure(hf, prompts, sampling, args.repeats, state)
             start = time.perf_counter()
             vllm = make_engine("vllm", model_cfg, RolloutConfig(engine="vllm"))
             vllm_start = time.perf_counter() - start
-            vllm.model_path = str(path)
-            vllm_rate, vllm_update = measure(vllm, prompts, sampling, args.repeats)
+            vllm_rate, vllm_update = measure(vllm, prompts, sampling, args.repeats, state)
             params = sum(p.numel() for p in hf.model.parameters())
             rows.append((width, params, hf_rate, vllm_rate, hf_update, vllm_update, vllm_start))
     for width, params, hf_rate, vllm_rate, hf_up, vllm_up, start in rows:

@@ -36,15 +36,21 @@ def _due(iteration: int, interval: int, last: bool) -> bool:
     return last or (interval > 0 and (iteration + 1) % interval == 0)
 
 
+#: Options of the child flows a train flow runs (a retry rebuilds dead workers first).
+CHILD_FLOW_OPTIONS: dict[str, Any] = {
+    "persist_result": False,
+    "retries": 2,
+    "retry_delay_seconds": 0,
+    "log_prints": False,
+    "validate_parameters": False,
+}
+
+
 @flow(
     name="iteration",
     flow_run_name="iteration-{iteration}",
     task_runner=RayTaskRunner(),
-    persist_result=False,
-    retries=2,
-    retry_delay_seconds=0,
-    log_prints=False,
-    validate_parameters=False,
+    **CHILD_FLOW_OPTIONS,
 )
 def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     """Run weight_sync → rollout → reward → advantage → update → [evaluate] → [checkpoint].
@@ -80,11 +86,7 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     name="evaluate-before-training",
     flow_run_name="evaluate-before-training",
     task_runner=RayTaskRunner(),
-    persist_result=False,
-    retries=2,
-    retry_delay_seconds=0,
-    log_prints=False,
-    validate_parameters=False,
+    **CHILD_FLOW_OPTIONS,
 )
 def baseline_evaluation_flow(session_id: str) -> dict[str, Any]:
     """Evaluate the starting weights (``eval.before_training``); records the result.

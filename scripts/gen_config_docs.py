@@ -6,8 +6,9 @@ Usage:
 
 Everything in the page comes from the schema (``RLPipeConfig`` and its section models:
 fields, annotations, ``Field`` constraints and descriptions), the registries, the presets in
-``configs/`` and the small tables below (which ``render`` checks against the schema, so a new
-validator or a renamed field fails loudly instead of leaving the page wrong).
+``configs/`` and the small tables in ``config_docs_tables.py`` (which ``render`` checks
+against the schema, so a new validator or a renamed field fails loudly instead of leaving
+the page wrong).
 """
 
 from __future__ import annotations
@@ -33,94 +34,14 @@ REGEN_COMMAND = ".venv/bin/python scripts/gen_config_docs.py"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-#: Fields validated against a registry: (section, field) -> registry kind (``registry_for``).
-REGISTERED_FIELDS: dict[tuple[str, str], str] = {
-    ("env", "env_type"): "env",
-    ("model", "model_type"): "model",
-    ("algorithm", "adv_type"): "advantage",
-    ("algorithm", "loss_type"): "policy_loss",
-    ("reward", "reward_type"): "reward",
-}
+from scripts.config_docs_tables import (  # noqa: E402 - needs ROOT on sys.path
+    CROSS_FIELD_RULES,
+    FALLBACK_DESCRIPTIONS,
+    FIELD_VALIDATOR_NOTES,
+    REGISTERED_FIELDS,
+)
 
-#: What the other field validators of the schema allow (shown in the "allowed" column).
-FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
-    ("cluster", "component_placement"): (
-        "keys: comma-separated components ({components}), each placed once; values: a CPU "
-        "index (`0`), range (`0-3`), list (`0,2`) or `all`"
-    ),
-    ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
-    ("model", "hidden_sizes"): "non-empty, each ≥ 1",
-}
-
-#: Descriptions for fields whose schema ``Field`` has none (the schema's own text wins).
-FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
-    ("", "preset"): "Set from the preset file's name when loading a preset.",
-    ("run", "name"): "Run name: the resume key and the folder `<output_dir>/<name>/`.",
-    ("run", "seed"): "Seed of the driver; every worker's seed is derived from it.",
-    ("run", "max_iterations"): "Training iterations of the run.",
-    ("run", "output_dir"): "Root of checkpoints, MLflow store and logs.",
-    ("env", "num_workers"): "Env workers (Ray actors).",
-    ("env", "vectorization"): "gymnasium `SyncVectorEnv` (one process) or `AsyncVectorEnv`.",
-    ("env", "max_episode_steps"): "Episode step limit for `gymnasium.make` (None: the env's own).",
-    ("model", "model_type"): "Registered policy builder.",
-    ("model", "hidden_sizes"): "Hidden layer widths of the actor and critic MLPs.",
-    ("model", "activation"): "Activation of the hidden layers.",
-    ("model", "init_log_std"): "Initial log standard deviation of the Gaussian head.",
-    ("rollout", "num_workers"): "Rollout workers; env worker i queries rollout worker i mod n.",
-    ("algorithm", "adv_type"): "Registered advantage estimator.",
-    ("algorithm", "loss_type"): "Registered policy loss.",
-    ("algorithm", "gamma"): "Discount factor.",
-    ("algorithm", "gae_lambda"): "GAE λ.",
-    ("algorithm", "normalize_advantages"): "Standardise advantages per minibatch.",
-    ("algorithm", "clip_ratio_low"): "PPO ratio clip below 1 (ratio ≥ 1 - low).",
-    ("algorithm", "clip_ratio_high"): "PPO ratio clip above 1 (ratio ≤ 1 + high).",
-    ("algorithm", "value_clip"): "Clip range of the value loss; None = unclipped.",
-    ("algorithm", "value_coef"): "Weight of the value loss.",
-    ("algorithm", "entropy_coef"): "Weight of the entropy bonus.",
-    ("algorithm", "kl_estimator"): "Estimator of the `train/kl` metric (also used by `target_kl`).",
-    ("actor", "num_workers"): "Trainer workers (Ray actors).",
-    ("actor", "optimizer"): "Optimizer class.",
-    ("actor", "lr"): "Peak learning rate.",
-    ("actor", "adam_eps"): "Adam/AdamW epsilon.",
-    ("actor", "weight_decay"): "Optimizer weight decay.",
-    ("actor", "lr_schedule"): "Decay after warm-up: constant, or linear/cosine to 0 at the end.",
-    ("actor", "warmup_iterations"): "Linear warm-up iterations.",
-    ("actor", "update_epochs"): "Passes over each rollout batch.",
-    ("actor", "num_minibatches"): "Minibatches per epoch.",
-    ("actor", "max_grad_norm"): "Gradient-norm clip; None = no clipping.",
-    ("reward", "scale"): "Multiplier applied to the reward.",
-    ("eval", "num_episodes"): "Episodes per evaluation (fixed seeds, the same every time).",
-    ("eval", "num_envs"): "Envs stepped together inside one evaluation task.",
-    ("eval", "deterministic"): "Greedy/mean actions instead of sampling.",
-    ("tracking", "enabled"): "Log to MLflow.",
-}
-
-#: The schema's model validators (cross-field rules), keyed by (model class, validator).
-CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
-    ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
-    ("RLPipeConfig", "_advantage_fits_model"): (
-        "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer "
-        "worker; reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "
-        "`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, or `token_gae` with "
-        "`model.value_head`) and a response reward (not `env`)."
-    ),
-    ("RLPipeConfig", "_model_files_exist"): (
-        "`hf_causal_lm` needs `model.model_path`, a local directory with a `config.json`."
-    ),
-    ("DataConfig", "_files_given"): (
-        "`data.source: files` needs `data.train_files`; `data.prompt_template` must contain "
-        "`{prompt}`."
-    ),
-    ("RLPipeConfig", "_stages_divide"): (
-        "`rollout.pipeline_stages` must divide `env.num_envs` into slices that are multiples "
-        "of `env.group_size`."
-    ),
-    ("RLPipeConfig", "_batch_divides"): (
-        "The batch (embodied: `env.num_workers × env.num_envs × rollout.num_steps`; "
-        "reasoning: `data.prompts_per_batch × algorithm.group_size`) must divide into "
-        "`actor.num_minibatches × actor.num_workers` equal parts."
-    ),
-}
+TABLES_FILE = "scripts/config_docs_tables.py"
 
 
 class SchemaDocsError(RuntimeError):
@@ -241,7 +162,7 @@ def _check_tables(root: type[BaseModel], sections: list[tuple[str, type[BaseMode
     for table in (REGISTERED_FIELDS, FIELD_VALIDATOR_NOTES, FALLBACK_DESCRIPTIONS):
         missing = sorted(k for k in table if k not in known)
         if missing:
-            raise SchemaDocsError(f"scripts/gen_config_docs.py names unknown fields: {missing}")
+            raise SchemaDocsError(f"{TABLES_FILE} names unknown fields: {missing}")
     models = [("", root), *sections]
     validated = {
         (s, f)
@@ -252,7 +173,7 @@ def _check_tables(root: type[BaseModel], sections: list[tuple[str, type[BaseMode
     undocumented = sorted(validated - set(REGISTERED_FIELDS) - set(FIELD_VALIDATOR_NOTES))
     if undocumented:
         raise SchemaDocsError(
-            f"fields with validators not described in scripts/gen_config_docs.py: {undocumented}"
+            f"fields with validators not described in {TABLES_FILE}: {undocumented}"
         )
     rules = {
         (model.__name__, name)
@@ -261,7 +182,7 @@ def _check_tables(root: type[BaseModel], sections: list[tuple[str, type[BaseMode
     }
     if rules != set(CROSS_FIELD_RULES):
         raise SchemaDocsError(
-            "CROSS_FIELD_RULES in scripts/gen_config_docs.py does not match the schema's model "
+            f"CROSS_FIELD_RULES in {TABLES_FILE} does not match the schema's model "
             f"validators: missing {sorted(rules - set(CROSS_FIELD_RULES))}, "
             f"stale {sorted(set(CROSS_FIELD_RULES) - rules)}"
         )

@@ -93,8 +93,6 @@ class VLLMEngine(RolloutEngine):
 
     def __init__(self, model_cfg: Any, rollout_cfg: Any) -> None:
         vllm = import_vllm()
-        from transformers import AutoTokenizer
-
         self._vllm = vllm
         settings = rollout_cfg.vllm
         on_gpu = torch.cuda.is_available()
@@ -104,11 +102,6 @@ class VLLMEngine(RolloutEngine):
         if not on_gpu and dtype != "float32":
             logger.warning("vLLM on CPU: using float32 instead of %s", dtype)
             dtype = "float32"
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            model_cfg.model_path,
-            trust_remote_code=model_cfg.trust_remote_code,
-            local_files_only=True,
-        )
         kwargs: dict[str, Any] = {
             "model": model_cfg.model_path,
             "dtype": dtype,
@@ -127,12 +120,6 @@ class VLLMEngine(RolloutEngine):
         self.sleeping = False
         self._torch_dtype = DTYPES[dtype]
         self._checkpoint_names = _checkpoint_tensor_names(model_cfg.model_path)
-
-    @property
-    def pad_id(self) -> int:
-        """Padding token id (unused by vLLM; kept for parity with the HF engine)."""
-        pad = self.tokenizer.pad_token_id
-        return int(pad if pad is not None else self.tokenizer.eos_token_id)
 
     def _sampling(self, sampling: SamplingParams, seed: int | None, row: int) -> Any:
         greedy = sampling.greedy

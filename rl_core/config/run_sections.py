@@ -1,0 +1,101 @@
+"""Config sections about running a job rather than the learning problem.
+
+What and where (``run``), the Ray cluster (``cluster``), evaluation (``eval``) and MLflow
+(``tracking``). Part of the one schema (:mod:`rl_core.config.schema` assembles it).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from rl_core.config.placement import parse_component_placement
+from rl_core.config.sections import Section
+
+
+class RunConfig(Section):
+    """What to run and where its outputs go."""
+
+    name: str = Field("ppo-cartpole", min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    seed: int = Field(0, ge=0)
+    max_iterations: int = Field(100, ge=1)
+    checkpoint_interval: int = Field(
+        5, ge=0, description="Iterations between checkpoints; 0 = only at the end."
+    )
+    eval_interval: int = Field(
+        5, ge=0, description="Iterations between evaluations; 0 = never during training."
+    )
+    stop_at_eval_return: float | None = Field(
+        None, description="Stop once an evaluation's mean return reaches this."
+    )
+    output_dir: str = Field("outputs", min_length=1)
+    resume: Literal["auto", "never", "must"] = Field(
+        "auto",
+        description="auto: continue the run's latest checkpoint if one exists; never: refuse if one exists; must: fail without one.",
+    )
+    warm_start: str | None = Field(
+        None,
+        description="Preset or YAML of an SFT run (flows/sft.py) to start from: its exported "
+        "model <output_dir>/<its run name>/model becomes model.model_path, and it is run "
+        "first when that model does not exist yet.",
+    )
+    fail_at_iteration: int | None = Field(
+        None,
+        ge=0,
+        description="Testing aid: raise inside this iteration on the first attempt of the run.",
+    )
+
+
+class ClusterConfig(Section):
+    """Ray connection and component placement."""
+
+    address: str | None = Field(
+        None, description="Ray address; None uses RAY_ADDRESS or starts a local cluster."
+    )
+    num_cpus: int | None = Field(
+        None, ge=1, description="CPUs of the local cluster (default: all)."
+    )
+    component_placement: dict[str, str | int] = Field(
+        default_factory=lambda: {"env,rollout,actor": "all"},
+        description="RLinf syntax: component list -> CPU set ('0-1', '0', 'all'). Same set for all = collocated.",
+    )
+
+    @field_validator("component_placement")
+    @classmethod
+    def _placement_parses(cls, value: dict[str, str | int]) -> dict[str, str | int]:
+        probe = {k: (0 if v == "all" else v) for k, v in value.items()}
+        parse_component_placement(probe)
+        return value
+
+
+class EvalConfig(Section):
+    """Evaluation episodes (deterministic actions by default)."""
+
+    num_episodes: int = Field(10, ge=1)
+    num_envs: int = Field(10, ge=1)
+    num_tasks: int = Field(1, ge=1, description="Parallel Ray tasks the episodes fan out to.")
+    deterministic: bool = True
+    max_steps: int = Field(100_000, ge=1, description="Safety cap on steps per evaluation.")
+    pass_k: int = Field(4, ge=1, description="Reasoning: samples per prompt for pass@k.")
+    before_training: bool = Field(
+        False,
+        description="Evaluate the starting weights before the first iteration of a new run "
+        "(logged at step 0), so the gain over a warm start shows in MLflow.",
+    )
+    sample_rows: int = Field(
+        16, ge=0, description="Reasoning: completions logged as an MLflow table per evaluation."
+    )
+
+
+class TrackingConfig(Section):
+    """MLflow tracking."""
+
+    enabled: bool = True
+    tracking_uri: str | None = Field(None, description="None: sqlite file under run.output_dir.")
+    experiment_name: str | None = Field(None, description="None: the preset name.")
+    log_checkpoint_interval: int = Field(
+        0,
+        ge=0,
+        description="Log a checkpoint as an artifact every N iterations (0 = only the final one).",
+    )

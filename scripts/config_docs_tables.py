@@ -1,0 +1,96 @@
+"""Hand-written tables of scripts/gen_config_docs.py: what the schema cannot say itself.
+
+``gen_config_docs.render`` checks every table against the schema, so a renamed field, a new
+validator or a new cross-field rule fails loudly instead of leaving the page wrong.
+"""
+
+from __future__ import annotations
+
+#: Fields validated against a registry: (section, field) -> registry kind (``registry_for``).
+REGISTERED_FIELDS: dict[tuple[str, str], str] = {
+    ("env", "env_type"): "env",
+    ("model", "model_type"): "model",
+    ("algorithm", "adv_type"): "advantage",
+    ("algorithm", "loss_type"): "policy_loss",
+    ("reward", "reward_type"): "reward",
+}
+
+#: What the other field validators of the schema allow (shown in the "allowed" column).
+FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
+    ("cluster", "component_placement"): (
+        "keys: comma-separated components ({components}), each placed once; values: a CPU "
+        "index (`0`), range (`0-3`), list (`0,2`) or `all`"
+    ),
+    ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
+    ("model", "hidden_sizes"): "non-empty, each ≥ 1",
+}
+
+#: Descriptions for fields whose schema ``Field`` has none (the schema's own text wins).
+FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
+    ("", "preset"): "Set from the preset file's name when loading a preset.",
+    ("run", "name"): "Run name: the resume key and the folder `<output_dir>/<name>/`.",
+    ("run", "seed"): "Seed of the driver; every worker's seed is derived from it.",
+    ("run", "max_iterations"): "Training iterations of the run.",
+    ("run", "output_dir"): "Root of checkpoints, MLflow store and logs.",
+    ("env", "num_workers"): "Env workers (Ray actors).",
+    ("env", "vectorization"): "gymnasium `SyncVectorEnv` (one process) or `AsyncVectorEnv`.",
+    ("env", "max_episode_steps"): "Episode step limit for `gymnasium.make` (None: the env's own).",
+    ("model", "model_type"): "Registered policy builder.",
+    ("model", "hidden_sizes"): "Hidden layer widths of the actor and critic MLPs.",
+    ("model", "activation"): "Activation of the hidden layers.",
+    ("model", "init_log_std"): "Initial log standard deviation of the Gaussian head.",
+    ("rollout", "num_workers"): "Rollout workers; env worker i queries rollout worker i mod n.",
+    ("algorithm", "adv_type"): "Registered advantage estimator.",
+    ("algorithm", "loss_type"): "Registered policy loss.",
+    ("algorithm", "gamma"): "Discount factor.",
+    ("algorithm", "gae_lambda"): "GAE λ.",
+    ("algorithm", "normalize_advantages"): "Standardise advantages per minibatch.",
+    ("algorithm", "clip_ratio_low"): "PPO ratio clip below 1 (ratio ≥ 1 - low).",
+    ("algorithm", "clip_ratio_high"): "PPO ratio clip above 1 (ratio ≤ 1 + high).",
+    ("algorithm", "value_clip"): "Clip range of the value loss; None = unclipped.",
+    ("algorithm", "value_coef"): "Weight of the value loss.",
+    ("algorithm", "entropy_coef"): "Weight of the entropy bonus.",
+    ("algorithm", "kl_estimator"): "Estimator of the `train/kl` metric (also used by `target_kl`).",
+    ("actor", "num_workers"): "Trainer workers (Ray actors).",
+    ("actor", "optimizer"): "Optimizer class.",
+    ("actor", "lr"): "Peak learning rate.",
+    ("actor", "adam_eps"): "Adam/AdamW epsilon.",
+    ("actor", "weight_decay"): "Optimizer weight decay.",
+    ("actor", "lr_schedule"): "Decay after warm-up: constant, or linear/cosine to 0 at the end.",
+    ("actor", "warmup_iterations"): "Linear warm-up iterations.",
+    ("actor", "update_epochs"): "Passes over each rollout batch.",
+    ("actor", "num_minibatches"): "Minibatches per epoch.",
+    ("actor", "max_grad_norm"): "Gradient-norm clip; None = no clipping.",
+    ("reward", "scale"): "Multiplier applied to the reward.",
+    ("eval", "num_episodes"): "Episodes per evaluation (fixed seeds, the same every time).",
+    ("eval", "num_envs"): "Envs stepped together inside one evaluation task.",
+    ("eval", "deterministic"): "Greedy/mean actions instead of sampling.",
+    ("tracking", "enabled"): "Log to MLflow.",
+}
+
+#: The schema's model validators (cross-field rules), keyed by (model class, validator).
+CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
+    ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
+    ("RLPipeConfig", "_advantage_fits_model"): (
+        "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer "
+        "worker; reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "
+        "`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, or `token_gae` with "
+        "`model.value_head`) and a response reward (not `env`)."
+    ),
+    ("RLPipeConfig", "_model_files_exist"): (
+        "`hf_causal_lm` needs `model.model_path`, a local directory with a `config.json`."
+    ),
+    ("DataConfig", "_files_given"): (
+        "`data.source: files` needs `data.train_files`; `data.prompt_template` must contain "
+        "`{prompt}`."
+    ),
+    ("RLPipeConfig", "_stages_divide"): (
+        "`rollout.pipeline_stages` must divide `env.num_envs` into slices that are multiples "
+        "of `env.group_size`."
+    ),
+    ("RLPipeConfig", "_batch_divides"): (
+        "The batch (embodied: `env.num_workers × env.num_envs × rollout.num_steps`; "
+        "reasoning: `data.prompts_per_batch × algorithm.group_size`) must divide into "
+        "`actor.num_minibatches × actor.num_workers` equal parts."
+    ),
+}
