@@ -25,7 +25,7 @@ from infra.checkpoint.store import CheckpointError, step_dir_name
 from infra.evaluation import eval_seeds, run_episodes
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.runtime_env import apply_base_env
-from infra.session import default_tracking_uri
+from infra.session import resolve_tracking_uri
 from infra.tracking import MlflowTracker
 from rl_core.config import ConfigError, validate_config
 
@@ -96,7 +96,7 @@ def evaluate(
     if cfg.tracking.enabled:
         parent = ckpt["manifest"].get("mlflow_run_id")
         tracker = MlflowTracker(
-            cfg.tracking.tracking_uri or default_tracking_uri(Path(output_dir).resolve()),
+            resolve_tracking_uri(cfg.tracking.tracking_uri, Path(output_dir).resolve()),
             cfg.tracking.experiment_name or cfg.preset,
             run_name=f"evaluate-{run_name}-{step_dir_name(ckpt['step'])}",
             tags={

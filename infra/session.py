@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import random
 import threading
 import uuid
@@ -55,6 +56,15 @@ def config_hash(cfg: RLPipeConfig) -> str:
 def default_tracking_uri(output_dir: Path) -> str:
     """MLflow on a SQLite file under the output directory."""
     return f"sqlite:///{(output_dir / 'mlflow.db').resolve()}"
+
+
+def resolve_tracking_uri(configured: str | None, output_dir: Path) -> str:
+    """``tracking.tracking_uri`` if set, else ``MLFLOW_TRACKING_URI``, else the SQLite file.
+
+    The environment variable is how a deployment's worker (or the local stack) points every
+    run at one MLflow server without a config change.
+    """
+    return configured or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(output_dir)
 
 
 class TrainSession:
@@ -123,7 +133,7 @@ class TrainSession:
 
     def _open_tracker(self, tags: dict[str, str]) -> MlflowTracker:
         track = self.cfg.tracking
-        uri = track.tracking_uri or default_tracking_uri(self.output_dir)
+        uri = resolve_tracking_uri(track.tracking_uri, self.output_dir)
         run_id = self.manifest.get("mlflow_run_id") if self.manifest else None
         tracker = MlflowTracker(
             tracking_uri=uri,

@@ -92,7 +92,7 @@ class TrackingConfig(Section):
     """MLflow tracking."""
 
     enabled: bool = True
-    tracking_uri: str | None = Field(None, description="None: sqlite file under run.output_dir.")
+    tracking_uri: str | None = Field(None, description="None: MLFLOW_TRACKING_URI if set, else a sqlite file under run.output_dir.")
     experiment_name: str | None = Field(None, description="None: the preset name.")
     log_checkpoint_interval: int = Field(
         0,

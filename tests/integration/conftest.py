@@ -34,7 +34,8 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture()
 def train_env(prefect_api: str, tmp_path: Path) -> dict[str, str]:
     """Environment for a training subprocess reporting to the test's Prefect server."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "PYTEST_"))}
+    skip = ("RAY_ADDRESS", "PYTEST_", "MLFLOW_TRACKING_URI")  # runs log to their own SQLite
+    env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
     env.update(
         PREFECT_API_URL=prefect_api,
         PREFECT_HOME=str(tmp_path / "prefect-client-home"),

@@ -1,0 +1,20 @@
+"""Which MLflow store a run logs to: config, then MLFLOW_TRACKING_URI, then SQLite."""
+
+from pathlib import Path
+
+from infra.session import resolve_tracking_uri
+
+
+def test_config_wins_over_environment(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5999")
+    assert resolve_tracking_uri("sqlite:///x.db", tmp_path) == "sqlite:///x.db"
+
+
+def test_environment_wins_over_default(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5999")
+    assert resolve_tracking_uri(None, tmp_path) == "http://127.0.0.1:5999"
+
+
+def test_default_is_sqlite_under_output_dir(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert resolve_tracking_uri(None, tmp_path) == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
