@@ -45,8 +45,9 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str
             "logging_level": logging.WARNING,
             "log_to_driver": True,
         }
-        if target == "local":
+        if target == "local" or _is_loopback(target):
             _loopback_only()
+        if target == "local":
             kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
             kwargs["_node_ip_address"] = "127.0.0.1"
             # Keep idle task workers alive: by default Ray kills idle workers above one per
@@ -78,6 +79,12 @@ def _loopback_only() -> None:
     from ray._private import ray_constants
 
     ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def _is_loopback(address: str) -> bool:
+    """Whether a Ray address (``host:port``, ``ray://host:port``) names this machine's loopback."""
+    host = address.split("://")[-1].rsplit(":", 1)[0]
+    return host in ("127.0.0.1", "localhost")
 
 
 def shutdown() -> None:
