@@ -20,6 +20,7 @@ import numpy as np
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
+from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import locate_checkpoint, read_config, read_policy_weights
 from infra.checkpoint.store import CheckpointError, step_dir_name
 from infra.evaluation import eval_seeds, run_episodes
@@ -63,7 +64,11 @@ def play_episodes(config: dict[str, Any], weights: dict[str, Any], episodes: int
 
 @flow(name="evaluate", flow_run_name="evaluate-{run_name}", persist_result=False)
 def evaluate(
-    run_name: str, output_dir: str = "outputs", episodes: int = 10, step: int | None = None
+    run_name: str,
+    output_dir: str = "outputs",
+    episodes: int = 10,
+    step: int | None = None,
+    checkpoint_uri: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate a run's checkpoint and log ``eval/*`` metrics to a child MLflow run.
 
@@ -72,10 +77,12 @@ def evaluate(
         output_dir: Output directory the run wrote to.
         episodes: Number of episodes.
         step: Checkpoint step (default: the latest committed one).
+        checkpoint_uri: The run's ``run.checkpoint_uri`` (e.g. ``s3://bucket/ckpts``);
+            None: its checkpoints are under ``output_dir``.
     """
     apply_base_env()
     load_extension_modules()
-    store_uri = str(Path(output_dir).resolve() / run_name / "checkpoints")
+    store_uri = run_store_uri(output_dir, run_name, checkpoint_uri)
     ckpt = load_checkpoint(store_uri, step)
     cfg = validate_config(ckpt["config"], source=f"{store_uri} config.json")
     if cfg.category != "embodied":
@@ -125,13 +132,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", default="outputs")
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--step", type=int, default=None)
+    parser.add_argument(
+        "--checkpoint-uri",
+        default=None,
+        help="the run's run.checkpoint_uri (a path or s3://bucket/prefix), if it set one",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from flows.cli import prefect_api, print_error
 
     try:
         with prefect_api(Path(args.output_dir)):
-            summary = evaluate(args.run_name, args.output_dir, args.episodes, args.step)
+            summary = evaluate(
+                args.run_name, args.output_dir, args.episodes, args.step, args.checkpoint_uri
+            )
     except (CheckpointError, ConfigError, ExtensionError) as exc:
         print_error(exc)
         return 2

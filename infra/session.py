@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import random
+import tempfile
 import threading
 import uuid
 from dataclasses import asdict, dataclass
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.runtimes import make_runtime
@@ -87,7 +89,7 @@ class TrainSession:
         self.id = uuid.uuid4().hex
         self.output_dir = Path(cfg.run.output_dir).resolve()
         self.run_dir = self.output_dir / cfg.run.name
-        self.store_uri = str(self.run_dir / "checkpoints")
+        self.store_uri = run_store_uri(self.output_dir, cfg.run.name, cfg.run.checkpoint_uri)
         self.store = open_store(self.store_uri)
         self.manifest = self.store.latest()
         self._check_resume_policy()
@@ -147,7 +149,7 @@ class TrainSession:
                 "rlpipe.config_hash": self.config_hash,
                 **tags,
             },
-            artifact_location=str(self.output_dir / "mlartifacts"),
+            artifact_location=track.artifact_location or str(self.output_dir / "mlartifacts"),
         )
         tracker.log_params(flatten_config(self.cfg.model_dump(mode="json")))
         if not tracker.resumed:
@@ -178,11 +180,19 @@ class TrainSession:
         self.manifest = manifest
         result = {"seconds": saved["seconds"], "dir": saved["dir"], "step": step}
         if self.tracker and self._log_checkpoint_due(step):
-            local = self.store.local_path(saved["dir"])
-            if local is not None:
-                self.tracker.log_artifacts(local, f"checkpoints/{saved['dir']}")
-                result["artifact_path"] = f"checkpoints/{saved['dir']}"
+            self._log_checkpoint_artifacts(saved["dir"])
+            result["artifact_path"] = f"checkpoints/{saved['dir']}"
         return result
+
+    def _log_checkpoint_artifacts(self, folder: str) -> None:
+        """Log a checkpoint folder to the MLflow run (copied through a temp dir if remote)."""
+        artifact_path = f"checkpoints/{folder}"
+        local = self.store.local_path(folder)
+        if local is not None:
+            self.tracker.log_artifacts(local, artifact_path)
+            return
+        with tempfile.TemporaryDirectory(prefix="rlpipe-ckpt-") as tmp:
+            self.tracker.log_artifacts(self.store.download(folder, tmp), artifact_path)
 
     def _log_checkpoint_due(self, step: int) -> bool:
         every = self.cfg.tracking.log_checkpoint_interval

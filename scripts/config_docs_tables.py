@@ -23,6 +23,8 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ),
     ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
     ("model", "hidden_sizes"): "non-empty, each ≥ 1",
+    ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
+    ("tracking", "artifact_location"): "a local path or an MLflow artifact URI; no credentials",
 }
 
 #: Descriptions for fields whose schema ``Field`` has none (the schema's own text wins).

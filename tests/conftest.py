@@ -1,13 +1,19 @@
-"""Shared test set-up: one thread per process, no telemetry, project root importable."""
+"""Shared test set-up: one thread per process, no telemetry, project root importable;
+an S3-compatible server (moto_server on 127.0.0.1) for the tests that ask for it."""
 
 import os
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from tests.s3_server import MotoServer  # noqa: E402 (needs the root on sys.path)
+
 for key, value in {
     "OMP_NUM_THREADS": "1",
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -36,3 +42,32 @@ def clean_registries(monkeypatch):
     yield
     for kind in kinds:
         registry_for(kind)._entries = saved[kind]
+
+
+@pytest.fixture(scope="session")
+def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """A moto S3 server on 127.0.0.1 for the test session (stopped by its PID)."""
+    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto_server.log")
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def s3_bucket(moto_s3: MotoServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new, empty bucket; boto3 and MLflow in this process point at the moto server.
+
+    The variables (``moto_s3.env()``) are set for the test only; pass them on to
+    subprocesses yourself.
+    """
+    import boto3
+
+    for key in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in moto_s3.env().items():
+        monkeypatch.setenv(key, value)
+    bucket = f"rlpipe-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=moto_s3.url).create_bucket(Bucket=bucket)
+    return bucket

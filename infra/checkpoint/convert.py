@@ -4,6 +4,7 @@ Usage::
 
     python -m infra.checkpoint.convert --run-name ppo-cartpole --out models/cartpole
     python -m infra.checkpoint.convert --checkpoint outputs/ppo-cartpole/checkpoints/step_000010 --out models/cartpole-10
+    python -m infra.checkpoint.convert --checkpoint s3://bucket/ckpts/ppo-cartpole --out models/cartpole
 
 Modules named by ``RLPIPE_EXT_MODULE`` are imported first, so custom model types convert.
 Load the result with ``infra.checkpoint.export.load_exported_policy(path)``; a Hugging Face
@@ -15,12 +16,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
 from infra.checkpoint.export import ExportError, export_policy, policy_from_checkpoint
+from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import locate_checkpoint
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
@@ -40,9 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--run-name", help="training run whose checkpoints to read")
     where.add_argument(
-        "--checkpoint", help="a checkpoint store (holds latest.json) or one step_* folder"
+        "--checkpoint",
+        help="a checkpoint store (holds latest.json; a path or s3://...) or one step_* folder",
     )
     parser.add_argument("--output-dir", default="outputs", help="output dir of the run")
+    parser.add_argument(
+        "--checkpoint-uri", default=None, help="the run's run.checkpoint_uri, if it set one"
+    )
     parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
     parser.add_argument("--out", required=True, help="model directory to write")
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
@@ -54,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     apply_base_env()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    path = args.checkpoint or Path(args.output_dir) / args.run_name / "checkpoints"
+    path = args.checkpoint or run_store_uri(args.output_dir, args.run_name, args.checkpoint_uri)
     try:
         load_extension_modules()
         ref = locate_checkpoint(path, args.step)

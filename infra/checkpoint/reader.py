@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from infra.checkpoint.location import split_store_uri
 from infra.checkpoint.serialize import bytes_to_tensors
 from infra.checkpoint.store import (
     MANIFEST,
@@ -43,24 +44,25 @@ def locate_checkpoint(path: str | Path, step: int | None = None) -> CheckpointRe
     """Find a complete checkpoint from a store root or one of its ``step_*`` folders.
 
     Args:
-        path: A run's checkpoint store (the folder holding ``latest.json``) or one
-            checkpoint folder inside it (``.../step_000010``).
+        path: A run's checkpoint store (the folder or ``s3://`` prefix holding
+            ``latest.json``) or one checkpoint folder inside it (``.../step_000010``).
         step: With a store root, the step to take (default: the latest committed one).
 
     Raises:
         CheckpointError: Nothing committed there, or the folder is incomplete/missing.
     """
-    root = Path(path)
-    if (root / "COMPLETE").exists() or root.name.startswith("step_"):
+    uri = str(path)
+    parent, name = split_store_uri(uri)
+    store = open_store(uri)
+    if name.startswith("step_") or store.exists("COMPLETE"):
         if step is not None:
-            raise CheckpointError(f"{root} is one checkpoint folder; --step applies to a store")
-        store, folder = open_store(str(root.parent)), root.name
+            raise CheckpointError(f"{uri} is one checkpoint folder; --step applies to a store")
+        store, folder = open_store(parent), name
     else:
-        store = open_store(str(root))
         latest = store.latest()
         if latest is None:
             raise CheckpointError(
-                f"no committed checkpoint in {root} (expected {MANIFEST} or a step_* folder)"
+                f"no committed checkpoint in {uri} (expected {MANIFEST} or a step_* folder)"
             )
         folder = latest["dir"] if step is None else step_dir_name(step)
     if not store.exists(f"{folder}/COMPLETE"):

@@ -12,10 +12,12 @@ all its files are written, so a crash mid-save never leaves a half checkpoint as
 from __future__ import annotations
 
 import abc
+import importlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,24 @@ class CheckpointStore(abc.ABC):
     @abc.abstractmethod
     def local_path(self, relpath: str) -> Path | None:
         """A local path for ``relpath`` if the store is on disk (else None)."""
+
+    @abc.abstractmethod
+    def list_files(self, folder: str) -> list[str]:
+        """Paths (relative to the store root) of every file under ``folder``, sorted."""
+
+    def download(self, folder: str, dest: str | os.PathLike) -> Path:
+        """Copy every file under ``folder`` into the local directory ``dest``.
+
+        Returns:
+            ``dest`` as a path; ``dest/<file relative to folder>`` for each file.
+        """
+        target = Path(dest)
+        prefix = folder.rstrip("/") + "/"
+        for relpath in self.list_files(folder):
+            path = target / relpath[len(prefix) :]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(self.read_bytes(relpath))
+        return target
 
     def commit(self, step: int, meta: dict[str, Any]) -> dict[str, Any]:
         """Make the checkpoint of ``step`` the latest one.
@@ -122,6 +142,14 @@ class LocalCheckpointStore(CheckpointStore):
     def local_path(self, relpath: str) -> Path:  # noqa: D102
         return self.root / relpath
 
+    def list_files(self, folder: str) -> list[str]:  # noqa: D102
+        base = self.root / folder
+        return sorted(
+            p.relative_to(self.root).as_posix()
+            for p in base.rglob("*")
+            if p.is_file() and not p.name.endswith(".tmp")
+        )
+
     def prune(self, keep_steps: set[int]) -> None:
         """Delete checkpoint folders other than ``keep_steps`` (never the latest)."""
         latest = self.latest()
@@ -146,8 +174,39 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+#: URI scheme -> store class, or ``"module:attribute"`` imported on first use (so boto3 is
+#: imported only by runs that use an ``s3://`` store). Paths without a scheme are local.
+_SCHEMES: dict[str, str | Callable[[str], CheckpointStore]] = {
+    "s3": "infra.checkpoint.s3_store:S3CheckpointStore",
+}
+
+
+def register_store_scheme(scheme: str, factory: str | Callable[[str], CheckpointStore]) -> None:
+    """Make :func:`open_store` open ``<scheme>://...`` URIs with ``factory``.
+
+    Args:
+        scheme: URI scheme without ``://`` (case-insensitive).
+        factory: A callable taking the URI, or ``"module:attribute"`` naming one.
+    """
+    _SCHEMES[scheme.lower()] = factory
+
+
 def open_store(uri: str) -> CheckpointStore:
-    """Open the store at ``uri`` (a local path; ``s3://`` is added by the S3 store)."""
-    if uri.startswith("s3://"):
-        raise CheckpointError("s3:// checkpoint stores are not available in this build")
-    return LocalCheckpointStore(uri)
+    """Open the store at ``uri``: a local path or ``<scheme>://...`` of a registered scheme.
+
+    Raises:
+        CheckpointError: The URI's scheme has no store.
+    """
+    scheme, sep, _ = uri.partition("://")
+    if not sep:
+        return LocalCheckpointStore(uri)
+    factory = _SCHEMES.get(scheme.lower())
+    if factory is None:
+        known = ", ".join(f"{s}://" for s in sorted(_SCHEMES))
+        raise CheckpointError(
+            f"no checkpoint store for {uri!r}: use a local path or one of {known}"
+        )
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+    return factory(uri)

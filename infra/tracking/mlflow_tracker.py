@@ -67,11 +67,13 @@ class MlflowTracker:
         self.tracking_uri = tracking_uri
         self.client = MlflowClient(tracking_uri)
         experiment = self.client.get_experiment_by_name(experiment_name)
-        self.experiment_id = (
-            experiment.experiment_id
-            if experiment
-            else self.client.create_experiment(experiment_name, artifact_location=artifact_location)
-        )
+        if experiment is None:
+            self.experiment_id = self.client.create_experiment(
+                experiment_name, artifact_location=artifact_location
+            )
+        else:
+            self.experiment_id = experiment.experiment_id
+            _warn_if_other_location(experiment, artifact_location)
         if run_id:
             self.run_id = self.client.get_run(run_id).info.run_id
             self.client.update_run(self.run_id, status=RunStatus.to_string(RunStatus.RUNNING))
@@ -150,3 +152,22 @@ class MlflowTracker:
         """Flush pending metrics and mark the run ``FINISHED``/``FAILED``/``KILLED``."""
         self.flush()
         self.client.set_terminated(self.run_id, status=status)
+
+
+def _normalized_location(location: str) -> str:
+    """An artifact location comparable across spellings (``file://``, trailing slash)."""
+    text = location.removeprefix("file://").rstrip("/")
+    return str(Path(text).resolve()) if "://" not in text else text
+
+
+def _warn_if_other_location(experiment: Any, wanted: str | None) -> None:
+    """Warn when an existing experiment's artifact root is not the configured one."""
+    current = experiment.artifact_location or ""
+    if wanted and _normalized_location(current) != _normalized_location(wanted):
+        logger.warning(
+            "MLflow experiment %r already exists with artifact location %s; its runs keep "
+            "logging there, not to %s (use another tracking.experiment_name to change it)",
+            experiment.name,
+            current,
+            wanted,
+        )

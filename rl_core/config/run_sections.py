@@ -6,12 +6,35 @@ What and where (``run``), the Ray cluster (``cluster``), evaluation (``eval``) a
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from rl_core.config.placement import parse_component_placement
 from rl_core.config.sections import Section
+
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+
+
+def check_storage_uri(value: str | None, schemes: tuple[str, ...] | None) -> str | None:
+    """Validate a storage location: a local path or ``scheme://...`` (never credentials).
+
+    Args:
+        value: The location (None passes).
+        schemes: Allowed URI schemes (None: any); ``s3://`` URIs must name a valid bucket.
+    """
+    if value is None or "://" not in value:
+        return value
+    scheme, _, rest = value.partition("://")
+    if schemes is not None and scheme.lower() not in schemes:
+        allowed = ", ".join(f"{s}://bucket/prefix" for s in schemes)
+        raise ValueError(f"{value!r}: expected a local path or {allowed}")
+    if "@" in rest.split("/", 1)[0]:
+        raise ValueError("credentials do not belong in a URI here; use environment variables")
+    if scheme.lower() == "s3" and not _S3_URI.match(value):
+        raise ValueError(f"{value!r} is not s3://<bucket>[/prefix] with a valid bucket name")
+    return value
 
 
 class RunConfig(Section):
@@ -30,6 +53,13 @@ class RunConfig(Section):
         None, description="Stop once an evaluation's mean return reaches this."
     )
     output_dir: str = Field("outputs", min_length=1)
+    checkpoint_uri: str | None = Field(
+        None,
+        min_length=1,
+        description="Where checkpoint stores live: a local path or s3://bucket/prefix; the "
+        "run's store is <checkpoint_uri>/<run.name>. None: <output_dir>/<run.name>/checkpoints. "
+        "S3 endpoint and credentials come from the environment (docs/s3.md).",
+    )
     resume: Literal["auto", "never", "must"] = Field(
         "auto",
         description="auto: continue the run's latest checkpoint if one exists; never: refuse if one exists; must: fail without one.",
@@ -45,6 +75,11 @@ class RunConfig(Section):
         ge=0,
         description="Testing aid: raise inside this iteration on the first attempt of the run.",
     )
+
+    @field_validator("checkpoint_uri")
+    @classmethod
+    def _checkpoint_uri_supported(cls, value: str | None) -> str | None:
+        return check_storage_uri(value, ("s3",))
 
 
 class ClusterConfig(Section):
@@ -92,10 +127,25 @@ class TrackingConfig(Section):
     """MLflow tracking."""
 
     enabled: bool = True
-    tracking_uri: str | None = Field(None, description="None: MLFLOW_TRACKING_URI if set, else a sqlite file under run.output_dir.")
+    tracking_uri: str | None = Field(
+        None,
+        description="None: MLFLOW_TRACKING_URI if set, else a sqlite file under run.output_dir.",
+    )
     experiment_name: str | None = Field(None, description="None: the preset name.")
     log_checkpoint_interval: int = Field(
         0,
         ge=0,
         description="Log a checkpoint as an artifact every N iterations (0 = only the final one).",
     )
+    artifact_location: str | None = Field(
+        None,
+        min_length=1,
+        description="Artifact root of the experiment when rlpipe creates it (e.g. "
+        "s3://bucket/mlflow; endpoint from MLFLOW_S3_ENDPOINT_URL). None: "
+        "<output_dir>/mlartifacts. An existing experiment keeps its own.",
+    )
+
+    @field_validator("artifact_location")
+    @classmethod
+    def _artifact_location_valid(cls, value: str | None) -> str | None:
+        return check_storage_uri(value, None)

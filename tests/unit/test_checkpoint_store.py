@@ -1,16 +1,25 @@
 """LocalCheckpointStore: a checkpoint is latest only after its files and commit landed."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from infra.checkpoint import store as store_module
+from infra.checkpoint.location import run_store_uri, split_store_uri
 from infra.checkpoint.store import (
     MANIFEST,
     CheckpointError,
     LocalCheckpointStore,
     open_store,
+    register_store_scheme,
     step_dir_name,
 )
+from rl_core.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def save(store, step, payload=b"weights", commit=True, complete=True, meta=None):
@@ -145,6 +154,67 @@ def test_prune_keeps_latest_and_requested(tmp_path):
     assert store.latest()["step"] == 3
 
 
-def test_s3_uri_not_available_here():
-    with pytest.raises(CheckpointError, match="s3://"):
-        open_store("s3://bucket/run")
+def test_unknown_scheme_is_a_clear_error():
+    with pytest.raises(CheckpointError, match=r"no checkpoint store for 'gs://bucket/run'.*s3://"):
+        open_store("gs://bucket/run")
+
+
+def test_registered_scheme_opens_with_its_factory(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "_SCHEMES", dict(store_module._SCHEMES))
+    register_store_scheme("mem", lambda uri: LocalCheckpointStore(tmp_path / uri[6:]))
+    store = open_store("mem://run")
+    assert isinstance(store, LocalCheckpointStore) and store.root == (tmp_path / "run").resolve()
+
+
+def test_local_stores_do_not_import_boto3(tmp_path):
+    code = (
+        "import sys\n"
+        "from infra.checkpoint.store import open_store\n"
+        f"open_store({str(tmp_path)!r}).latest()\n"
+        "assert 'boto3' not in sys.modules, 'boto3 imported for a local store'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_list_files_and_download(tmp_path):
+    store = LocalCheckpointStore(tmp_path / "store")
+    save(store, 1)
+    assert store.list_files("step_000001") == [
+        "step_000001/COMPLETE",
+        "step_000001/actor_0/model.safetensors",
+        "step_000001/env_0/state.pkl",
+    ]
+    out = store.download("step_000001", tmp_path / "copy")
+    assert (out / "actor_0" / "model.safetensors").read_bytes() == b"weights"
+
+
+def test_run_store_uri_resolution(tmp_path):
+    assert run_store_uri(tmp_path, "r") == str(tmp_path.resolve() / "r" / "checkpoints")
+    assert run_store_uri(tmp_path, "r", "s3://b/ckpts/") == "s3://b/ckpts/r"
+    assert run_store_uri(tmp_path, "r", str(tmp_path / "ck")) == str(tmp_path / "ck" / "r")
+    assert split_store_uri("s3://b/ckpts/r/step_000002") == ("s3://b/ckpts/r", "step_000002")
+    assert split_store_uri(tmp_path / "x") == (str(tmp_path.resolve()), "x")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("run.checkpoint_uri", "gs://bucket/x", "expected a local path or s3://bucket/prefix"),
+        ("run.checkpoint_uri", "s3://Bad_Bucket/x", "valid bucket name"),
+        ("run.checkpoint_uri", "s3://key:secret@bucket/x", "credentials do not belong"),
+        ("tracking.artifact_location", "s3://k:s@bucket/mlflow", "credentials do not belong"),
+    ],
+)
+def test_storage_locations_are_validated(field, value, error):
+    with pytest.raises(ConfigError, match=error):
+        load_config("ppo_cartpole", [f"{field}={value}"])
+
+
+def test_storage_locations_accepted():
+    cfg = load_config(
+        "ppo_cartpole",
+        ["run.checkpoint_uri=s3://my-bucket/ckpts", "tracking.artifact_location=s3://bk1/mlflow"],
+    )
+    assert cfg.run.checkpoint_uri == "s3://my-bucket/ckpts"
+    assert cfg.tracking.artifact_location == "s3://bk1/mlflow"
+    assert load_config("ppo_cartpole", ["run.checkpoint_uri=/mnt/ckpts"]).run.checkpoint_uri
