@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from infra.processes import executable, free_port
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +30,8 @@ class LocalPrefectServer:
         self.url = f"http://127.0.0.1:{self.port}/api"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        exe = Path(sys.executable).with_name("prefect")
         cmd = [
-            str(exe) if exe.exists() else "prefect",
+            executable("prefect"),
             "server",
             "start",
             "--host",
@@ -81,13 +80,6 @@ class LocalPrefectServer:
                 self.process.kill()
                 self.process.wait()
         self._log.close()
-
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def ensure_prefect_api(state_dir: Path) -> LocalPrefectServer | None:

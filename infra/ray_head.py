@@ -13,10 +13,11 @@ import random
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from infra.processes import executable, port_free, port_listening, session_pids
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +61,7 @@ class LocalRayHead:
         worker_base = _free_port_range(_WORKER_PORTS, avoid=ports)
         self.port = ports[0]
         self.address = f"127.0.0.1:{self.port}"
-        exe = Path(sys.executable).with_name("ray")
-        cmd = [str(exe) if exe.exists() else "ray", "start", "--head", "--block"]
+        cmd = [executable("ray"), "start", "--head", "--block"]
         cmd += ["--node-ip-address=127.0.0.1", f"--temp-dir={self.temp_dir}"]
         cmd += [f"--num-cpus={num_cpus}", "--include-dashboard=false", "--disable-usage-stats"]
         cmd += [f"{flag}={port}" for flag, port in zip(_PORT_FLAGS, ports, strict=True)]
@@ -100,7 +100,7 @@ class LocalRayHead:
                     f"ray start exited with {self.process.returncode}; see {self.log_path}:\n"
                     + self.log_path.read_text(errors="replace")[-3000:]
                 )
-            if b"Ray runtime started" in self.log_path.read_bytes() and _listening(self.port):
+            if b"Ray runtime started" in self.log_path.read_bytes() and port_listening(self.port):
                 return
             time.sleep(0.3)
         raise RuntimeError(f"Ray head not ready after {timeout:.0f}s; see {self.log_path}")
@@ -124,42 +124,12 @@ class LocalRayHead:
         self.stop()
 
 
-def session_pids(session_id: int) -> list[int]:
-    """Processes of the session (``setsid``) led by ``session_id``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == session_id:  # field 6 of /proc/<pid>/stat: session id
-            pids.append(int(entry.name))
-    return pids
-
-
 def _kill_session(session_id: int) -> None:
     for pid in session_pids(session_id):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _free_ports(count: int) -> list[int]:
@@ -181,6 +151,6 @@ def _free_port_range(size: int, avoid: list[int], attempts: int = 50) -> int:
         span = range(base, base + size)
         if any(p in span for p in avoid):
             continue
-        if all(_port_free(p) for p in range(base, base + size, 7)) and _port_free(span[-1]):
+        if all(port_free(p) for p in range(base, base + size, 7)) and port_free(span[-1]):
             return base
     raise RuntimeError(f"no range of {size} free ports found")

@@ -20,11 +20,11 @@ import torch
 
 from infra import ray_cluster
 from infra.checkpoint.store import open_store, step_dir_name
-from infra.llm.distributed import free_port
 from infra.llm.evaluation import evaluate_heldout
 from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk
 from infra.llm.reward_scoring import score_chunk
 from infra.placement import plan_placement
+from infra.processes import free_port
 from infra.worker_group import WorkerGroup
 from infra.workers.base import worker_seed
 from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker

@@ -69,6 +69,18 @@ def resolve_tracking_uri(configured: str | None, output_dir: Path) -> str:
     return configured or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(output_dir)
 
 
+def default_artifact_location(tracking_uri: str, output_dir: Path) -> str | None:
+    """Artifact root of a new experiment when ``tracking.artifact_location`` is not set.
+
+    A tracking server (``http(s)://``) decides itself (``mlflow server
+    --artifacts-destination``, proxied to clients); a local store keeps artifacts next to
+    its database under the output directory.
+    """
+    if tracking_uri.startswith(("http://", "https://")):
+        return None
+    return str(output_dir / "mlartifacts")
+
+
 class TrainSession:
     """Config, workers, checkpoint store, MLflow run and counters of one training run.
 
@@ -149,7 +161,8 @@ class TrainSession:
                 "rlpipe.config_hash": self.config_hash,
                 **tags,
             },
-            artifact_location=track.artifact_location or str(self.output_dir / "mlartifacts"),
+            artifact_location=track.artifact_location
+            or default_artifact_location(uri, self.output_dir),
         )
         tracker.log_params(flatten_config(self.cfg.model_dump(mode="json")))
         if not tracker.resumed:

@@ -23,6 +23,7 @@ def main() -> int:
         print(json.dumps({"cuda": False}))
         return 0
     from infra.llm import distributed as fsdp
+    from infra.processes import free_port
     from rl_core.config import load_config
     from rl_core.llm import SamplingParams, hf_generate, pad_left, pad_right
     from rl_core.models.tiny_lm import create_tiny_lm
@@ -48,7 +49,7 @@ def main() -> int:
 
         policy = get_model(cfg.model, None).to("cuda")
         out["param_dtype"] = str(next(policy.parameters()).dtype)
-        fsdp.init_process_group("auto", 0, 1, fsdp.free_port())
+        fsdp.init_process_group("auto", 0, 1, free_port())
         out["backend"] = torch.distributed.get_backend()
         out["fsdp_units"] = fsdp.shard_model(policy, cfg.actor.fsdp_config.wrap_policy)
         opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)

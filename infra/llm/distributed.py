@@ -8,7 +8,6 @@ Each trainer rank is a Ray actor; rank 0 picks a free port on 127.0.0.1 and ever
 from __future__ import annotations
 
 import logging
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,6 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.fsdp import fully_shard
 
 logger = logging.getLogger(__name__)
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (for the process group's rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def resolve_backend(backend: str) -> str:

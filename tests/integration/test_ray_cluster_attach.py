@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from infra.ray_head import LocalRayHead, session_pids
+from infra.processes import session_pids
+from infra.ray_head import LocalRayHead
 from tests.integration.conftest import ROOT, run_train
 
 pytestmark = pytest.mark.integration

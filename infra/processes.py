@@ -1,0 +1,80 @@
+"""Helpers for the server processes rlpipe starts: ports, executables, process groups.
+
+Everything binds 127.0.0.1; processes are addressed by id, never by name.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+
+def executable(name: str) -> str:
+    """The console script ``name`` of this Python environment (else ``name`` on PATH)."""
+    path = Path(sys.executable).with_name(name)
+    return str(path) if path.exists() else name
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    """Whether ``port`` can be bound on 127.0.0.1 now."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def port_listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id runs (an exited process not yet reaped does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to the process group ``pgid`` (ignored if it is gone)."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def session_pids(session_id: int) -> list[int]:
+    """Processes of the session (``setsid``) led by ``session_id``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session_id:  # field 6 of /proc/<pid>/stat: session id
+            pids.append(int(entry.name))
+    return pids

@@ -1,0 +1,167 @@
+"""The local stack end to end: ``scripts/stack.py up`` starts a Prefect server, the work pool,
+a process worker and an MLflow server; a deployment run fails midway, is retried the way the
+Prefect UI does it, resumes from its last checkpoint and completes in the same MLflow run on
+the stack's MLflow server; ``down`` stops every process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.states import AwaitingRetry
+
+from infra.processes import free_port, pid_alive
+from tests.integration.conftest import ROOT, kill_process_group
+
+pytestmark = pytest.mark.integration
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+STACK = [sys.executable, str(ROOT / "scripts" / "stack.py")]
+ITERATIONS = 4
+
+
+def base_env(tmp_path: Path) -> dict[str, str]:
+    skip = ("PYTEST_", "RAY_ADDRESS", "PREFECT_API_URL", "MLFLOW_TRACKING_URI")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
+    env.update(
+        PREFECT_HOME=str(tmp_path / "client-home"),
+        PREFECT_WORKER_QUERY_SECONDS="1",
+        OMP_NUM_THREADS="1",
+    )
+    return env
+
+
+def stack_env(home: Path, env: dict[str, str]) -> dict[str, str]:
+    """What ``eval "$(stack.py env)"`` exports, parsed."""
+    out = subprocess.run(
+        [*STACK, "env", "--home", str(home)], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    pairs = [shlex.split(line.removeprefix("export "))[0] for line in out.splitlines()]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def prefect_cli(args: list[str], env: dict[str, str]) -> None:
+    proc = subprocess.run(
+        [PREFECT, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, f"prefect {args} failed:\n{(proc.stdout + proc.stderr)[-4000:]}"
+
+
+def wait_state(api, flow_run_id, done, timeout: float = 420):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = api.read_flow_run(flow_run_id)
+        if run.state and done(run.state):
+            return run
+        time.sleep(1)
+    raise AssertionError(f"flow run stuck in {run.state.type if run.state else None}")
+
+
+def wait_for_file(path: Path, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"stack exited ({proc.returncode}):\n{log.read_text()[-4000:]}"
+        if path.is_file():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{path} not written in {timeout}s:\n{log.read_text()[-4000:]}")
+
+
+def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(tmp_path):
+    home = tmp_path / "stack"
+    env = base_env(tmp_path)
+    ports = ["--prefect-port", str(free_port()), "--mlflow-port", str(free_port())]
+    log = tmp_path / "stack.out"
+    stack = subprocess.Popen(
+        [*STACK, "up", "--home", str(home), *ports],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for_file(home / "stack.json", stack, log)
+        state = json.loads((home / "stack.json").read_text())
+        assert "Prefect UI" in log.read_text() and "MLflow UI" in log.read_text()
+        env.update(stack_env(home, env))
+        assert env["MLFLOW_TRACKING_URI"] == state["mlflow_ui"]
+        flow_run_id = deploy_fail_and_retry(env, tmp_path / "out")
+        check_mlflow(env["MLFLOW_TRACKING_URI"], home, flow_run_id)
+        down = subprocess.run(
+            [*STACK, "down", "--home", str(home)], env=env, capture_output=True, text=True
+        )
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert stack.wait(timeout=60) == 0
+    finally:
+        if stack.poll() is None:
+            kill_process_group(stack)
+    assert not (home / "stack.json").exists()
+    left = [name for name, pid in state["processes"].items() if pid_alive(pid)]
+    assert left == [], f"still running after down: {left}"
+
+
+def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
+    """Deploy train-ppo-cartpole, fail a run at iteration 2, retry it like the UI; its id."""
+    prefect_cli(["--no-prompt", "deploy", "--name", "train-ppo-cartpole"], env)
+    overrides = [
+        f"run.output_dir={out}",
+        f"run.max_iterations={ITERATIONS}",
+        "run.checkpoint_interval=2",
+        "run.eval_interval=0",
+        "run.fail_at_iteration=2",  # after the checkpoint of step 2
+        "rollout.num_steps=32",
+    ]
+    api_url = env["PREFECT_API_URL"]
+    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as api:
+        deployment = api.read_deployment_by_name("train/train-ppo-cartpole")
+        assert deployment.work_pool_name == "rlpipe-process"
+        flow_run = api.create_flow_run_from_deployment(
+            deployment.id, parameters={"overrides": overrides, "run_name": "deploy-retry"}
+        )
+        failed = wait_state(api, flow_run.id, lambda s: s.is_final())
+        assert failed.state.is_failed(), failed.state
+        manifest = (out / "deploy-retry" / "checkpoints" / "latest.json").read_text()
+        assert '"step": 2' in manifest
+        # what the UI's Retry button does
+        api.set_flow_run_state(
+            flow_run.id, AwaitingRetry(scheduled_time=datetime.now(timezone.utc)), force=True
+        )
+        done = wait_state(api, flow_run.id, lambda s: s.is_final())
+        assert done.state.is_completed(), done.state
+        assert done.run_count == 2
+        children = api.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run.id])
+            )
+        )
+        names = sorted(c.name for c in children)
+        # iterations 0 and 1 ran once (before the failure); the retry started at 2
+        assert names == [f"iteration-{i}" for i in range(ITERATIONS)], names
+    return str(flow_run.id)
+
+
+def check_mlflow(tracking_uri: str, home: Path, flow_run_id: str) -> None:
+    """One FINISHED run on the stack's server, each step once, artifacts under the stack."""
+    client = MlflowClient(tracking_uri)
+    (run,) = client.search_runs(
+        [client.get_experiment_by_name("ppo_cartpole").experiment_id],
+        "tags.`rlpipe.run_name` = 'deploy-retry'",
+    )
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["prefect.flow_run_id"] == flow_run_id
+    steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "time/iteration"))
+    assert steps == list(range(ITERATIONS))  # each iteration logged once, in one MLflow run
+    assert run.info.artifact_uri.startswith("mlflow-artifacts:")  # proxied by the server
+    stored = list((home / "mlflow" / "artifacts").rglob("resolved_config.yaml"))
+    assert len(stored) == 1 and run.info.run_id in str(stored[0])
