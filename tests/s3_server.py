@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from infra.processes import executable, free_port
 
 #: Environment that points boto3 and MLflow at the server (dummy credentials).
 CREDENTIALS = {
@@ -18,13 +18,6 @@ CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class MotoServer:
@@ -35,12 +28,11 @@ class MotoServer:
     """
 
     def __init__(self, log_path: Path) -> None:
-        exe = Path(sys.executable).with_name("moto_server")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = open(log_path, "wb")  # noqa: SIM115 (closed in stop)
         self.proc = subprocess.Popen(
-            [str(exe), "-H", "127.0.0.1", "-p", str(self.port)],
+            [executable("moto_server"), "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
