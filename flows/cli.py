@@ -225,5 +225,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
     console.print(f"{'MLflow run id':>18}: {summary.get('mlflow_run_id')}")
     console.print(f"{'tracking URI':>18}: {summary.get('tracking_uri')}")
     console.print(f"{'checkpoint dir':>18}: {summary.get('checkpoint_dir')}")
+    if summary.get("registered_model"):
+        console.print(f"{'registered model':>18}: {summary['registered_model']}")
     if summary.get("model_dir"):
         console.print(f"{'model dir':>18}: {summary['model_dir']}")

@@ -17,6 +17,7 @@ from tasks.evaluate import run_evaluation
 from tasks.reward import run_reward_step
 from tasks.rollout import rollout
 from tasks.update import update
+from tasks.video import add_video, video_due
 from tasks.weight_sync import weight_sync
 
 logger = logging.getLogger("rlpipe.iteration")
@@ -122,6 +123,8 @@ def finish_iteration(
         )
         target = cfg.run.stop_at_eval_return
         state.solved = target is not None and ret >= target
+        if video_due(cfg, iteration, final=last or state.solved):
+            add_video(session, iteration, steps["evaluate"])
     if _due(iteration, cfg.run.checkpoint_interval, last) or state.solved:
         steps["checkpoint"] = checkpoint(session.id, iteration)
     return {

@@ -30,6 +30,8 @@ from infra.provenance import git_commit
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
 from rl_core.config import RLPipeConfig, load_config
+from tasks.learning_curve import learning_curve
+from tasks.register_model import register_model
 
 logger = logging.getLogger("rlpipe.train")
 
@@ -93,6 +95,8 @@ def train_session(
     ui_tags = run_tags(cfg)
     tag_flow_run(ui_tags)
     session = TrainSession(cfg, tags=tags)
+    if session.tracker and cfg.tracking.system_metrics:  # stopped by session.close
+        session.tracker.start_system_metrics(cfg.tracking.system_metrics_interval)
     status = "FAILED"
     try:
         with prefect_tags(*ui_tags):  # child flows and task runs carry them too
@@ -154,6 +158,7 @@ def run_training(
     # sleeps in 1 s steps) and a 1 s flow needs no liveness pings; the train flow keeps its.
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         result = _iterate(session, first_attempt, step_flow or iteration_flow)
+    result.update(finish_tracking(session))
     publish_summary(cfg, result, session.tracker.experiment_id if session.tracker else None)
     return result
 
@@ -208,6 +213,31 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
         "tracking_uri": session.tracker.tracking_uri if session.tracker else None,
         "checkpoint_dir": session.store_uri,
     }
+
+
+def finish_tracking(session: TrainSession) -> dict[str, Any]:
+    """End-of-run MLflow content: the learning-curve plot and the model registration.
+
+    A run stopped on request (it will resume) is plotted but not registered.
+    """
+    if session.tracker is None:
+        return {}
+    run_name = session.cfg.run.name
+    plotted = learning_curve(session.id, run_name)
+    if plotted:
+        logger.info("learning curve %s (%.1fs)", plotted["artifact"], plotted["seconds"])
+    if STOP_REQUESTED.is_set():
+        return {}
+    registered = register_model(session.id, run_name)
+    if "registered_model" not in registered:
+        return {}
+    logger.info(
+        "registered %s (aliases %s, %.1fs)",
+        registered["registered_model"],
+        ", ".join(registered["aliases"]),
+        registered["seconds"],
+    )
+    return {"registered_model": registered["registered_model"]}
 
 
 def _evaluate_before_training(session: TrainSession) -> None:

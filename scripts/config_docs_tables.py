@@ -25,6 +25,9 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ("model", "hidden_sizes"): "non-empty, each ≥ 1",
     ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
     ("tracking", "artifact_location"): "a local path or an MLflow artifact URI; no credentials",
+    ("tracking", "registered_model_name"): (
+        "only `{{preset}}` and `{{run_name}}` placeholders; no `/` or `:` (MLflow model names)"
+    ),
 }
 
 #: Descriptions for fields whose schema ``Field`` has none (the schema's own text wins).

@@ -19,21 +19,27 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 
+from infra.tracking.secrets import MASK, redact_config, redacted_json_files
+from infra.tracking.system_metrics import start_system_metrics
+
 logger = logging.getLogger(__name__)
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_\-. /:]")
-_SECRET_KEY = re.compile(r"(secret|password|token|access_key|api_key)", re.IGNORECASE)
 MAX_PARAM_LEN = 6000
 
 
 def flatten_config(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
     """Flatten a nested config to dotted keys with string values (secrets masked)."""
+    return _flatten(redact_config(tree), prefix)
+
+
+def _flatten(tree: dict[str, Any], prefix: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in tree.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict) and value:
-            out.update(flatten_config(value, f"{name}."))
+            out.update(_flatten(value, f"{name}."))
             continue
-        text = "***" if _SECRET_KEY.search(name) else json.dumps(value, default=str)
+        text = MASK if value == MASK else json.dumps(value, default=str)
         out[metric_name(name)] = text[:MAX_PARAM_LEN]
     return out
 
@@ -85,6 +91,7 @@ class MlflowTracker:
         if tags and run_id:
             self.set_tags(tags)
         self._pending: list[Any] = []
+        self._system_monitor: Any = None
 
     def log_params(self, params: dict[str, str]) -> None:
         """Log params (skips keys already logged with the same value, e.g. on resume)."""
@@ -123,8 +130,8 @@ class MlflowTracker:
         self._pending.clear()
 
     def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
-        """Log a dict as a JSON or YAML artifact (by extension)."""
-        self.client.log_dict(self.run_id, data, artifact_file)
+        """Log a dict as a JSON or YAML artifact (by extension), secrets masked."""
+        self.client.log_dict(self.run_id, redact_config(data), artifact_file)
 
     def log_table(self, rows: list[dict[str, Any]], artifact_file: str) -> None:
         """Log rows (dicts with the same keys) as an MLflow table artifact (``.json``)."""
@@ -135,9 +142,31 @@ class MlflowTracker:
         """Log text as an artifact."""
         self.client.log_text(self.run_id, text, artifact_file)
 
-    def log_artifacts(self, local_dir: str | os.PathLike, artifact_path: str) -> None:
-        """Upload a directory's files under ``artifact_path``."""
-        self.client.log_artifacts(self.run_id, str(local_dir), artifact_path)
+    def log_artifacts(
+        self,
+        local_dir: str | os.PathLike,
+        artifact_path: str,
+        config_files: tuple[str, ...] = ("config.json",),
+    ) -> None:
+        """Upload a directory's files under ``artifact_path``, secrets masked in JSON files.
+
+        Args:
+            local_dir: The directory.
+            artifact_path: Target folder in the run's artifacts.
+            config_files: Relative paths of rlpipe config files in it, whose secret-named
+                keys are masked too (see :func:`~infra.tracking.secrets.redacted_json_files`).
+        """
+        redacted = redacted_json_files(local_dir, config_files)
+        if not redacted:
+            self.client.log_artifacts(self.run_id, str(local_dir), artifact_path)
+            return
+        for path in sorted(Path(local_dir).rglob("*")):
+            rel = path.relative_to(local_dir).as_posix()
+            if rel in redacted:
+                self.client.log_text(self.run_id, redacted[rel], f"{artifact_path}/{rel}")
+            elif path.is_file():
+                folder = str(Path(artifact_path, rel).parent.as_posix())
+                self.client.log_artifact(self.run_id, str(path), folder)
 
     def log_files(self, files: dict[str, bytes], artifact_path: str) -> None:
         """Upload in-memory files (name → bytes) under ``artifact_path``."""
@@ -150,8 +179,18 @@ class MlflowTracker:
 
     def finish(self, status: str = "FINISHED") -> None:
         """Flush pending metrics and mark the run ``FINISHED``/``FAILED``/``KILLED``."""
+        if self._system_monitor is not None:
+            self._system_monitor.finish()
+            self._system_monitor = None
         self.flush()
         self.client.set_terminated(self.run_id, status=status)
+
+    def start_system_metrics(self, interval: float) -> None:
+        """Sample ``system/*`` metrics every ``interval`` s until :meth:`finish` (idempotent)."""
+        if self._system_monitor is None:
+            self._system_monitor = start_system_metrics(
+                self.run_id, self.tracking_uri, interval, resume=self.resumed
+            )
 
 
 def _normalized_location(location: str) -> str:

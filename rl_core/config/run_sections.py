@@ -121,6 +121,25 @@ class EvalConfig(Section):
     sample_rows: int = Field(
         16, ge=0, description="Reasoning: completions logged as an MLflow table per evaluation."
     )
+    video: bool = Field(
+        True,
+        description="Embodied: record one deterministic episode as a GIF "
+        "(eval/videos/episode_<step>.gif) at the final evaluation; envs without rgb_array "
+        "rendering are skipped.",
+    )
+    video_interval: int = Field(
+        0,
+        ge=0,
+        description="Also record a video at the evaluations of iterations that are multiples "
+        "of this (0 = final evaluation only).",
+    )
+    video_max_frames: int = Field(
+        125, ge=2, description="Most frames in a video (after frame skipping)."
+    )
+    video_frame_skip: int = Field(4, ge=1, description="Keep every n-th rendered frame.")
+    video_scale: float = Field(
+        0.5, gt=0.0, le=1.0, description="Frame size relative to the env's render size."
+    )
 
 
 class TrackingConfig(Section):
@@ -137,6 +156,23 @@ class TrackingConfig(Section):
         ge=0,
         description="Log a checkpoint as an artifact every N iterations (0 = only the final one).",
     )
+    system_metrics: bool = Field(
+        True,
+        description="Log MLflow system metrics (system/*: CPU, memory, disk, network; GPU "
+        "with pynvml) of the driver's machine while the run trains.",
+    )
+    system_metrics_interval: float = Field(
+        10.0, gt=0.0, description="Seconds between system-metric samples."
+    )
+    learning_curve: bool = Field(
+        True, description="Log plots/learning_curve.png (key metrics vs step) at the end."
+    )
+    registered_model_name: str | None = Field(
+        "rlpipe-{preset}",
+        description="Register the final policy in the MLflow model registry under this name "
+        "({preset} and {run_name} are filled in), with aliases 'newest' and 'best' "
+        "(highest evaluation); None or '' = do not register.",
+    )
     artifact_location: str | None = Field(
         None,
         min_length=1,
@@ -149,3 +185,15 @@ class TrackingConfig(Section):
     @classmethod
     def _artifact_location_valid(cls, value: str | None) -> str | None:
         return check_storage_uri(value, None)
+
+    @field_validator("registered_model_name")
+    @classmethod
+    def _model_name_template(cls, value: str | None) -> str | None:
+        if value:
+            try:
+                name = value.format(preset="p", run_name="r")
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(f"only {{preset}}, {{run_name}} are filled in: {exc!r}") from None
+            if "/" in name or ":" in name:
+                raise ValueError("MLflow model names cannot contain '/' or ':'")
+        return value

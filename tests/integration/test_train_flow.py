@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
+from PIL import Image
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     ArtifactFilter,
@@ -18,10 +22,17 @@ from prefect.client.schemas.filters import (
 )
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
+from infra.checkpoint.export import policy_from_checkpoint
+from infra.checkpoint.reader import locate_checkpoint
+from infra.tracking.model_registry import load_registered_policy
 from tests.integration.conftest import run_train
 
 pytestmark = pytest.mark.integration
 ITERATIONS = 3
+#: Secrets that must not reach MLflow: an AWS key in the environment (also hidden inside a
+#: config value) and a config key that names a token.
+AWS_SECRET = "aws-secret-9f8e7d6c5b4a"
+CONFIG_TOKEN = "tok-0123456789abcdef"
 
 
 def _mlflow_run(output_dir: Path, run_name: str):
@@ -35,13 +46,16 @@ def _mlflow_run(output_dir: Path, run_name: str):
 def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, prefect_api) -> None:
     out = run_train(
         tmp_path,
-        train_env,
+        train_env | {"AWS_SECRET_ACCESS_KEY": AWS_SECRET},
         "run.name=itest",
         f"run.max_iterations={ITERATIONS}",
         "run.checkpoint_interval=2",
         "run.eval_interval=2",
         "eval.num_episodes=4",
         "eval.num_tasks=2",
+        "tracking.system_metrics_interval=1",
+        f"model.api_token={CONFIG_TOKEN}",
+        f"model.endpoint=https://models.invalid/x?sig={AWS_SECRET}",
     )
     assert "MLflow run id" in out and "checkpoint dir" in out
     client, run = _mlflow_run(tmp_path, "itest")
@@ -86,6 +100,7 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
             for s in ("weight_sync", "rollout", "reward", "advantage", "update")
         }
         expected |= {"checkpoint-1", "checkpoint-2", "eval_episodes-1-0", "eval_episodes-1-1"}
+        expected |= {"eval_video-2"}
         names: set[str] = set()
         deadline = time.monotonic() + 30  # task runs arrive through Prefect's event pipeline
         while time.monotonic() < deadline and not expected <= names:
@@ -121,3 +136,52 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
         a.path for a in client.list_artifacts(run.info.run_id, "checkpoints/step_000003/actor_0")
     }
     assert "checkpoints/step_000003/actor_0/model.safetensors" in files
+    _check_mlflow_depth(client, run, tmp_path)
+
+
+def _check_mlflow_depth(client: MlflowClient, run, output_dir: Path) -> None:
+    """System metrics, evaluation GIF, learning curve, no secrets, registered model."""
+    run_id = run.info.run_id
+    history = client.get_metric_history(run_id, "system/cpu_utilization_percentage")
+    assert len(history) >= 1 and "system/system_memory_usage_megabytes" in run.data.metrics
+
+    local = Path(client.download_artifacts(run_id, "", str(output_dir / "artifacts")))
+    gif = Image.open(local / "eval/videos/episode_000002.gif")
+    assert gif.format == "GIF" and gif.n_frames > 1
+    png = Image.open(local / "plots/learning_curve.png")
+    assert png.format == "PNG" and png.width > 400
+    assert client.get_metric_history(run_id, "time/eval_video")[0].step == 2
+
+    # --- no secret values in params, the resolved config or any JSON/YAML artifact
+    texts = [json.dumps(run.data.params)]
+    texts += [p.read_text() for p in local.rglob("*") if p.suffix in {".json", ".yaml"}]
+    assert (local / "config/resolved_config.yaml").is_file()
+    assert run.data.params["model.api_token"] == "***"
+    for text in texts:
+        assert AWS_SECRET not in text and CONFIG_TOKEN not in text
+
+    # --- model registry: version of the final checkpoint, aliases, loadable policy
+    tracking_uri = f"sqlite:///{output_dir / 'mlflow.db'}"
+    registry = MlflowClient(tracking_uri, registry_uri=tracking_uri)
+    name = "rlpipe-ppo_cartpole"
+    version = registry.get_model_version_by_alias(name, "best")
+    assert set(version.aliases) == {"best", "newest"} and version.run_id == run_id
+    assert version.tags["checkpoint_step"] == "3" and version.tags["eval_step"] == "2"
+    evals = client.get_metric_history(run_id, "eval/return_mean")
+    assert float(version.tags["eval_score"]) == max(evals, key=lambda m: m.step).value
+    assert run.data.tags["rlpipe.registered_model"] == f"models:/{name}/{version.version}"
+    policy, meta = load_registered_policy(f"models:/{name}@best", tracking_uri)
+    assert meta["source"]["step"] == 3 and meta["model"]["api_token"] == "***"
+    trained, _, _ = policy_from_checkpoint(locate_checkpoint(output_dir / "itest" / "checkpoints"))
+    obs = {"states": np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)}
+    with torch.no_grad():
+        for mode in ("eval", "train"):
+            got = policy.predict_action_batch(
+                obs, mode=mode, compute_values=True, generator=torch.Generator().manual_seed(1)
+            )
+            want = trained.predict_action_batch(
+                obs, mode=mode, compute_values=True, generator=torch.Generator().manual_seed(1)
+            )
+            np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+            for key in ("prev_logprobs", "prev_values"):
+                np.testing.assert_array_equal(np.asarray(got[1][key]), np.asarray(want[1][key]))

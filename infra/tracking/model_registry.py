@@ -1,0 +1,189 @@
+"""MLflow model registry: register a run's exported policy, keep aliases, load it back.
+
+A registered version's source is a model folder in its run's artifacts (rlpipe logs them
+as ``model/step_<checkpoint step>``): an rlpipe model
+directory (see :mod:`infra.checkpoint.export`; for language models it is also a Hugging
+Face ``from_pretrained`` directory). Version tags record the evaluation score of the
+registered weights; the alias ``best`` points at the version with the highest score and
+``newest`` at the most recently registered one (MLflow reserves the alias ``latest``; the
+URI ``models:/<name>/latest`` resolves to the highest version number).
+
+Load a version with :func:`load_registered_policy`::
+
+    policy, meta = load_registered_policy("models:/rlpipe-ppo_cartpole@best", tracking_uri)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+logger = logging.getLogger(__name__)
+MODEL_ARTIFACT_DIR = "model"
+BEST_ALIAS = "best"
+NEWEST_ALIAS = "newest"
+SCORE_TAG = "eval_score"
+_MODEL_URI = re.compile(
+    r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[\w\-]+)|/(?P<version>\d+|latest))$"
+)
+
+
+@dataclass(frozen=True)
+class RegisteredVersion:
+    """A model version created by :func:`register_version`.
+
+    Attributes:
+        name: Registered model name.
+        version: Version number (string, as MLflow returns it).
+        aliases: Aliases pointing at this version after registration.
+        score: The evaluation score it was tagged with (None: no evaluation).
+    """
+
+    name: str
+    version: str
+    aliases: tuple[str, ...]
+    score: float | None
+
+    @property
+    def uri(self) -> str:
+        """``models:/<name>/<version>``."""
+        return f"models:/{self.name}/{self.version}"
+
+
+def ensure_registered_model(client: MlflowClient, name: str, description: str = "") -> None:
+    """Create the registered model ``name`` unless it exists."""
+    try:
+        client.get_registered_model(name)
+    except MlflowException:
+        try:
+            client.create_registered_model(name, description=description or None)
+        except MlflowException as exc:  # created concurrently by another run
+            if "RESOURCE_ALREADY_EXISTS" not in str(exc.error_code):
+                raise
+
+
+def best_score(client: MlflowClient, name: str) -> float | None:
+    """The score tag of the version holding the ``best`` alias (None: no such version)."""
+    try:
+        version = client.get_model_version_by_alias(name, BEST_ALIAS)
+    except MlflowException:
+        return None
+    try:
+        return float(version.tags[SCORE_TAG])
+    except (KeyError, ValueError):
+        return None
+
+
+def register_version(
+    client: MlflowClient,
+    name: str,
+    run_id: str,
+    artifact_path: str,
+    score: float | None,
+    tags: dict[str, str] | None = None,
+    description: str = "",
+) -> RegisteredVersion:
+    """Register a model directory logged in a run's artifacts as a new version of ``name``.
+
+    Creates the registered model if missing, tags the version (``eval_score`` plus
+    ``tags``), points ``newest`` at it and moves ``best`` to it when its score beats the
+    current best version's (or no version has the alias yet).
+
+    Args:
+        client: ``MlflowClient`` of the tracking/registry store.
+        name: Registered model name.
+        run_id: The run holding the model directory.
+        artifact_path: The directory's path in the run's artifacts (already logged).
+        score: Evaluation score of the registered weights (None: not evaluated; never best).
+        tags: More version tags (e.g. ``eval_step``, ``checkpoint_step``).
+        description: Version description.
+    """
+    ensure_registered_model(client, name, "rlpipe policies (rlpipe model directories)")
+    source = f"{client.get_run(run_id).info.artifact_uri}/{artifact_path}"
+    all_tags = {**(tags or {}), **({SCORE_TAG: repr(float(score))} if score is not None else {})}
+    version = client.create_model_version(
+        name, source, run_id=run_id, tags=all_tags, description=description or None
+    )
+    client.set_registered_model_alias(name, NEWEST_ALIAS, version.version)
+    aliases = [NEWEST_ALIAS]
+    current = best_score(client, name)
+    if score is not None and (current is None or score > current):
+        client.set_registered_model_alias(name, BEST_ALIAS, version.version)
+        aliases.append(BEST_ALIAS)
+    logger.info(
+        "registered %s version %s (score %s; aliases %s)", name, version.version, score, aliases
+    )
+    return RegisteredVersion(name, str(version.version), tuple(aliases), score)
+
+
+def resolve_model_uri(client: MlflowClient, model_uri: str) -> Any:
+    """The ``ModelVersion`` of ``models:/<name>@<alias>``, ``/<version>`` or ``/latest``.
+
+    Raises:
+        ValueError: Not such a URI.
+        mlflow.exceptions.MlflowException: No such model, version or alias.
+    """
+    match = _MODEL_URI.match(model_uri)
+    if not match:
+        raise ValueError(
+            f"{model_uri!r} is not models:/<name>@<alias>, models:/<name>/<version> or "
+            "models:/<name>/latest"
+        )
+    name, alias, version = match["name"], match["alias"], match["version"]
+    if alias:
+        return client.get_model_version_by_alias(name, alias)
+    if version == "latest":
+        versions = client.search_model_versions(f"name = '{name}'")
+        if not versions:
+            raise MlflowException(f"registered model {name!r} has no versions")
+        version = str(max(int(v.version) for v in versions))
+    return client.get_model_version(name, version)
+
+
+def download_registered_model(
+    model_uri: str, tracking_uri: str | None = None, dst: str | Path | None = None
+) -> Path:
+    """Download a registered version's model directory; returns its local path.
+
+    For a language model the directory is a Hugging Face directory, usable with
+    ``AutoModelForCausalLM.from_pretrained(path)``.
+
+    Args:
+        model_uri: ``models:/<name>@<alias>``, ``models:/<name>/<version>`` or ``.../latest``.
+        tracking_uri: Tracking (and registry) URI; None: MLflow's default.
+        dst: Where to download to (default: a new temporary directory).
+    """
+    from mlflow.artifacts import download_artifacts
+
+    client = MlflowClient(tracking_uri, registry_uri=tracking_uri)
+    version = resolve_model_uri(client, model_uri)
+    source = client.get_model_version_download_uri(version.name, version.version)
+    target = Path(dst) if dst is not None else Path(tempfile.mkdtemp(prefix="rlpipe-model-"))
+    target.mkdir(parents=True, exist_ok=True)
+    local = download_artifacts(artifact_uri=source, dst_path=str(target), tracking_uri=tracking_uri)
+    return Path(local)
+
+
+def load_registered_policy(
+    model_uri: str, tracking_uri: str | None = None, dst: str | Path | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """Download a registered version and rebuild its policy (eval mode).
+
+    Args:
+        model_uri: See :func:`download_registered_model`.
+        tracking_uri: Tracking (and registry) URI; None: MLflow's default.
+        dst: Download directory (default: a new temporary directory).
+
+    Returns:
+        ``(policy, meta)`` as :func:`infra.checkpoint.export.load_exported_policy` returns.
+    """
+    from infra.checkpoint.export import load_exported_policy
+
+    return load_exported_policy(download_registered_model(model_uri, tracking_uri, dst))

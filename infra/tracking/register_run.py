@@ -1,0 +1,110 @@
+"""Register a training run's final policy: export the checkpoint, log it, register it.
+
+The latest committed checkpoint of the run is exported as an rlpipe model directory (model
+config with secrets masked), logged to the MLflow run as ``model/step_<step>`` (a resumed
+run that registers again keeps its earlier versions' files) and registered as a new
+version (see :mod:`infra.tracking.model_registry`). The version is scored with the run's
+last evaluation when that evaluation saw exactly these weights (its step is the
+checkpoint's step - 1); otherwise it gets no score and cannot take the ``best`` alias.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from infra.tracking.model_registry import MODEL_ARTIFACT_DIR, register_version
+from infra.tracking.secrets import redact_config
+
+logger = logging.getLogger(__name__)
+#: Run tags recording what the run registered (a rerun of a finished run skips it).
+REGISTERED_TAG = "rlpipe.registered_model"
+REGISTERED_STEP_TAG = "rlpipe.registered_step"
+
+
+def last_metric(client: Any, run_id: str, key: str) -> tuple[float, int] | None:
+    """``(value, step)`` of a metric's last entry (highest step, then latest), or None."""
+    history = client.get_metric_history(run_id, key)
+    if not history:
+        return None
+    last = max(history, key=lambda m: (m.step, m.timestamp))
+    return float(last.value), int(last.step)
+
+
+def export_checkpoint_model(ref: Any, out_dir: Path, source: dict[str, Any]) -> None:
+    """Export the checkpoint ``ref`` (a ``CheckpointRef``) as a model directory ``out_dir``."""
+    from infra.checkpoint.export import export_policy, policy_from_checkpoint
+
+    policy, config, spaces = policy_from_checkpoint(ref)
+    export_policy(
+        policy,
+        redact_config(config["model"]),
+        spaces,
+        out_dir,
+        source={**source, "step": ref.step, "checkpoint": ref.location},
+    )
+
+
+def register_run_model(
+    tracker: Any,
+    store_uri: str,
+    name: str,
+    score_metric: str,
+    tags: dict[str, str],
+) -> dict[str, Any]:
+    """Export, log and register the run's latest checkpoint (once per checkpoint step).
+
+    Args:
+        tracker: The run's ``MlflowTracker``.
+        store_uri: The run's checkpoint store.
+        name: Registered model name.
+        score_metric: Metric whose last value scores the version (e.g. ``eval/return_mean``).
+        tags: Version tags (run name, preset, config hash, ...).
+
+    Returns:
+        ``registered_model`` (``models:/<name>/<version>``), ``version``, ``aliases``,
+        ``score``, ``checkpoint_step``, ``seconds``; or ``skipped`` with the reason.
+    """
+    started = time.perf_counter()
+    from infra.checkpoint.reader import locate_checkpoint
+
+    client, run_id = tracker.client, tracker.run_id
+    ref = locate_checkpoint(store_uri)
+    step = int(ref.step)
+    if client.get_run(run_id).data.tags.get(REGISTERED_STEP_TAG) == f"{name}:{step}":
+        return {"skipped": f"checkpoint step {step} is already registered as {name}"}
+    tracker.flush()  # the last evaluation's metrics may still be queued
+    artifact_path = f"{MODEL_ARTIFACT_DIR}/{ref.folder}"
+    with tempfile.TemporaryDirectory(prefix="rlpipe-register-") as tmp:
+        model_dir = Path(tmp) / ref.folder
+        export_checkpoint_model(ref, model_dir, {**tags, "mlflow_run_id": run_id})
+        tracker.log_artifacts(model_dir, artifact_path, config_files=())
+    last = last_metric(client, run_id, score_metric)
+    version_tags = {**tags, "checkpoint_step": str(step), "eval_metric": score_metric}
+    score = None
+    if last is not None:
+        version_tags["eval_step"] = str(last[1])
+        if last[1] + 1 == step:
+            score = last[0]
+    version = register_version(
+        client,
+        name,
+        run_id,
+        artifact_path,
+        score,
+        version_tags,
+        description=f"run {tags.get('run_name', run_id)}, checkpoint step {step}",
+    )
+    tracker.set_tags({REGISTERED_TAG: version.uri, REGISTERED_STEP_TAG: f"{name}:{step}"})
+    return {
+        "registered_model": version.uri,
+        "version": version.version,
+        "aliases": list(version.aliases),
+        "score": score,
+        "checkpoint_step": step,
+        "artifact_path": artifact_path,
+        "seconds": time.perf_counter() - started,
+    }
