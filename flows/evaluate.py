@@ -1,7 +1,9 @@
 """Evaluate a checkpoint: ``python flows/evaluate.py --run-name NAME [--episodes N]``.
 
-Loads the latest committed checkpoint of a run (or ``--step``), plays N episodes with
-deterministic actions and logs the results to MLflow as a child run of the training run.
+Loads the latest committed checkpoint of a run (or ``--step``) and logs ``eval/*`` to MLflow
+as a child run of the training run. Embodied runs: N episodes with deterministic actions on
+the run's fixed evaluation seeds. Reasoning runs: greedy accuracy, pass@k and sample rows on
+the run's held-out prompts, in this process.
 """
 
 from __future__ import annotations
@@ -62,6 +64,17 @@ def play_episodes(config: dict[str, Any], weights: dict[str, Any], episodes: int
     }
 
 
+@task(name="heldout_accuracy", cache_policy=NO_CACHE, persist_result=False)
+def heldout_accuracy(store_uri: str, step: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Reasoning runs: greedy accuracy and pass@k on the run's held-out prompts."""
+    from infra.llm.checkpoint_eval import CheckpointEvaluator  # transformers: only here
+
+    evaluator = CheckpointEvaluator(locate_checkpoint(store_uri, step))
+    metrics, rows = evaluator.evaluate(step)
+    metrics.pop("seconds", None)
+    return metrics, rows
+
+
 @flow(name="evaluate", flow_run_name="evaluate-{run_name}", persist_result=False)
 def evaluate(
     run_name: str,
@@ -75,7 +88,7 @@ def evaluate(
     Args:
         run_name: Training run name.
         output_dir: Output directory the run wrote to.
-        episodes: Number of episodes.
+        episodes: Number of episodes (embodied runs).
         step: Checkpoint step (default: the latest committed one).
         checkpoint_uri: The run's ``run.checkpoint_uri`` (e.g. ``s3://bucket/ckpts``);
             None: its checkpoints are under ``output_dir``.
@@ -85,20 +98,21 @@ def evaluate(
     store_uri = run_store_uri(output_dir, run_name, checkpoint_uri)
     ckpt = load_checkpoint(store_uri, step)
     cfg = validate_config(ckpt["config"], source=f"{store_uri} config.json")
-    if cfg.category != "embodied":
-        raise ConfigError(
-            f"evaluate: run {run_name!r} is a {cfg.category} run; this flow plays env "
-            "episodes (embodied runs). Reasoning runs log held-out accuracy during training "
-            "(run.eval_interval); evaluating their checkpoints here is not built yet."
-        )
-    result = play_episodes(ckpt["config"], ckpt["weights"], episodes)
-    returns = result["returns"]
-    metrics = {
-        "eval/return_mean": sum(returns) / len(returns),
-        "eval/return_min": min(returns),
-        "eval/return_max": max(returns),
-        "eval/episodes": len(returns),
-    }
+    rows: list[dict[str, Any]] = []
+    if cfg.category == "reasoning":
+        metrics, rows = heldout_accuracy(store_uri, ckpt["step"])
+        prompts = int(metrics["eval/prompts"])
+        headline = f"accuracy {metrics['eval/accuracy']:.1%} on {prompts} held-out prompts"
+    else:
+        result = play_episodes(ckpt["config"], ckpt["weights"], episodes)
+        returns = result["returns"]
+        metrics = {
+            "eval/return_mean": sum(returns) / len(returns),
+            "eval/return_min": min(returns),
+            "eval/return_max": max(returns),
+            "eval/episodes": len(returns),
+        }
+        headline = f"mean return {metrics['eval/return_mean']:.1f} over {len(returns)} episodes"
     summary: dict[str, Any] = {"run_name": run_name, "step": ckpt["step"], **metrics}
     if cfg.tracking.enabled:
         parent = ckpt["manifest"].get("mlflow_run_id")
@@ -113,15 +127,11 @@ def evaluate(
             },
         )
         tracker.log_metrics(metrics, step=ckpt["step"], synchronous=True)
+        if rows:
+            tracker.log_table(rows, f"eval/samples_{ckpt['step']:06d}.json")
         tracker.finish()
         summary["mlflow_run_id"] = tracker.run_id
-    logger.info(
-        "evaluated %s step %d: mean return %.1f over %d episodes",
-        run_name,
-        ckpt["step"],
-        metrics["eval/return_mean"],
-        len(returns),
-    )
+    logger.info("evaluated %s step %d: %s", run_name, ckpt["step"], headline)
     return summary
 
 

@@ -21,7 +21,7 @@ import torch
 from infra import ray_cluster
 from infra.checkpoint.store import open_store, step_dir_name
 from infra.llm.evaluation import evaluate_heldout
-from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk
+from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk, sampling_params
 from infra.llm.reward_scoring import score_chunk
 from infra.placement import plan_placement
 from infra.processes import free_port
@@ -129,15 +129,7 @@ class ReasoningRuntime:
 
     def sampling_params(self, greedy: bool = False) -> dict[str, Any]:
         """``SamplingParams`` fields from the ``rollout`` section (greedy for evaluation)."""
-        r = self.cfg.rollout
-        return {
-            "max_new_tokens": r.max_new_tokens,
-            "temperature": r.temperature,
-            "top_p": r.top_p,
-            "top_k": r.top_k,
-            "greedy": greedy,
-            "stop_token_ids": (int(self.tokenizer.eos_token_id),),
-        }
+        return sampling_params(self.cfg.rollout, int(self.tokenizer.eos_token_id), greedy)
 
     def generate(
         self, prompts: list[list[int]], sampling: dict[str, Any], seed: int

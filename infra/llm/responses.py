@@ -50,3 +50,15 @@ def pad_right_float(rows: list[list[float]], width: int) -> torch.Tensor:
     for i, row in enumerate(rows):
         out[i, : len(row)] = torch.tensor(row[:width])
     return out
+
+
+def sampling_params(rollout_cfg: Any, eos_token_id: int, greedy: bool = False) -> dict[str, Any]:
+    """``SamplingParams`` fields from a ``rollout`` config section (greedy for evaluation)."""
+    return {
+        "max_new_tokens": rollout_cfg.max_new_tokens,
+        "temperature": rollout_cfg.temperature,
+        "top_p": rollout_cfg.top_p,
+        "top_k": rollout_cfg.top_k,
+        "greedy": greedy,
+        "stop_token_ids": (eos_token_id,),
+    }

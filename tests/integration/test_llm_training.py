@@ -165,6 +165,35 @@ def test_grpo_run_records_flows_tasks_metrics_and_exports(
     for name, value in model.state_dict().items():
         assert (value == trained[f"model.{name}"]).all(), name
 
+    # evaluate-latest on a reasoning run: in-process held-out evaluation of the step-4
+    # checkpoint equals the in-training evaluation after iteration 4 (same weights, seeds)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "flows/evaluate.py",
+            "--run-name",
+            "llm-it",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env=train_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    (child,) = client.search_runs([run.info.experiment_id], "tags.`rlpipe.kind` = 'evaluation'")
+    assert child.data.tags["mlflow.parentRunId"] == run.info.run_id
+    trained_eval = {
+        key: {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)}[3]
+        for key in ("eval/accuracy", "eval/pass_at_2", "eval/return_mean")
+    }
+    assert {k: child.data.metrics[k] for k in trained_eval} == trained_eval
+    assert "eval/samples_000004.json" in {
+        a.path for a in client.list_artifacts(child.info.run_id, "eval")
+    }
+
 
 def test_interrupted_llm_run_resumes_bit_identical(
     tmp_path: Path, train_env: dict[str, str], preset: Path
