@@ -1,7 +1,8 @@
 """The local stack end to end: ``scripts/stack.py up`` starts a Prefect server, the work pool,
 a process worker and an MLflow server; a deployment run fails midway, is retried the way the
 Prefect UI does it, resumes from its last checkpoint and completes in the same MLflow run on
-the stack's MLflow server; ``down`` stops every process."""
+the stack's MLflow server; ``evaluate-latest`` on an interval schedule is run by the worker
+and logs a child evaluation run; ``down`` stops every process."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ def base_env(tmp_path: Path) -> dict[str, str]:
     env.update(
         PREFECT_HOME=str(tmp_path / "client-home"),
         PREFECT_WORKER_QUERY_SECONDS="1",
+        # the stack's server schedules runs every 2 s instead of every minute
+        PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="2",
         OMP_NUM_THREADS="1",
     )
     return env
@@ -97,7 +100,8 @@ def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(tm
         env.update(stack_env(home, env))
         assert env["MLFLOW_TRACKING_URI"] == state["mlflow_ui"]
         flow_run_id = deploy_fail_and_retry(env, tmp_path / "out")
-        check_mlflow(env["MLFLOW_TRACKING_URI"], home, flow_run_id)
+        run_id = check_mlflow(env["MLFLOW_TRACKING_URI"], home, flow_run_id)
+        scheduled_evaluation(env, tmp_path / "out", run_id)
         down = subprocess.run(
             [*STACK, "down", "--home", str(home)], env=env, capture_output=True, text=True
         )
@@ -151,7 +155,7 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
     return str(flow_run.id)
 
 
-def check_mlflow(tracking_uri: str, home: Path, flow_run_id: str) -> None:
+def check_mlflow(tracking_uri: str, home: Path, flow_run_id: str) -> str:
     """One FINISHED run on the stack's server, each step once, artifacts under the stack."""
     client = MlflowClient(tracking_uri)
     (run,) = client.search_runs(
@@ -165,3 +169,45 @@ def check_mlflow(tracking_uri: str, home: Path, flow_run_id: str) -> None:
     assert run.info.artifact_uri.startswith("mlflow-artifacts:")  # proxied by the server
     stored = list((home / "mlflow" / "artifacts").rglob("resolved_config.yaml"))
     assert len(stored) == 1 and run.info.run_id in str(stored[0])
+    return run.info.run_id
+
+
+def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> None:
+    """Deploy evaluate-latest on a 10 s interval; the scheduler's first run evaluates the run."""
+    params = {"run_name": "deploy-retry", "output_dir": str(out), "episodes": 2}
+    prefect_cli(
+        [
+            *("--no-prompt", "deploy", "--name", "evaluate-latest"),
+            *("--interval", "10", "--params", json.dumps(params)),
+        ],
+        env,
+    )
+    with (
+        temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}),
+        get_client(sync_client=True) as api,
+    ):
+        deployment = api.read_deployment_by_name("evaluate/evaluate-latest")
+        deadline = time.monotonic() + 240
+        done = []
+        while not done and time.monotonic() < deadline:
+            runs = [
+                r
+                for r in api.read_flow_runs(
+                    flow_run_filter=FlowRunFilter(deployment_id={"any_": [deployment.id]})
+                )
+                if r.auto_scheduled  # created by the schedule, not by hand
+            ]
+            done = [r for r in runs if r.state and r.state.is_completed()]
+            assert not [r for r in runs if r.state and r.state.is_failed()], runs
+            time.sleep(1)
+        assert done, "no scheduled evaluate-latest run completed"
+        api.pause_deployment(deployment.id)  # no more runs while the stack stops
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    evaluations = client.search_runs(
+        [client.get_experiment_by_name("ppo_cartpole").experiment_id],
+        "tags.`rlpipe.kind` = 'evaluation'",
+    )
+    assert evaluations and all(
+        e.data.tags["mlflow.parentRunId"] == parent_run_id for e in evaluations
+    )
+    assert evaluations[0].data.metrics["eval/episodes"] == 2
