@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from mlflow.tracking import MlflowClient
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+from prefect.settings import PREFECT_API_URL, temporary_settings
 from safetensors.torch import load_file
 
 from tests.integration.conftest import (
@@ -65,7 +69,9 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path: Path, train_env) -> None
             assert torch.equal(value, res_opt["state"][pid][key]), f"optimizer {pid}.{key} differs"
 
 
-def test_killed_workers_are_rebuilt_and_run_completes(tmp_path: Path, train_env) -> None:
+def test_killed_workers_are_rebuilt_and_run_completes(
+    tmp_path: Path, train_env, prefect_api: str
+) -> None:
     proc = subprocess.Popen(
         train_cmd(
             tmp_path,
@@ -97,3 +103,19 @@ def test_killed_workers_are_rebuilt_and_run_completes(tmp_path: Path, train_env)
     assert "rebuilt dead workers {'actor': [0]}" in output
     manifest = json.loads((tmp_path / "recover" / "checkpoints" / "latest.json").read_text())
     assert manifest["step"] == 8
+    # The recoveries are visible in Prefect as retries: the iteration flow runs whose
+    # worker died ran twice, and their state history passed through AwaitingRetry.
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("ppo_cartpole").experiment_id])
+    parent = run.data.tags["prefect.flow_run_id"]
+    with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as api:
+        children = api.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent])
+            )
+        )
+        retried = [c for c in children if c.run_count > 1]
+        assert len(retried) >= 2, [(c.name, c.run_count) for c in children]
+        for child in retried:
+            states = {s.name for s in api.read_flow_run_states(child.id)}
+            assert "AwaitingRetry" in states and child.state.is_completed(), (child.name, states)
