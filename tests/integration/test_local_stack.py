@@ -12,6 +12,8 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -80,13 +82,14 @@ def wait_for_file(path: Path, proc: subprocess.Popen, log: Path, timeout: float 
     raise AssertionError(f"{path} not written in {timeout}s:\n{log.read_text()[-4000:]}")
 
 
-def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(tmp_path):
+@contextmanager
+def running_stack(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator[dict]:
+    """``stack.py up`` on free ports; yields its stack.json; ``down`` must stop everything."""
     home = tmp_path / "stack"
-    env = base_env(tmp_path)
     ports = ["--prefect-port", str(free_port()), "--mlflow-port", str(free_port())]
     log = tmp_path / "stack.out"
     stack = subprocess.Popen(
-        [*STACK, "up", "--home", str(home), *ports],
+        [*STACK, "up", "--home", str(home), *ports, *args],
         cwd=ROOT,
         env=env,
         stdout=log.open("w"),
@@ -97,11 +100,7 @@ def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(tm
         wait_for_file(home / "stack.json", stack, log)
         state = json.loads((home / "stack.json").read_text())
         assert "Prefect UI" in log.read_text() and "MLflow UI" in log.read_text()
-        env.update(stack_env(home, env))
-        assert env["MLFLOW_TRACKING_URI"] == state["mlflow_ui"]
-        flow_run_id = deploy_fail_and_retry(env, tmp_path / "out")
-        run_id = check_mlflow(env["MLFLOW_TRACKING_URI"], home, flow_run_id)
-        scheduled_evaluation(env, tmp_path / "out", run_id)
+        yield state
         down = subprocess.run(
             [*STACK, "down", "--home", str(home)], env=env, capture_output=True, text=True
         )
@@ -113,6 +112,43 @@ def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(tm
     assert not (home / "stack.json").exists()
     left = [name for name, pid in state["processes"].items() if pid_alive(pid)]
     assert left == [], f"still running after down: {left}"
+
+
+def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(tmp_path):
+    env = base_env(tmp_path)
+    with running_stack(tmp_path, env) as state:
+        home = Path(state["home"])
+        env.update(stack_env(home, env))
+        assert env["MLFLOW_TRACKING_URI"] == state["mlflow_ui"]
+        flow_run_id = deploy_fail_and_retry(env, tmp_path / "out")
+        run_id = check_mlflow(env["MLFLOW_TRACKING_URI"], home, flow_run_id)
+        scheduled_evaluation(env, tmp_path / "out", run_id)
+
+
+def test_stack_keeps_mlflow_artifacts_on_s3(tmp_path, s3_bucket, monkeypatch):
+    """``--artifacts s3://...``: the server stores artifacts in the bucket; clients need no
+    S3 credentials because the server proxies artifact traffic."""
+    env = base_env(tmp_path)  # includes the moto endpoint and credentials, for the server
+    with running_stack(tmp_path, env, "--artifacts", f"s3://{s3_bucket}/mlflow") as state:
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "MLFLOW_S3_ENDPOINT_URL"):
+            monkeypatch.delenv(key)  # this client has no way to reach S3 itself
+        client = MlflowClient(state["mlflow_ui"])
+        run = client.create_run(client.create_experiment("stack-s3"))
+        client.log_text(run.info.run_id, "hello from the stack", "notes/hello.txt")
+        assert client.download_artifacts(run.info.run_id, "notes/hello.txt", str(tmp_path))
+    import boto3
+
+    keys = [
+        o["Key"]
+        for o in boto3.client(
+            "s3",
+            endpoint_url=env["MLFLOW_S3_ENDPOINT_URL"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            region_name="us-east-1",
+        ).list_objects_v2(Bucket=s3_bucket)["Contents"]
+    ]
+    assert keys == [f"mlflow/1/{run.info.run_id}/artifacts/notes/hello.txt"], keys
 
 
 def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
