@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -24,7 +25,8 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlo
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import AwaitingRetry
 
-from infra.processes import free_port, pid_alive
+from infra.processes import free_port, pid_alive, signal_group
+from infra.stack import read_state
 from tests.integration.conftest import ROOT, kill_process_group
 
 pytestmark = pytest.mark.integration
@@ -109,6 +111,9 @@ def running_stack(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator[d
     finally:
         if stack.poll() is None:
             kill_process_group(stack)
+        leftover = read_state(home)  # still there only if down did not run or failed
+        for pid in leftover["processes"].values() if leftover else []:
+            signal_group(pid, signal.SIGKILL)  # each server leads its own session
     assert not (home / "stack.json").exists()
     left = [name for name, pid in state["processes"].items() if pid_alive(pid)]
     assert left == [], f"still running after down: {left}"
