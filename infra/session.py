@@ -24,7 +24,9 @@ import torch
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
 from infra.checkpoint.store import CheckpointError, open_store
-from infra.runtimes import make_runtime
+from infra.reliability.faults import FaultInjector
+from infra.reliability.guard import ITERATION_RETRIES, IterationGuard
+from infra.step_runtime import make_runtime
 from infra.tracking import MlflowTracker, flatten_config
 from rl_core.config import RLPipeConfig
 from rl_core.envs.spaces import env_spaces_to_dict
@@ -109,10 +111,18 @@ class TrainSession:
         self.config_hash = config_hash(cfg)
         self._seed_driver(cfg.run.seed)
         self.tracker = self._open_tracker(tags or {}) if cfg.tracking.enabled else None
+        # Faults (RLPIPE_FAULTS) are injected into fresh runs only: a resumed run is the
+        # recovery of a run that already met them.
+        self.faults = FaultInjector.from_env(enabled=self.manifest is None)
         self.runtime = make_runtime(cfg)
+        self.runtime.faults = self.faults
+        self.guard = IterationGuard(self, ITERATION_RETRIES)
         self.resumed_from: int | None = None
+        #: Last step whose metrics are in the MLflow run (a replay does not log it again).
+        self.logged_through = -1
         if self.manifest:
             self.restore(self.manifest)
+            self.logged_through = self.tracker.last_logged_step() if self.tracker else -1
         self.write_worker_pids()
         _SESSIONS[self.id] = self
 
@@ -227,6 +237,23 @@ class TrainSession:
         self.state = RunState(**manifest["state"])
         self.resumed_from = int(manifest["step"])
         logger.info("resumed run %r from checkpoint step %d", self.cfg.run.name, self.resumed_from)
+
+    def rewind(self) -> int:
+        """Restore the last committed checkpoint, or rebuild the run's start; returns the step.
+
+        Used after workers holding state died: replaying from here is deterministic.
+        """
+        manifest = self.store.latest()
+        if manifest is not None:
+            self.restore(manifest)
+            return int(manifest["step"])
+        self.runtime.shutdown()  # no checkpoint yet: every worker starts over from the seed
+        self.runtime = make_runtime(self.cfg)
+        self.runtime.faults = self.faults
+        self._seed_driver(self.cfg.run.seed)
+        self.state = RunState()
+        self.write_worker_pids()
+        return 0
 
     def close(self, status: str = "FINISHED") -> None:
         """Finish the MLflow run and stop the workers."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from infra.checkpoint.serialize import (
 )
 from infra.checkpoint.store import open_store
 from infra.weight_sync import bucket_nbytes, state_dict_to_buckets
-from infra.workers.base import Stopwatch, WorkerBase, worker_seed
+from infra.workers.base import Stopwatch, WorkerBase, step_method, worker_seed
 from rl_core.models import get_model
 from rl_core.rewards import build_reward
 from rl_core.training.batch import concat_batches, writable_tree
@@ -55,26 +56,31 @@ class ActorWorker(WorkerBase):
         self.batch = writable_tree(concat_batches(list(batches)))
         return {"seconds": watch.elapsed(), "samples": float(self.batch["rewards"].size)}
 
+    @step_method
     def apply_reward(self) -> dict[str, float]:
         """Apply the configured reward function to the batch's rewards."""
         watch = Stopwatch()
         batch = self._require_batch()
-        rewards = self.reward_fn(rewards=batch["rewards"], scale=self.cfg.reward.scale)
+        # The env's rewards are kept, so applying the reward again (a retry) is idempotent.
+        env_rewards = batch.setdefault("env_rewards", batch["rewards"])
+        rewards = self.reward_fn(rewards=env_rewards, scale=self.cfg.reward.scale)
         rewards = np.asarray(rewards, dtype=np.float32)
         if rewards.shape != batch["rewards"].shape:
             raise ValueError(
                 f"reward {self.cfg.reward.reward_type!r} returned shape {rewards.shape}; "
-                f"expected {batch['rewards'].shape} (one reward per env step)"
+                f"expected {env_rewards.shape} (one reward per env step)"
             )
         batch["rewards"] = rewards
         return {"seconds": watch.elapsed(), "rollout/reward_mean": float(batch["rewards"].mean())}
 
+    @step_method
     def compute_advantages(self) -> dict[str, float]:
         """Advantages and returns for the current batch."""
         watch = Stopwatch()
         metrics = compute_advantages(self.policy, self._require_batch(), self.cfg.algorithm)
         return {"seconds": watch.elapsed(), **metrics}
 
+    @step_method
     def update(self, iteration: int) -> dict[str, float]:
         """One policy update on the current batch; bumps the weight version."""
         watch = Stopwatch()
@@ -101,12 +107,31 @@ class ActorWorker(WorkerBase):
         self.version += 1
         return {"seconds": watch.elapsed(), "train/lr": lr, **metrics}
 
+    def snapshot(self) -> None:
+        """Keep model, optimizer, sampling generator, version and batch (before an update)."""
+        self._snapshot = (
+            copy.deepcopy(self.policy.state_dict()),
+            copy.deepcopy(self.optimizer.state_dict()),
+            self.generator.get_state(),
+            self.version,
+            self.batch,
+        )
+
+    def restore_snapshot(self) -> None:
+        """Put back what :meth:`snapshot` kept (an update that failed midway is undone)."""
+        model, optimizer, generator, version, batch = self._snapshot
+        self.policy.load_state_dict(model)
+        self.optimizer.load_state_dict(copy.deepcopy(optimizer))
+        self.generator.set_state(generator)
+        self.version, self.batch = version, batch
+
     def _require_batch(self) -> dict[str, Any]:
         if self.batch is None:
             raise RuntimeError("no rollout batch: run the rollout step before this one")
         return self.batch
 
     # -- weights -------------------------------------------------------------------------
+    @step_method
     def get_weight_buckets(self, bucket_mb: float) -> dict[str, Any]:
         """Put the state dict in the object store as numpy buckets.
 
@@ -128,6 +153,7 @@ class ActorWorker(WorkerBase):
         return {k: v.detach().cpu().numpy().copy() for k, v in self.policy.state_dict().items()}
 
     # -- checkpoints ---------------------------------------------------------------------
+    @step_method
     def save_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
         """Write model, optimizer and RNG state under ``folder`` of the store."""
         watch = Stopwatch()

@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from rl_core.config import RLPipeConfig, validate_config
 
 logger = logging.getLogger(__name__)
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def step_method(method: _Method) -> _Method:
+    """Mark a worker method as (part of) a pipeline step: an armed fault fires at its start.
+
+    See :meth:`WorkerBase.arm_fault` and ``RLPIPE_FAULTS`` (docs/reliability.md).
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: WorkerBase, *args: Any, **kwargs: Any) -> Any:
+        armed = self.__dict__.pop("_armed_fault", None)
+        if armed is not None:
+            from infra.reliability.faults import fire
+
+            fire(armed[0], f"{self.group} worker {self.rank} {method.__name__} ({armed[1]})")
+        return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 class WorkerBase:
@@ -40,6 +61,10 @@ class WorkerBase:
     def ping(self) -> int:
         """Liveness check; returns the process id (tests kill workers through it)."""
         return os.getpid()
+
+    def arm_fault(self, kind: str, name: str) -> None:
+        """Fire fault ``kind`` (``raise``/``kill``/``hang``) when the next step method starts."""
+        self._armed_fault = (kind, name)
 
 
 def worker_seed(run_seed: int, group: str, rank: int) -> int:

@@ -5,6 +5,7 @@ Batches travel as dicts of numpy arrays (see :mod:`rl_core.training.llm_update` 
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
@@ -22,7 +23,7 @@ from infra.weight_sync import (
     from_wire,
     payload_nbytes,
 )
-from infra.workers.base import Stopwatch, WorkerBase, worker_seed
+from infra.workers.base import Stopwatch, WorkerBase, step_method, worker_seed
 from rl_core.llm.generation import SamplingParams
 from rl_core.models import get_model
 from rl_core.training.llm_update import (
@@ -119,6 +120,7 @@ class LLMActorWorker(WorkerBase):
             group["lr"] = lr
         return lr
 
+    @step_method
     def compute_logprobs(self, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Log-probs (and values with a critic) of this rank's rows under current weights."""
         self.policy.eval()
@@ -130,6 +132,7 @@ class LLMActorWorker(WorkerBase):
             values=self.cfg.model.value_head,
         )
 
+    @step_method
     def update(
         self, shard: dict[str, np.ndarray], totals: list[tuple[float, int]], iteration: int
     ) -> dict[str, float]:
@@ -172,6 +175,7 @@ class LLMActorWorker(WorkerBase):
         self.version += 1
         return {**metrics, "train/lr": lr / self.world_size, "seconds": watch.elapsed()}
 
+    @step_method
     def sync_payload(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """``(meta, payload)`` of a weight sync (collective; only rank 0 returns them).
 
@@ -186,11 +190,32 @@ class LLMActorWorker(WorkerBase):
         meta["nbytes"] = payload_nbytes(payload)
         return meta, payload
 
+    def snapshot(self) -> None:
+        """Keep this rank's model and optimizer state and the version (before an update)."""
+        self._snapshot = (
+            copy.deepcopy(self.policy.state_dict()),
+            copy.deepcopy(self.optimizer.state_dict()),
+            self.version,
+        )
+
+    def restore_snapshot(self) -> None:
+        """Put back what :meth:`snapshot` kept (an update that failed midway is undone)."""
+        model, optimizer, version = self._snapshot
+        self.policy.load_state_dict(model)
+        self.optimizer.load_state_dict(copy.deepcopy(optimizer))
+        self.version = version
+        self.sender.reset()
+
+    def reset_sync(self) -> None:
+        """Make the next weight sync a full one."""
+        self.sender.reset()
+
     def full_state(self) -> dict[str, np.ndarray] | None:
         """The whole policy state dict as numpy (collective; rank 0 returns it)."""
         state = fsdp.full_state_dict(self.policy)
         return {k: v.numpy() for k, v in state.items()} if self.rank == 0 else None
 
+    @step_method
     def save_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
         """Sharded model+optimizer (DCP) plus, on rank 0, the full weights (collective)."""
         watch = Stopwatch()
@@ -254,6 +279,7 @@ class LLMRolloutWorker(WorkerBase):
         self.version = int(payload["version"])
         return self.version
 
+    @step_method
     def generate(
         self, prompt_ids: list[list[int]], sampling: dict[str, Any], seed: int | None
     ) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""TrainingRuntime: the worker groups of one run and the operations tasks call on them.
+"""EmbodiedRuntime: env, rollout and trainer worker groups of a control-policy run.
 
-Each public method is one pipeline step's worth of worker work and returns a small dict
-(metrics and ``seconds`` spent waiting on workers); tensors stay in Ray.
+Env workers step vectorized gymnasium envs with actions from rollout workers; the trainer
+(actor) applies the reward, computes advantages and runs PPO-style updates. Evaluation
+episodes and videos are stateless fan-out jobs on the run's fixed evaluation seeds.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import ray
 from infra import ray_cluster
 from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_bytes, wrap_bytes
 from infra.checkpoint.store import open_store, step_dir_name
+from infra.eval_video import render_episode
+from infra.evaluation import eval_seeds, run_episodes
 from infra.placement import plan_placement
+from infra.step_runtime import Evaluation, FanoutJob, StepRuntime
 from infra.worker_group import WorkerGroup
 from infra.workers.actor_worker import ActorWorker
 from infra.workers.base import worker_seed
@@ -27,16 +31,18 @@ from rl_core.config import RLPipeConfig
 logger = logging.getLogger(__name__)
 
 
-class TrainingRuntime:
+class EmbodiedRuntime(StepRuntime):
     """Creates and drives the env, rollout and actor worker groups of a run.
 
     Args:
         cfg: The validated run config.
     """
 
+    category = "embodied"
+    score_metric = "eval/return_mean"
+
     def __init__(self, cfg: RLPipeConfig) -> None:
-        self.cfg = cfg
-        self.config_dict = cfg.model_dump(mode="json")
+        super().__init__(cfg)
         resources = ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
         cluster_cpus = int(resources.get("CPU", 1))
         sizes = {
@@ -56,7 +62,7 @@ class TrainingRuntime:
         )
         self.env.wait_started()
         self.spaces = ray.get(self.env[0].spaces.remote())
-        self.rollout = WorkerGroup(
+        self.rollout_group = WorkerGroup(
             "rollout",
             RolloutWorker,
             sizes["rollout"],
@@ -74,18 +80,24 @@ class TrainingRuntime:
             _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
         ]
         # Wait for every worker to finish start-up (fails fast on config/extension errors).
-        for group in (self.rollout, self.actor):
+        for group in (self.rollout_group, self.actor):
             group.wait_started()
 
+    @property
+    def groups(self) -> list[WorkerGroup]:
+        """Every worker group of the run."""
+        return [self.env, self.rollout_group, self.actor]
+
     # -- steps ---------------------------------------------------------------------------
-    def weight_sync(self) -> dict[str, Any]:
+    def weight_sync(self, iteration: int) -> dict[str, Any]:
         """Push the trainer's weights to every rollout worker."""
         start = time.perf_counter()
+        self.faults.arm("weight_sync", iteration, self.actor[0])
         out = ray.get(
             self.actor[0].get_weight_buckets.remote(self.cfg.rollout.weight_sync_bucket_mb)
         )
         versions = ray.get(
-            [h.load_weights.remote(out["refs"], out["version"]) for h in self.rollout.handles]
+            [h.load_weights.remote(out["refs"], out["version"]) for h in self.rollout_group.handles]
         )
         return {
             "seconds": time.perf_counter() - start,
@@ -95,12 +107,13 @@ class TrainingRuntime:
             "rollout/weight_sync_buckets": len(out["refs"]),
         }
 
-    def collect(self) -> dict[str, Any]:
+    def rollout(self, iteration: int) -> dict[str, Any]:
         """Run every env worker's rollout loop and hand the batches to the trainer."""
         start = time.perf_counter()
+        self.faults.arm("rollout", iteration, self.env[0])
         pairs = [
             h.interact.options(num_returns=2).remote(
-                self.rollout[i % len(self.rollout)], self.cfg.rollout.num_steps
+                self.rollout_group[i % len(self.rollout_group)], self.cfg.rollout.num_steps
             )
             for i, h in enumerate(self.env.handles)
         ]
@@ -123,20 +136,19 @@ class TrainingRuntime:
             metrics["env/episode_length_mean"] = float(np.mean(lengths))
         return metrics
 
-    def reward_jobs(self) -> list[dict[str, Any]]:
-        """Fan-out scoring jobs: none, the embodied reward runs on the trainer's batch."""
-        return []
-
-    def reward(self, results: list[Any] | None = None) -> dict[str, Any]:
+    def reward(self, iteration: int, results: list[Any] | None = None) -> dict[str, Any]:
         """Apply the reward function on the trainer's batch (``results`` is unused)."""
+        self.faults.arm("reward", iteration, self.actor[0])
         return self._timed_actor_call("apply_reward")
 
-    def advantages(self) -> dict[str, Any]:
+    def advantage(self, iteration: int) -> dict[str, Any]:
         """Compute advantages and returns on the trainer."""
+        self.faults.arm("advantage", iteration, self.actor[0])
         return self._timed_actor_call("compute_advantages")
 
     def update(self, iteration: int) -> dict[str, Any]:
         """Update the policy on the trainer."""
+        self.faults.arm("update", iteration, self.actor[0])
         return self._timed_actor_call("update", iteration)
 
     def _timed_actor_call(self, method: str, *args: Any) -> dict[str, Any]:
@@ -150,15 +162,84 @@ class TrainingRuntime:
         """ObjectRef of the trainer's weights (numpy state dict) for evaluation tasks."""
         return self.actor[0].get_state_dict.remote()
 
+    # -- evaluation ----------------------------------------------------------------------
+    def evaluation_jobs(self, iteration: int) -> list[FanoutJob]:
+        """Deterministic episodes on the fixed evaluation seeds, in ``eval.num_tasks`` parts."""
+        num = self.cfg.eval.num_episodes
+        seeds = eval_seeds(self.cfg.run.seed, num)
+        weights = self.policy_weights_ref()
+        fault = self.faults.task_fault("evaluate", iteration)
+        parts = [list(p) for p in np.array_split(seeds, min(self.cfg.eval.num_tasks, num))]
+        return [
+            FanoutJob(
+                "eval_episodes",
+                run_episodes,
+                {"config": self.config_dict, "state_dict": weights, "seeds": [int(s) for s in p]},
+                fault if i == 0 else None,
+            )
+            for i, p in enumerate(parts)
+        ]
+
+    def evaluate(self, iteration: int, results: list[Any] | None) -> Evaluation:
+        """Combine the episode jobs' returns and lengths into ``eval/*`` metrics."""
+        results = results or []
+        returns = [r for res in results for r in res["returns"]]
+        lengths = [n for res in results for n in res["lengths"]]
+        return Evaluation(
+            {
+                "seconds": max(res["seconds"] for res in results),
+                "eval/return_mean": float(np.mean(returns)),
+                "eval/return_std": float(np.std(returns)),
+                "eval/return_min": float(np.min(returns)),
+                "eval/length_mean": float(np.mean(lengths)),
+                "eval/episodes": len(returns),
+            }
+        )
+
+    def video_job(self, iteration: int) -> FanoutJob | None:
+        """Render the current policy on the first evaluation seed."""
+        seed = eval_seeds(self.cfg.run.seed, 1)[0]
+        return FanoutJob(
+            "eval_video",
+            render_episode,
+            {"config": self.config_dict, "state_dict": self.policy_weights_ref(), "seed": seed},
+        )
+
+    @classmethod
+    def evaluate_checkpoint(
+        cls, store_uri: str, checkpoint: dict[str, Any], episodes: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """Deterministic episodes of the checkpoint's policy, split like in training.
+
+        Seeds are split into ``eval.num_tasks`` parts exactly as in training, so batch
+        shapes (and therefore float rounding) match the in-training evaluation.
+        """
+        config = checkpoint["config"]
+        config = {**config, "eval": {**config["eval"], "deterministic": True}}
+        seeds = eval_seeds(int(config["run"]["seed"]), episodes)
+        parts = np.array_split(seeds, min(int(config["eval"]["num_tasks"]), episodes))
+        weights = checkpoint["weights"]
+        results = [run_episodes(config, weights, [int(s) for s in part]) for part in parts]
+        returns = [r for res in results for r in res["returns"]]
+        metrics = {
+            "eval/return_mean": sum(returns) / len(returns),
+            "eval/return_min": min(returns),
+            "eval/return_max": max(returns),
+            "eval/episodes": len(returns),
+        }
+        headline = f"mean return {metrics['eval/return_mean']:.1f} over {len(returns)} episodes"
+        return metrics, [], headline
+
     # -- checkpoints ---------------------------------------------------------------------
     def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
         """Write every worker's state for ``step`` (not yet committed)."""
         start = time.perf_counter()
+        self.faults.arm("checkpoint", step - 1, self.actor[0])
         folder = step_dir_name(step)
         store = open_store(store_uri)
         refs = self.actor.call("save_checkpoint", store_uri, folder)
         env_states = self.env.call_sync("get_state")
-        rng_states = self.rollout.call_sync("get_rng_state")
+        rng_states = self.rollout_group.call_sync("get_rng_state")
         workers = {"env_states": env_states, "rollout_rng": rng_states}
         store.write_bytes(f"{folder}/workers.pt", object_to_bytes(wrap_bytes(workers)))
         ray.get(refs)
@@ -180,45 +261,50 @@ class TrainingRuntime:
         )
         rng = workers["rollout_rng"]
         ray.get(
-            [h.set_rng_state.remote(rng[i % len(rng)]) for i, h in enumerate(self.rollout.handles)]
+            [
+                h.set_rng_state.remote(rng[i % len(rng)])
+                for i, h in enumerate(self.rollout_group.handles)
+            ]
         )
 
     def _reseed(self, rank: int, step: int) -> int:
         return worker_seed(self.cfg.run.seed, "env", rank) * self.cfg.env.num_envs + 7919 * step
 
-    # -- recovery ------------------------------------------------------------------------
-    def repair(self, step: int) -> dict[str, list[int]]:
-        """Respawn dead workers.
+    # -- retries -------------------------------------------------------------------------
+    def _step_groups(self, step: str) -> list[WorkerGroup]:
+        return {"rollout": [self.env, self.rollout_group], "update": [self.actor]}[step]
 
-        Env workers are reseeded; rollout workers get weights at the next weight sync. A
-        dead trainer is respawned blank: the caller must reload the last checkpoint
-        (reported under ``actor``).
-        """
+    def snapshot(self, step: str) -> None:
+        """Env and sampling state before a rollout; trainer state before an update."""
+        for group in self._step_groups(step):
+            group.call_sync("snapshot")
+
+    def restore(self, step: str) -> None:
+        """Put back the state kept by :meth:`snapshot`."""
+        for group in self._step_groups(step):
+            group.call_sync("restore_snapshot")
+
+    # -- recovery ------------------------------------------------------------------------
+    def repair(self) -> dict[str, list[int]]:
+        """Respawn dead workers (blank: the caller restores a checkpoint)."""
         rebuilt: dict[str, list[int]] = {}
-        for group in (self.env, self.rollout, self.actor):
+        for group in self.groups:
             dead = group.dead_ranks()
             for rank in dead:
                 group.respawn(rank)
             if dead:
                 rebuilt[group.name] = dead
-        if "env" in rebuilt:
-            ray.get(
-                [
-                    self.env[r].set_state.remote(None, self._reseed(r, step) + 1)
-                    for r in rebuilt["env"]
-                ]
-            )
-        for group in (self.env, self.rollout, self.actor):
+        for group in self.groups:
             group.wait_started()
         return rebuilt
 
     def worker_pids(self) -> dict[str, list[int]]:
         """Process ids per group (for tests and debugging)."""
-        return {g.name: g.call_sync("ping") for g in (self.env, self.rollout, self.actor)}
+        return {g.name: g.call_sync("ping") for g in self.groups}
 
     def shutdown(self) -> None:
         """Stop all workers."""
-        for group in (self.env, self.rollout, self.actor):
+        for group in self.groups:
             group.shutdown()
 
 
