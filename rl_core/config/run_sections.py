@@ -70,11 +70,6 @@ class RunConfig(Section):
         "model <output_dir>/<its run name>/model becomes model.model_path, and it is run "
         "first when that model does not exist yet.",
     )
-    fail_at_iteration: int | None = Field(
-        None,
-        ge=0,
-        description="Testing aid: raise inside this iteration on the first attempt of the run.",
-    )
 
     @field_validator("checkpoint_uri")
     @classmethod

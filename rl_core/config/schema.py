@@ -316,7 +316,7 @@ class RLPipeConfig(Section):
                     f"actor.num_workers = {self.actor.num_workers}: the embodied MLP trainer is "
                     "single-process (data-parallel FSDP2 trainers are for reasoning models)"
                 )
-        else:
+        elif self.category == "reasoning":
             if adv == "gae":
                 raise ValueError(
                     "algorithm.adv_type = 'gae' is the per-env-step estimator; reasoning models "
