@@ -78,6 +78,56 @@ PRESETS: dict[str, tuple[str, list[str]]] = {
 }
 
 
+def env_fingerprint(obj: Any, depth: int = 0) -> Any:
+    """The state in a pickled env object, as comparable data.
+
+    Walks the object graph and keeps arrays, numbers, strings and RNG states; skips spaces
+    (their samplers are seeded from OS entropy on first use and never drive training) and
+    functions (the env constructors).
+    """
+    import numpy as np
+
+    if depth > 12 or callable(obj) and not hasattr(obj, "__dict__"):
+        return None
+    if isinstance(obj, np.random.Generator):
+        return obj.bit_generator.state
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (int, float, str, bool, bytes)) or obj is None:
+        return obj
+    if isinstance(obj, dict):
+        return {
+            str(k): env_fingerprint(v, depth + 1)
+            for k, v in obj.items()
+            if "space" not in str(k) and not callable(v)
+        }
+    if isinstance(obj, (list, tuple)):
+        return [env_fingerprint(v, depth + 1) for v in obj if not _is_function(v)]
+    if hasattr(obj, "__dict__"):
+        return {type(obj).__name__: env_fingerprint(vars(obj), depth + 1)}
+    return repr(obj)
+
+
+def _is_function(obj: Any) -> bool:
+    import types
+
+    return isinstance(obj, (types.FunctionType, types.MethodType))
+
+
+def _workers_state(data: bytes) -> Any:
+    """Env states (unpickled to their fingerprint) and rollout RNG states of workers.pt."""
+    import cloudpickle
+
+    from infra.checkpoint.serialize import unwrap_bytes
+
+    workers = unwrap_bytes(torch.load(io.BytesIO(data), weights_only=True))
+    envs = [
+        [env_fingerprint(cloudpickle.loads(s)) for s in worker] if worker else None
+        for worker in workers["env_states"]
+    ]
+    return {"env_states": envs, "rollout_rng": workers["rollout_rng"]}
+
+
 def final_state(run_dir: Path) -> dict[str, Any]:
     """Everything a continuation depends on, from the run's latest committed checkpoint."""
     ckpt = run_dir / "checkpoints"
@@ -91,6 +141,13 @@ def final_state(run_dir: Path) -> dict[str, Any]:
         rel = str(path.relative_to(folder))
         if path.suffix == ".safetensors":
             state[rel] = load_safetensors(path.read_bytes())
+        elif path.name == "workers.pt":
+            state[rel] = _workers_state(path.read_bytes())
+        elif path.name == "driver_rng.json":
+            # Python's global RNG is also drawn by Prefect internals (retry jitter); rlpipe's
+            # driver draws from none of the global RNGs, so only numpy/torch are compared.
+            rng = json.loads(path.read_bytes())
+            state[rel] = {"numpy": rng["numpy"], "torch": rng["torch"]}
         elif path.suffix == ".pt":
             state[rel] = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
         elif path.suffix in (".distcp", ".json") and path.name not in ("config.json",):
