@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
+from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.placement import PlacementError
@@ -83,7 +84,14 @@ def run_cli(
     try:
         with prefect_api(Path(cfg.run.output_dir)):
             summary = train_flow(preset=args.config, overrides=overrides)
-    except (CheckpointError, ConfigError, ExtensionError, PlacementError, WorkerStartError) as exc:
+    except (
+        CheckpointError,
+        ConfigError,
+        ExtensionError,
+        LeaseError,
+        PlacementError,
+        WorkerStartError,
+    ) as exc:
         print_error(exc)
         return 2
     _print_summary(summary)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra.checkpoint.lease import RunLease
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
 from infra.checkpoint.store import CheckpointError, open_store
@@ -94,6 +95,8 @@ class TrainSession:
         tags: Extra MLflow tags (e.g. the Prefect flow run id).
 
     Raises:
+        LeaseHeldError: Another process is training this run (raised before anything of
+            the run is read or written).
         CheckpointError: The checkpoint state conflicts with ``run.resume``, or the latest
             checkpoint is corrupt (raised before any worker starts).
     """
@@ -104,6 +107,17 @@ class TrainSession:
         self.output_dir = Path(cfg.run.output_dir).resolve()
         self.run_dir = self.output_dir / cfg.run.name
         self.store_uri = run_store_uri(self.output_dir, cfg.run.name, cfg.run.checkpoint_uri)
+        # one writer per run: taken before anything of the run is read or written
+        self.lease = RunLease(self.store_uri, cfg.run.name, cfg.run.lease_ttl_s).acquire()
+        try:
+            self._open(tags)
+        except BaseException:
+            self.lease.release()
+            raise
+
+    def _open(self, tags: dict[str, str] | None) -> None:
+        """Open the store, the MLflow run and the workers; resume (under the run lease)."""
+        cfg = self.cfg
         self.store = open_store(self.store_uri)
         self.manifest = self.store.latest()
         self._check_resume_policy()
@@ -182,6 +196,7 @@ class TrainSession:
     # -- checkpoints ---------------------------------------------------------------------
     def checkpoint(self) -> dict[str, Any]:
         """Save every worker's state and the counters, then commit (manifest last)."""
+        self.lease.check()  # never write the run after another process took it over
         step = self.state.iteration
         saved = self.runtime.save_checkpoint(self.store_uri, step)
         self.store.write_bytes(f"{saved['dir']}/driver_rng.json", json.dumps(_rng_state()).encode())
@@ -256,13 +271,16 @@ class TrainSession:
         return 0
 
     def close(self, status: str = "FINISHED") -> None:
-        """Finish the MLflow run and stop the workers."""
+        """Finish the MLflow run, stop the workers, release the run lease."""
         try:
             if self.tracker:
                 self.tracker.finish(status)
         finally:
-            self.runtime.shutdown()
-            _SESSIONS.pop(self.id, None)
+            try:
+                self.runtime.shutdown()
+                _SESSIONS.pop(self.id, None)
+            finally:
+                self.lease.release()
 
 
 def _rng_state() -> dict[str, Any]:

@@ -70,6 +70,13 @@ class RunConfig(Section):
         "model <output_dir>/<its run name>/model becomes model.model_path, and it is run "
         "first when that model does not exist yet.",
     )
+    lease_ttl_s: float = Field(
+        60.0,
+        ge=2,
+        le=86400,
+        description="Run lease: seconds without renewal after which a process on another "
+        "host may take a crashed run over (renewed every lease_ttl_s/4; docs/deployments.md).",
+    )
 
     @field_validator("checkpoint_uri")
     @classmethod
