@@ -19,6 +19,7 @@ that did not complete:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,6 +113,7 @@ class IterationGuard:
         if step in journal.completed:
             return journal.completed[step]
         runtime = self.session.runtime
+        prepared = time.perf_counter()
         if step in STATEFUL_STEPS:
             if step in journal.started:
                 runtime.restore(step)
@@ -119,8 +121,13 @@ class IterationGuard:
                 runtime.snapshot(step)
         elif step in journal.started:
             runtime.before_retry(step)
+        prepared = time.perf_counter() - prepared
         journal.started.add(step)
         self.session.faults.driver(step, journal.iteration)
         result = call()
+        if step in STATEFUL_STEPS and isinstance(result, dict):
+            # worker time spent keeping the step undoable counts as the step's compute
+            result["seconds"] = float(result.get("seconds", 0.0)) + prepared
+            result[f"time/snapshot_{step}"] = prepared
         journal.completed[step] = result
         return result
