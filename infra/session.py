@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra import ray_cluster
 from infra.checkpoint.lease import RunLease
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
@@ -128,6 +129,8 @@ class TrainSession:
         # Faults (RLPIPE_FAULTS) are injected into fresh runs only: a resumed run is the
         # recovery of a run that already met them.
         self.faults = FaultInjector.from_env(enabled=self.manifest is None)
+        # fan-out tasks run on Ray whatever the runtime (even one without worker groups)
+        ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
         self.runtime = make_runtime(cfg)
         self.runtime.faults = self.faults
         self.guard = IterationGuard(self, ITERATION_RETRIES)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from infra.reliability.faults import FaultInjector
-from rl_core.config import RLPipeConfig
+from rl_core.config import ConfigError, RLPipeConfig
 from rl_core.registry import Registry
 
 #: Steps of a training iteration, in order (``evaluate``/``checkpoint`` run when due).
@@ -171,16 +171,31 @@ class StepRuntime(ABC):
 CATEGORIES: Registry[type[StepRuntime]] = Registry("model category")
 
 
-def register_category(runtime: type[StepRuntime]) -> type[StepRuntime]:
-    """Register a runtime class for its ``category`` (usable as a class decorator)."""
-    CATEGORIES.register(runtime.category, runtime)
+def register_category(runtime: type[StepRuntime], force: bool = False) -> type[StepRuntime]:
+    """Register a runtime class for its ``category`` (usable as a class decorator).
+
+    Args:
+        runtime: The :class:`StepRuntime` subclass.
+        force: Replace a runtime already registered for that category.
+    """
+    CATEGORIES.register(runtime.category, runtime, force=force)
     return runtime
 
 
 def runtime_class(cfg: RLPipeConfig) -> type[StepRuntime]:
-    """The runtime class of ``cfg``'s model category."""
+    """The runtime class of ``cfg``'s model category.
+
+    Raises:
+        ConfigError: No runtime is registered for that category.
+    """
     from infra import runtimes  # noqa: F401 - registers the built-in categories
 
+    if cfg.category not in CATEGORIES:
+        raise ConfigError(
+            f"model.model_type = {cfg.model.model_type!r} has category {cfg.category!r}, which "
+            f"has no runtime; registered categories: {', '.join(CATEGORIES.names())} "
+            "(an extension module registers one with infra.step_runtime.register_category)"
+        )
     return CATEGORIES.get(cfg.category)
 
 

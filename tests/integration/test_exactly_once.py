@@ -44,6 +44,8 @@ def test_embodied_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, 
         train_env,
         "--presets=ppo_cartpole",
         "--cases=raise:update,raise:evaluate,kill:rollout,kill:checkpoint,hang:advantage",
+        "--steps=update",
+        "--driver-kill",  # the driver killed at the update step, then relaunched
     )
     assert [r["fault"] for r in rows] == [
         "raise:update@1",
@@ -51,6 +53,7 @@ def test_embodied_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, 
         "kill:rollout@1",
         "kill:checkpoint@1",
         "hang:advantage@1",
+        "kill_driver:update@1",
     ]
 
 
