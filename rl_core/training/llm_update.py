@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl_core.algorithms import aggregation_weights, get_policy_loss, kl_penalty
+from rl_core.algorithms import aggregation_weights, count_sequences, get_policy_loss, kl_penalty
 from rl_core.models.base_policy import BasePolicy
 
 FORWARD_KEYS = ("prompt_ids", "prompt_mask", "response_ids", "response_mask")
@@ -28,7 +28,13 @@ FORWARD_KEYS = ("prompt_ids", "prompt_mask", "response_ids", "response_mask")
 
 @dataclass(frozen=True)
 class MinibatchTotals:
-    """Size of one global minibatch (every rank's part of it)."""
+    """Size of one global minibatch (every rank's part of it).
+
+    Attributes:
+        tokens: Response tokens (sum of the response mask).
+        seqs: Responses with at least one token; fully masked rows do not count, as in the
+            seq-mean loss aggregations (:func:`~rl_core.algorithms.count_sequences`).
+    """
 
     tokens: float
     seqs: int
@@ -65,13 +71,16 @@ def rank_rows(num_rows: int, num_minibatches: int, world_size: int) -> list[list
 def minibatch_totals(
     shards: list[dict[str, torch.Tensor]], num_minibatches: int
 ) -> list[MinibatchTotals]:
-    """Global totals of minibatch ``k`` over the data-parallel shards (computed by the driver)."""
+    """Global totals of minibatch ``k`` over the data-parallel shards (computed by the driver).
+
+    Minibatch ``k`` is :func:`split_rows` part ``k`` of every shard (as in :func:`llm_update`),
+    so the totals count exactly the rows the ranks weight with them.
+    """
     totals = []
     for k in range(num_minibatches):
         parts = [split_rows(s, num_minibatches)[k]["response_mask"] for s in shards]
-        totals.append(
-            MinibatchTotals(float(sum(p.sum() for p in parts)), sum(p.shape[0] for p in parts))
-        )
+        tokens = float(sum(p.sum() for p in parts))
+        totals.append(MinibatchTotals(tokens, sum(count_sequences(p) for p in parts)))
     return totals
 
 
