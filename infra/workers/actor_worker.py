@@ -116,22 +116,24 @@ class ActorWorker(WorkerBase):
         return {"seconds": watch.elapsed(), "train/lr": lr, **metrics}
 
     def snapshot(self) -> None:
-        """Keep model, optimizer, sampling generator, version and batch (before an update)."""
+        """Keep model, optimizer, sampling generator, version, batch and skip streak."""
         self._snapshot = (
             copy.deepcopy(self.policy.state_dict()),
             copy.deepcopy(self.optimizer.state_dict()),
             self.generator.get_state(),
             self.version,
             self.batch,
+            self.guard.in_a_row,
         )
 
     def restore_snapshot(self) -> None:
         """Put back what :meth:`snapshot` kept (an update that failed midway is undone)."""
-        model, optimizer, generator, version, batch = self._snapshot
+        model, optimizer, generator, version, batch, skipped_in_a_row = self._snapshot
         self.policy.load_state_dict(model)
         self.optimizer.load_state_dict(copy.deepcopy(optimizer))
         self.generator.set_state(generator)
         self.version, self.batch = version, batch
+        self.guard.in_a_row = skipped_in_a_row
 
     def _require_batch(self) -> dict[str, Any]:
         if self.batch is None:

@@ -200,19 +200,21 @@ class LLMActorWorker(WorkerBase):
         return meta, payload
 
     def snapshot(self) -> None:
-        """Keep this rank's model and optimizer state and the version (before an update)."""
+        """Keep this rank's model and optimizer state, the version and the skip streak."""
         self._snapshot = (
             copy.deepcopy(self.policy.state_dict()),
             copy.deepcopy(self.optimizer.state_dict()),
             self.version,
+            self.guard.in_a_row,
         )
 
     def restore_snapshot(self) -> None:
         """Put back what :meth:`snapshot` kept (an update that failed midway is undone)."""
-        model, optimizer, version = self._snapshot
+        model, optimizer, version, skipped_in_a_row = self._snapshot
         self.policy.load_state_dict(model)
         self.optimizer.load_state_dict(copy.deepcopy(optimizer))
         self.version = version
+        self.guard.in_a_row = skipped_in_a_row
         self.sender.reset()
 
     def reset_sync(self) -> None:

@@ -274,3 +274,12 @@ def test_actor_worker_checkpoint_keeps_the_skip_streak(tmp_path):
     assert restored.guard.in_a_row == 2
     for name, value in worker.policy.state_dict().items():
         assert torch.equal(restored.policy.state_dict()[name], value)
+
+
+def test_actor_worker_snapshot_restores_the_skip_streak():
+    worker = actor_worker()
+    worker.guard.in_a_row = 1
+    worker.snapshot()
+    worker.guard.in_a_row = 2  # a retried update that skipped again before failing
+    worker.restore_snapshot()
+    assert worker.guard.in_a_row == 1
