@@ -33,6 +33,12 @@ from rl_core.training.llm_update import (
     sft_update,
     split_rows,
 )
+from rl_core.training.nonfinite import (
+    SkippedUpdateGuard,
+    any_rank,
+    nonfinite_tensors,
+    nonfinite_weights_message,
+)
 from rl_core.training.schedules import lr_at
 
 logger = logging.getLogger(__name__)
@@ -88,6 +94,7 @@ class LLMActorWorker(WorkerBase):
         self.device = _device()
         self.policy = get_model(self.cfg.model, None).to(self.device)
         self.optimizer: torch.optim.Optimizer | None = None
+        self.guard = SkippedUpdateGuard(self.cfg.actor.max_skipped_updates_in_a_row)
         self.version = 0
         rollout = self.cfg.rollout
         self.sender = WeightSender(
@@ -151,6 +158,8 @@ class LLMActorWorker(WorkerBase):
             self.world_size,
             self.cfg.rollout.temperature,
             self.cfg.algorithm.loss_agg_norm or self.cfg.rollout.max_new_tokens,
+            guard=self.guard,
+            iteration=iteration,
         )
         self.version += 1
         return {**metrics, "train/lr": lr / self.world_size, "seconds": watch.elapsed()}
@@ -191,19 +200,21 @@ class LLMActorWorker(WorkerBase):
         return meta, payload
 
     def snapshot(self) -> None:
-        """Keep this rank's model and optimizer state and the version (before an update)."""
+        """Keep this rank's model and optimizer state, the version and the skip streak."""
         self._snapshot = (
             copy.deepcopy(self.policy.state_dict()),
             copy.deepcopy(self.optimizer.state_dict()),
             self.version,
+            self.guard.in_a_row,
         )
 
     def restore_snapshot(self) -> None:
         """Put back what :meth:`snapshot` kept (an update that failed midway is undone)."""
-        model, optimizer, version = self._snapshot
+        model, optimizer, version, skipped_in_a_row = self._snapshot
         self.policy.load_state_dict(model)
         self.optimizer.load_state_dict(copy.deepcopy(optimizer))
         self.version = version
+        self.guard.in_a_row = skipped_in_a_row
         self.sender.reset()
 
     def reset_sync(self) -> None:
@@ -217,8 +228,16 @@ class LLMActorWorker(WorkerBase):
 
     @step_method
     def save_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
-        """Sharded model+optimizer (DCP) plus, on rank 0, the full weights (collective)."""
+        """Sharded model+optimizer (DCP) plus, on rank 0, the full weights (collective).
+
+        Raises:
+            CheckpointError: A weight shard of any rank holds inf or NaN (every rank raises,
+                nothing is written).
+        """
         watch = Stopwatch()
+        bad = nonfinite_tensors(self.policy.state_dict().items())
+        if any_rank(bool(bad), self.device, self.world_size):
+            raise CheckpointError(nonfinite_weights_message(bad, self.version))
         store = open_store(store_uri)
         local = store.local_path(f"{folder}/actor_dcp")
         if local is None:
@@ -227,9 +246,8 @@ class LLMActorWorker(WorkerBase):
         state = fsdp.full_state_dict(self.policy)
         if self.rank == 0:
             store.write_bytes(f"{folder}/actor_0/model.safetensors", tensors_to_bytes(state))
-            store.write_bytes(
-                f"{folder}/actor_0/trainer_state.pt", object_to_bytes({"version": self.version})
-            )
+            state = {"version": self.version, "skipped_updates_in_a_row": self.guard.in_a_row}
+            store.write_bytes(f"{folder}/actor_0/trainer_state.pt", object_to_bytes(state))
         return {"seconds": watch.elapsed()}
 
     def load_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
@@ -238,7 +256,9 @@ class LLMActorWorker(WorkerBase):
         local = store.local_path(f"{folder}/actor_dcp")
         fsdp.load_sharded(self.policy, self.optimizer, local)
         path = f"{folder}/actor_0/trainer_state.pt"
-        self.version = int(bytes_to_object(store.read_bytes(path), path)["version"])
+        state = bytes_to_object(store.read_bytes(path), path)
+        self.version = int(state["version"])
+        self.guard.in_a_row = int(state.get("skipped_updates_in_a_row", 0))
         self.sender.reset()
         return {"version": self.version}
 

@@ -11,6 +11,17 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from rl_core.config.limits import (
+    MAX_CPUS,
+    MAX_ENVS,
+    MAX_EPISODES,
+    MAX_EVAL_STEPS,
+    MAX_GROUP_SIZE,
+    MAX_ITERATIONS,
+    MAX_SAMPLE_ROWS,
+    MAX_VIDEO_FRAMES,
+    MAX_WORKERS,
+)
 from rl_core.config.placement import parse_component_placement
 from rl_core.config.sections import Section
 
@@ -42,12 +53,18 @@ class RunConfig(Section):
 
     name: str = Field("ppo-cartpole", min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     seed: int = Field(0, ge=0)
-    max_iterations: int = Field(100, ge=1)
+    max_iterations: int = Field(100, ge=1, le=MAX_ITERATIONS)
     checkpoint_interval: int = Field(
-        5, ge=0, description="Iterations between checkpoints; 0 = only at the end."
+        5,
+        ge=0,
+        le=MAX_ITERATIONS,
+        description="Iterations between checkpoints; 0 = only at the end.",
     )
     eval_interval: int = Field(
-        5, ge=0, description="Iterations between evaluations; 0 = never during training."
+        5,
+        ge=0,
+        le=MAX_ITERATIONS,
+        description="Iterations between evaluations; 0 = never during training.",
     )
     stop_at_eval_return: float | None = Field(
         None, description="Stop once an evaluation's mean return reaches this."
@@ -91,7 +108,7 @@ class ClusterConfig(Section):
         None, description="Ray address; None uses RAY_ADDRESS or starts a local cluster."
     )
     num_cpus: int | None = Field(
-        None, ge=1, description="CPUs of the local cluster (default: all)."
+        None, ge=1, le=MAX_CPUS, description="CPUs of the local cluster (default: all)."
     )
     component_placement: dict[str, str | int] = Field(
         default_factory=lambda: {"env,rollout,actor": "all"},
@@ -109,19 +126,28 @@ class ClusterConfig(Section):
 class EvalConfig(Section):
     """Evaluation episodes (deterministic actions by default)."""
 
-    num_episodes: int = Field(10, ge=1)
-    num_envs: int = Field(10, ge=1)
-    num_tasks: int = Field(1, ge=1, description="Parallel Ray tasks the episodes fan out to.")
+    num_episodes: int = Field(10, ge=1, le=MAX_EPISODES)
+    num_envs: int = Field(10, ge=1, le=MAX_ENVS)
+    num_tasks: int = Field(
+        1, ge=1, le=MAX_WORKERS, description="Parallel Ray tasks the episodes fan out to."
+    )
     deterministic: bool = True
-    max_steps: int = Field(100_000, ge=1, description="Safety cap on steps per evaluation.")
-    pass_k: int = Field(4, ge=1, description="Reasoning: samples per prompt for pass@k.")
+    max_steps: int = Field(
+        100_000, ge=1, le=MAX_EVAL_STEPS, description="Safety cap on steps per evaluation."
+    )
+    pass_k: int = Field(
+        4, ge=1, le=MAX_GROUP_SIZE, description="Reasoning: samples per prompt for pass@k."
+    )
     before_training: bool = Field(
         False,
         description="Evaluate the starting weights before the first iteration of a new run "
         "(logged at step 0), so the gain over a warm start shows in MLflow.",
     )
     sample_rows: int = Field(
-        16, ge=0, description="Reasoning: completions logged as an MLflow table per evaluation."
+        16,
+        ge=0,
+        le=MAX_SAMPLE_ROWS,
+        description="Reasoning: completions logged as an MLflow table per evaluation.",
     )
     video: bool = Field(
         True,
@@ -132,13 +158,16 @@ class EvalConfig(Section):
     video_interval: int = Field(
         0,
         ge=0,
+        le=MAX_ITERATIONS,
         description="Also record a video at the evaluations of iterations that are multiples "
         "of this (0 = final evaluation only).",
     )
     video_max_frames: int = Field(
-        125, ge=2, description="Most frames in a video (after frame skipping)."
+        125, ge=2, le=MAX_VIDEO_FRAMES, description="Most frames in a video (after frame skipping)."
     )
-    video_frame_skip: int = Field(4, ge=1, description="Keep every n-th rendered frame.")
+    video_frame_skip: int = Field(
+        4, ge=1, le=MAX_VIDEO_FRAMES, description="Keep every n-th rendered frame."
+    )
     video_scale: float = Field(
         0.5, gt=0.0, le=1.0, description="Frame size relative to the env's render size."
     )
@@ -156,6 +185,7 @@ class TrackingConfig(Section):
     log_checkpoint_interval: int = Field(
         0,
         ge=0,
+        le=MAX_ITERATIONS,
         description="Log a checkpoint as an artifact every N iterations (0 = only the final one).",
     )
     system_metrics: bool = Field(
