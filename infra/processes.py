@@ -1,4 +1,4 @@
-"""Helpers for the server processes rlpipe starts: ports, executables, process groups.
+"""Helpers for the processes rlpipe starts (servers, Ray workers): ports, executables, kills.
 
 Everything binds 127.0.0.1; processes are addressed by id, never by name.
 """
@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 
 
@@ -78,3 +79,43 @@ def session_pids(session_id: int) -> list[int]:
         if int(fields[3]) == session_id:  # field 6 of /proc/<pid>/stat: session id
             pids.append(int(entry.name))
     return pids
+
+
+def process_start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot; None where unknown.
+
+    Together with the pid it names one process: a pid reused later has another start time.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])  # field 22 of /proc/<pid>/stat: starttime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def kill_process(pid: int, start_time: int | None) -> bool:
+    """SIGKILL process ``pid`` if it is still the one that started at ``start_time``.
+
+    A pid whose start time differs (or cannot be read) is left alone: it may belong to
+    another process by now.
+
+    Returns:
+        Whether the signal was sent.
+    """
+    if start_time is None or process_start_time(pid) != start_time:
+        return False
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for process ``pid`` to exit; returns whether it did."""
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -76,6 +76,9 @@ FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
 #: The schema's model validators (cross-field rules), keyed by (model class, validator).
 CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
+    ("TimeoutsConfig", "_heartbeat_timeout_covers_interval"): (
+        "`timeouts.heartbeat_timeout_s` must be at least `timeouts.heartbeat_interval_s`."
+    ),
     ("RLPipeConfig", "_advantage_fits_model"): (
         "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer "
         "worker; reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "

@@ -111,6 +111,8 @@ def constraint_text(field: FieldInfo) -> list[str]:
             parts.append(f"length ≤ {meta.max_length}")
         elif getattr(meta, "pattern", None):
             parts.append(f"pattern `{meta.pattern}`")
+        elif getattr(meta, "allow_inf_nan", None) is False:
+            parts.append("finite")
     return parts
 
 

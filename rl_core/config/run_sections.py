@@ -1,15 +1,16 @@
 """Config sections about running a job rather than the learning problem.
 
-What and where (``run``), the Ray cluster (``cluster``), evaluation (``eval``) and MLflow
-(``tracking``). Part of the one schema (:mod:`rl_core.config.schema` assembles it).
+What and where (``run``), the Ray cluster (``cluster``), evaluation (``eval``), MLflow
+(``tracking``) and step deadlines and worker liveness (``timeouts``). Part of the one
+schema (:mod:`rl_core.config.schema` assembles it).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rl_core.config.limits import (
     MAX_CPUS,
@@ -229,3 +230,57 @@ class TrackingConfig(Section):
             if "/" in name or ":" in name:
                 raise ValueError("MLflow model names cannot contain '/' or ':'")
         return value
+
+
+#: A duration in seconds: positive and finite.
+Seconds = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+
+_ON_EXPIRY = (
+    ". On expiry the workers that have not answered are killed (SIGKILL) and the step fails "
+    "with StepTimeout; the iteration's retry respawns them."
+)
+
+
+class TimeoutsConfig(Section):
+    """Deadlines of pipeline steps and heartbeat liveness of workers (seconds)."""
+
+    weight_sync: Seconds = Field(
+        300.0, description="Deadline of a weight sync (trainer to rollout workers)" + _ON_EXPIRY
+    )
+    rollout: Seconds = Field(
+        1800.0, description="Deadline of a rollout (env interaction or generation)" + _ON_EXPIRY
+    )
+    reward: Seconds = Field(600.0, description="Deadline of reward scoring" + _ON_EXPIRY)
+    advantage: Seconds = Field(
+        300.0, description="Deadline of the advantage computation" + _ON_EXPIRY
+    )
+    update: Seconds = Field(1800.0, description="Deadline of a policy update" + _ON_EXPIRY)
+    evaluate: Seconds = Field(1800.0, description="Deadline of an evaluation" + _ON_EXPIRY)
+    checkpoint: Seconds = Field(
+        900.0, description="Deadline of saving or loading a checkpoint" + _ON_EXPIRY
+    )
+    worker_start: Seconds = Field(
+        600.0,
+        description="Time a worker may take to start (waiting for free CPUs included); on "
+        "expiry the run stops with WorkerStartError naming the group and rank.",
+    )
+    heartbeat_interval_s: Seconds = Field(
+        5.0,
+        description="While a step waits on its workers, how often it sends each busy worker a "
+        "heartbeat (answered on a control thread, also while the worker computes).",
+    )
+    heartbeat_timeout_s: Seconds = Field(
+        30.0,
+        description="A worker that does not answer a heartbeat within this is declared dead: "
+        "during a step it is killed and the step fails with StepTimeout; a repair respawns "
+        "it. A worker whose process died is reported at once. At least heartbeat_interval_s.",
+    )
+
+    @model_validator(mode="after")
+    def _heartbeat_timeout_covers_interval(self) -> TimeoutsConfig:
+        if self.heartbeat_timeout_s < self.heartbeat_interval_s:
+            raise ValueError(
+                f"timeouts.heartbeat_timeout_s ({self.heartbeat_timeout_s:g}) must be at least "
+                f"timeouts.heartbeat_interval_s ({self.heartbeat_interval_s:g})"
+            )
+        return self

@@ -2,7 +2,7 @@
 
 Defaults live in this module and the section modules it assembles (``run_sections``,
 ``llm_sections``). Sections follow RLinf's layout (``run``, ``cluster``, ``env``, ``model``,
-``rollout``, ``algorithm``, ``actor``, ``reward``, ``eval``, ``tracking``). Unknown keys are
+``rollout``, ``algorithm``, ``actor``, ``reward``, ``eval``, ``tracking``) plus ``timeouts``. Unknown keys are
 rejected, and names of pluggable parts (env/model/advantage/loss/reward types) are checked against their
 registries so a typo fails before any worker starts. Floats must be finite, counts and sizes
 have upper bounds (:mod:`rl_core.config.limits`) and the rollout batch must fit in memory.
@@ -37,7 +37,13 @@ from rl_core.config.limits import (
     MAX_WORKERS,
 )
 from rl_core.config.llm_sections import DataConfig, FSDPConfig, VLLMConfig
-from rl_core.config.run_sections import ClusterConfig, EvalConfig, RunConfig, TrackingConfig
+from rl_core.config.run_sections import (
+    ClusterConfig,
+    EvalConfig,
+    RunConfig,
+    TimeoutsConfig,
+    TrackingConfig,
+)
 from rl_core.config.sections import (
     Section,
     check_finite_tree,
@@ -348,6 +354,7 @@ class RLPipeConfig(Section):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
 
     @property
     def category(self) -> str:
