@@ -21,11 +21,14 @@ from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.placement import PlacementError
 from infra.prefect_api import ensure_prefect_api
+from infra.reliability.faults import RunAbortedByFault
+from infra.reliability.guard import RewindLimitError
 from infra.runtime_env import apply_base_env
 from infra.worker_group import WorkerStartError
 from rl_core.config import ConfigError, available_presets, load_config
 from rl_core.config.loader import DEFAULT_PRESET
 from rl_core.data import DataFileError
+from rl_core.training.nonfinite import SkippedUpdatesError
 
 console = Console(stderr=True)
 logger = logging.getLogger("rlpipe.cli")
@@ -94,6 +97,9 @@ def run_cli(
     ) as exc:
         print_error(exc)
         return 2
+    except (RewindLimitError, RunAbortedByFault, SkippedUpdatesError) as exc:
+        print_error(exc)  # the run failed; its last checkpoint is kept
+        return 1
     _print_summary(summary)
     return 0
 

@@ -14,10 +14,12 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 from prefect_ray import RayTaskRunner
+from ray.exceptions import RayTaskError
 
 from infra.reliability.faults import RunAbortedByFault
-from infra.reliability.guard import ITERATION_RETRIES
+from infra.reliability.guard import ITERATION_RETRIES, RewindLimitError
 from infra.session import get_session
+from rl_core.training.nonfinite import SkippedUpdatesError
 from tasks.advantage import advantage
 from tasks.checkpoint import checkpoint
 from tasks.evaluate import run_evaluation
@@ -39,6 +41,17 @@ STEPS = (
     "evaluate",
     "checkpoint",
 )
+
+
+#: Errors that end the run at once: a retry of the iteration would fail the same way (or,
+#: after a rewind was refused, continue from rebuilt blank workers).
+FATAL_ERRORS = (RunAbortedByFault, RewindLimitError, SkippedUpdatesError)
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The exception a Ray worker raised (instead of Ray's wrapper with its traceback)."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(exc, RayTaskError) and isinstance(cause, BaseException) else exc
 
 
 def _due(iteration: int, interval: int, last: bool) -> bool:
@@ -73,11 +86,11 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     body_started = time.perf_counter()
     session = get_session(session_id)
     guard = session.guard
-    rewound = guard.begin(iteration, flow_run.run_count or 1)
-    if rewound is not None:
-        return {"rewound_to": rewound, "steps": {}}
     steps: dict[str, dict[str, Any]] = {}
     try:
+        rewound = guard.begin(iteration, flow_run.run_count or 1)
+        if rewound is not None:
+            return {"rewound_to": rewound, "steps": {}}
         steps["weight_sync"] = guard.run("weight_sync", lambda: weight_sync(session_id, iteration))
         steps["rollout"] = guard.run("rollout", lambda: rollout(session_id, iteration))
         steps["reward"] = guard.run("reward", lambda: run_reward_step(session_id, iteration))
@@ -90,8 +103,8 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
             env_steps=steps["rollout"]["env_steps"],
             body_started=body_started,
         )
-    except RunAbortedByFault as exc:  # fails the train flow, not retried here
-        return {"aborted": str(exc), "steps": {}}
+    except FATAL_ERRORS as exc:  # retrying cannot help: the train flow fails with it
+        return {"fatal": root_cause(exc), "steps": {}}
 
 
 @flow(

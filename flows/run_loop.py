@@ -22,7 +22,6 @@ from flows.iteration import STEPS, baseline_evaluation_flow, iteration_flow
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from infra.extensions import load_extension_modules
 from infra.provenance import git_commit
-from infra.reliability.faults import RunAbortedByFault
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
 from rl_core.config import RLPipeConfig, load_config
@@ -146,8 +145,8 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
     while it < cfg.run.max_iterations and not session.state.solved:
         started = time.perf_counter()
         result = step_flow(session.id, it)
-        if "aborted" in result:
-            raise RunAbortedByFault(result["aborted"])
+        if "fatal" in result:
+            raise result["fatal"]
         if "rewound_to" in result:
             logger.warning(
                 "workers were rebuilt; replaying from iteration %d", result["rewound_to"]

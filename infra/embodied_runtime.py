@@ -17,6 +17,7 @@ import ray
 from infra import ray_cluster
 from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_bytes, wrap_bytes
 from infra.checkpoint.store import open_store, step_dir_name
+from infra.deadlines import Liveness, wait_for
 from infra.eval_video import render_episode
 from infra.evaluation import eval_seeds, run_episodes
 from infra.placement import plan_placement
@@ -51,6 +52,8 @@ class EmbodiedRuntime(StepRuntime):
             "actor": cfg.actor.num_workers,
         }
         self.placement = plan_placement(cfg.cluster.component_placement, sizes, cluster_cpus)
+        self.timeouts = cfg.timeouts
+        liveness = Liveness.from_config(cfg.timeouts)
         for name, plan in self.placement.items():
             logger.info("placement %s: %d worker(s) on %s", name, sizes[name], plan.mode)
         self.env = WorkerGroup(
@@ -59,8 +62,9 @@ class EmbodiedRuntime(StepRuntime):
             sizes["env"],
             self.placement["env"],
             lambda r: (self.config_dict, r, self.placement["env"].cpus),
+            liveness,
         )
-        self.env.wait_started()
+        self.env.wait_started(cfg.timeouts.worker_start)
         self.spaces = ray.get(self.env[0].spaces.remote())
         self.rollout_group = WorkerGroup(
             "rollout",
@@ -68,6 +72,7 @@ class EmbodiedRuntime(StepRuntime):
             sizes["rollout"],
             self.placement["rollout"],
             lambda r: (self.config_dict, r, self.placement["rollout"].cpus, self.spaces),
+            liveness,
         )
         self.actor = WorkerGroup(
             "actor",
@@ -75,13 +80,14 @@ class EmbodiedRuntime(StepRuntime):
             sizes["actor"],
             self.placement["actor"],
             lambda r: (self.config_dict, r, self.placement["actor"].cpus, self.spaces),
+            liveness,
         )
         self._warm = [
             _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
         ]
         # Wait for every worker to finish start-up (fails fast on config/extension errors).
         for group in (self.rollout_group, self.actor):
-            group.wait_started()
+            group.wait_started(cfg.timeouts.worker_start)
 
     @property
     def groups(self) -> list[WorkerGroup]:
@@ -93,11 +99,15 @@ class EmbodiedRuntime(StepRuntime):
         """Push the trainer's weights to every rollout worker."""
         start = time.perf_counter()
         self.faults.arm("weight_sync", iteration, self.actor[0])
-        out = ray.get(
-            self.actor[0].get_weight_buckets.remote(self.cfg.rollout.weight_sync_bucket_mb)
+        timeout = self.timeouts.weight_sync
+        (out,) = self.actor.get(
+            [self.actor[0].get_weight_buckets.remote(self.cfg.rollout.weight_sync_bucket_mb)],
+            timeout,
+            "weight_sync",
+            ranks=[0],
         )
-        versions = ray.get(
-            [h.load_weights.remote(out["refs"], out["version"]) for h in self.rollout_group.handles]
+        versions = self.rollout_group.call_within(
+            "weight_sync", timeout, "load_weights", out["refs"], out["version"]
         )
         return {
             "seconds": time.perf_counter() - start,
@@ -118,8 +128,14 @@ class EmbodiedRuntime(StepRuntime):
             for i, h in enumerate(self.env.handles)
         ]
         batch_refs = [p[0] for p in pairs]
-        stats = ray.get([p[1] for p in pairs])
-        ray.get([h.receive_batch.remote(*batch_refs) for h in self.actor.handles])
+        # an env worker waits on its rollout worker: a deadline kills both
+        owners = [
+            (self.env.owners([i])[0], self.rollout_group.owners([i % len(self.rollout_group)])[0])
+            for i in range(len(self.env))
+        ]
+        timeout = self.timeouts.rollout
+        stats = wait_for([p[1] for p in pairs], owners, timeout, "rollout", self.env.liveness)
+        self.actor.call_within("rollout", timeout, "receive_batch", *batch_refs)
         returns = [r for s in stats for r in s["episode_returns"]]
         lengths = [n for s in stats for n in s["episode_lengths"]]
         env_steps = sum(s["env_steps"] for s in stats)
@@ -139,21 +155,21 @@ class EmbodiedRuntime(StepRuntime):
     def reward(self, iteration: int, results: list[Any] | None = None) -> dict[str, Any]:
         """Apply the reward function on the trainer's batch (``results`` is unused)."""
         self.faults.arm("reward", iteration, self.actor[0])
-        return self._timed_actor_call("apply_reward")
+        return self._timed_actor_call("reward", "apply_reward")
 
     def advantage(self, iteration: int) -> dict[str, Any]:
         """Compute advantages and returns on the trainer."""
         self.faults.arm("advantage", iteration, self.actor[0])
-        return self._timed_actor_call("compute_advantages")
+        return self._timed_actor_call("advantage", "compute_advantages")
 
     def update(self, iteration: int) -> dict[str, Any]:
         """Update the policy on the trainer."""
         self.faults.arm("update", iteration, self.actor[0])
-        return self._timed_actor_call("update", iteration)
+        return self._timed_actor_call("update", "update", iteration)
 
-    def _timed_actor_call(self, method: str, *args: Any) -> dict[str, Any]:
+    def _timed_actor_call(self, step: str, method: str, *args: Any) -> dict[str, Any]:
         start = time.perf_counter()
-        results = self.actor.call_sync(method, *args)
+        results = self.actor.call_within(step, getattr(self.timeouts, step), method, *args)
         out = dict(results[0])
         out["seconds"] = time.perf_counter() - start
         return out
@@ -237,34 +253,42 @@ class EmbodiedRuntime(StepRuntime):
         self.faults.arm("checkpoint", step - 1, self.actor[0])
         folder = step_dir_name(step)
         store = open_store(store_uri)
+        timeout = self.timeouts.checkpoint
         refs = self.actor.call("save_checkpoint", store_uri, folder)
-        env_states = self.env.call_sync("get_state")
-        rng_states = self.rollout_group.call_sync("get_rng_state")
+        env_states = self.env.call_within("checkpoint", timeout, "get_state")
+        rng_states = self.rollout_group.call_within("checkpoint", timeout, "get_rng_state")
+        # the trainer's files first: it refuses non-finite weights, and then nothing else is
+        # written into the step folder
+        self.actor.get(refs, timeout, "checkpoint")
         workers = {"env_states": env_states, "rollout_rng": rng_states}
         store.write_bytes(f"{folder}/workers.pt", object_to_bytes(wrap_bytes(workers)))
-        ray.get(refs)
         return {"seconds": time.perf_counter() - start, "dir": folder}
 
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
         """Restore every worker from a committed checkpoint folder."""
         store = open_store(store_uri)
-        self.actor.call_sync("load_checkpoint", store_uri, folder)
+        timeout = self.timeouts.checkpoint
+        self.actor.call_within("checkpoint", timeout, "load_checkpoint", store_uri, folder)
         workers = bytes_to_object(store.read_bytes(f"{folder}/workers.pt"), f"{folder}/workers.pt")
         env_states = [unwrap_bytes(s) for s in workers["env_states"]]
-        ray.get(
+        self.env.get(
             [
                 h.set_state.remote(
                     env_states[i] if i < len(env_states) else None, self._reseed(i, step)
                 )
                 for i, h in enumerate(self.env.handles)
-            ]
+            ],
+            timeout,
+            "checkpoint",
         )
         rng = workers["rollout_rng"]
-        ray.get(
+        self.rollout_group.get(
             [
                 h.set_rng_state.remote(rng[i % len(rng)])
                 for i, h in enumerate(self.rollout_group.handles)
-            ]
+            ],
+            timeout,
+            "checkpoint",
         )
 
     def _reseed(self, rank: int, step: int) -> int:
@@ -277,12 +301,12 @@ class EmbodiedRuntime(StepRuntime):
     def snapshot(self, step: str) -> None:
         """Env and sampling state before a rollout; trainer state before an update."""
         for group in self._step_groups(step):
-            group.call_sync("snapshot")
+            group.call_within(step, getattr(self.timeouts, step), "snapshot")
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`."""
         for group in self._step_groups(step):
-            group.call_sync("restore_snapshot")
+            group.call_within(step, getattr(self.timeouts, step), "restore_snapshot")
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:
@@ -295,7 +319,7 @@ class EmbodiedRuntime(StepRuntime):
             if dead:
                 rebuilt[group.name] = dead
         for group in self.groups:
-            group.wait_started()
+            group.wait_started(self.timeouts.worker_start)
         return rebuilt
 
     def worker_pids(self) -> dict[str, list[int]]:

@@ -14,11 +14,11 @@ import time
 from typing import Any
 
 import numpy as np
-import ray
 import torch
 
 from infra import ray_cluster
 from infra.checkpoint.store import open_store, step_dir_name
+from infra.deadlines import Liveness
 from infra.llm.engines import check_rollout_engine
 from infra.llm.evaluation import evaluate_heldout
 from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk, sampling_params
@@ -72,12 +72,15 @@ class ReasoningRuntime(StepRuntime):
         self.eval_prompts = encode_prompts(held, cfg.data, self.tokenizer)
         self.sampler = PromptSampler(len(train), cfg.data.prompts_per_batch, seed=cfg.run.seed)
         world = cfg.actor.num_workers
+        self.timeouts = cfg.timeouts
+        liveness = Liveness.from_config(cfg.timeouts)
         self.actor = WorkerGroup(
             "actor",
             LLMActorWorker,
             world,
             plan["actor"],
             lambda r: (self.config_dict, r, plan["actor"].cpus, world),
+            liveness,
         )
         self.rollout_group = WorkerGroup(
             "rollout",
@@ -85,6 +88,7 @@ class ReasoningRuntime(StepRuntime):
             sizes["rollout"],
             plan["rollout"],
             lambda r: (self.config_dict, r, plan["rollout"].cpus),
+            liveness,
         )
         self.ref = (
             WorkerGroup(
@@ -93,12 +97,13 @@ class ReasoningRuntime(StepRuntime):
                 1,
                 plan["actor"],
                 lambda r: (self.config_dict, r, plan["actor"].cpus),
+                liveness,
             )
             if use_ref
             else None
         )
         for group in self.groups:
-            group.wait_started()
+            group.wait_started(cfg.timeouts.worker_start)
         self._setup_trainer()
         self.batch = ResponseBatch()
 
@@ -109,7 +114,7 @@ class ReasoningRuntime(StepRuntime):
 
     def _setup_trainer(self) -> None:
         port = free_port()
-        units = ray.get([h.setup.remote(port) for h in self.actor.handles])
+        units = self.actor.call_within("worker_start", self.timeouts.worker_start, "setup", port)
         logger.info("trainer: %d FSDP2 rank(s), %d sharded units each", len(units), units[0])
 
     # -- steps ---------------------------------------------------------------------------
@@ -126,9 +131,9 @@ class ReasoningRuntime(StepRuntime):
         self.faults.arm("weight_sync", iteration, self.actor[0])
         pairs = [h.sync_payload.options(num_returns=2).remote() for h in self.actor.handles]
         meta_ref, payload = pairs[0]
-        ray.get([p[0] for p in pairs[1:]])
-        versions = ray.get([h.load_weights.remote(payload) for h in self.rollout_group.handles])
-        meta = ray.get(meta_ref)
+        timeout = self.timeouts.weight_sync
+        meta = self.actor.get([p[0] for p in pairs], timeout, "weight_sync")[0]
+        versions = self.rollout_group.call_within("weight_sync", timeout, "load_weights", payload)
         return {
             "seconds": time.perf_counter() - start,
             "version": meta["version"],
@@ -142,16 +147,29 @@ class ReasoningRuntime(StepRuntime):
         return sampling_params(self.cfg.rollout, int(self.tokenizer.eos_token_id), greedy)
 
     def generate(
-        self, prompts: list[list[int]], sampling: dict[str, Any], seed: int
+        self,
+        prompts: list[list[int]],
+        sampling: dict[str, Any],
+        seed: int,
+        step: str = "rollout",
     ) -> tuple[dict[str, list], float]:
-        """Generate one response per prompt, the prompts split across rollout workers."""
+        """Generate one response per prompt, the prompts split across rollout workers.
+
+        Args:
+            prompts: Token ids of each prompt.
+            sampling: ``SamplingParams`` fields.
+            seed: Seed of this generation (each worker derives its own from it).
+            step: The step generating (its ``timeouts`` field is the deadline).
+        """
         parts = np.array_split(np.arange(len(prompts)), len(self.rollout_group))
+        ranks = [rank for rank, part in enumerate(parts) if len(part)]
         refs = [
-            h.generate.remote([prompts[i] for i in part], sampling, seed * 1009 + rank)
-            for rank, (h, part) in enumerate(zip(self.rollout_group.handles, parts, strict=True))
-            if len(part)
+            self.rollout_group[rank].generate.remote(
+                [prompts[i] for i in parts[rank]], sampling, seed * 1009 + rank
+            )
+            for rank in ranks
         ]
-        outs = ray.get(refs)
+        outs = self.rollout_group.get(refs, getattr(self.timeouts, step), step, ranks=ranks)
         merged = {
             k: [x for o in outs for x in o[k]] for k in ("response_ids", "logprobs", "finished")
         }
@@ -274,11 +292,13 @@ class ReasoningRuntime(StepRuntime):
             "response_ids": r_ids.numpy(),
             "response_mask": r_mask.numpy(),
         }
-        outs = ray.get(
+        outs = self.actor.get(
             [
                 h.compute_logprobs.remote(s)
                 for h, s in zip(self.actor.handles, self._shards(arrays), strict=True)
-            ]
+            ],
+            self.timeouts.advantage,
+            "advantage",
         )
         old = torch.tensor(np.concatenate([o["logprobs"] for o in outs]))
         values = (
@@ -295,7 +315,12 @@ class ReasoningRuntime(StepRuntime):
         metrics: dict[str, Any] = {}
         algo = self.cfg.algorithm
         if self.ref is not None:
-            ref = torch.tensor(ray.get(self.ref[0].compute_ref_logprobs.remote(arrays)))
+            (ref_lp,) = self.ref.get(
+                [self.ref[0].compute_ref_logprobs.remote(arrays)],
+                self.timeouts.advantage,
+                "advantage",
+            )
+            ref = torch.tensor(ref_lp)
             kl = kl_penalty(old, ref, algo.kl_estimator) * mask
             metrics["rollout/kl_to_ref"] = float(kl.sum() / mask.sum().clamp(min=1))
             arrays["ref_logprobs"] = ref.numpy()
@@ -345,11 +370,13 @@ class ReasoningRuntime(StepRuntime):
             [{k: torch.from_numpy(v) for k, v in s.items()} for s in shards],
             self.cfg.actor.num_minibatches,
         )
-        outs = ray.get(
+        outs = self.actor.get(
             [
                 h.update.remote(s, [(t.tokens, t.seqs) for t in totals], iteration)
                 for h, s in zip(self.actor.handles, shards, strict=True)
-            ]
+            ],
+            self.timeouts.update,
+            "update",
         )
         metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
         metrics["seconds"] = time.perf_counter() - start
@@ -394,11 +421,13 @@ class ReasoningRuntime(StepRuntime):
         }
         shards = np.array_split(np.arange(len(rows)), len(self.actor))
         totals = (float(r_mask.sum()), len(rows))
-        outs = ray.get(
+        outs = self.actor.get(
             [
                 h.sft_update.remote({k: v[part] for k, v in arrays.items()}, totals, iteration)
                 for h, part in zip(self.actor.handles, shards, strict=True)
-            ]
+            ],
+            self.timeouts.update,
+            "update",
         )
         metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
         metrics["samples"] = float(len(rows))
@@ -433,14 +462,18 @@ class ReasoningRuntime(StepRuntime):
         start = time.perf_counter()
         self.faults.arm("checkpoint", step - 1, self.actor[0])
         folder = step_dir_name(step)
-        self.actor.call_sync("save_checkpoint", store_uri, folder)
+        self.actor.call_within(
+            "checkpoint", self.timeouts.checkpoint, "save_checkpoint", store_uri, folder
+        )
         state = {"sampler": self.sampler.state_dict()}
         open_store(store_uri).write_bytes(f"{folder}/{STATE_FILE}", json.dumps(state).encode())
         return {"seconds": time.perf_counter() - start, "dir": folder}
 
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
         """Restore trainer shards, optimizer and data cursor; the next sync is a full one."""
-        self.actor.call_sync("load_checkpoint", store_uri, folder)
+        self.actor.call_within(
+            "checkpoint", self.timeouts.checkpoint, "load_checkpoint", store_uri, folder
+        )
         raw = open_store(store_uri).read_bytes(f"{folder}/{STATE_FILE}")
         self.sampler.load_state_dict(json.loads(raw)["sampler"])
         self.batch = ResponseBatch()
@@ -451,7 +484,7 @@ class ReasoningRuntime(StepRuntime):
         if step == "rollout":
             self._sampler_snapshot = self.sampler.state_dict()
         else:
-            self.actor.call_sync("snapshot")
+            self.actor.call_within(step, getattr(self.timeouts, step), "snapshot")
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`."""
@@ -459,12 +492,12 @@ class ReasoningRuntime(StepRuntime):
             self.sampler.load_state_dict(self._sampler_snapshot)
             self.batch = ResponseBatch()
         else:
-            self.actor.call_sync("restore_snapshot")
+            self.actor.call_within(step, getattr(self.timeouts, step), "restore_snapshot")
 
     def before_retry(self, step: str) -> None:
         """A retried weight sync sends full weights (a patch may have been half applied)."""
         if step == "weight_sync":
-            self.actor.call_sync("reset_sync")
+            self.actor.call_within(step, self.timeouts.weight_sync, "reset_sync")
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:
@@ -479,7 +512,7 @@ class ReasoningRuntime(StepRuntime):
                 group.respawn(rank)
             rebuilt[group.name] = ranks
         for group in self.groups:
-            group.wait_started()
+            group.wait_started(self.timeouts.worker_start)
         if "actor" in rebuilt:
             self._setup_trainer()
         return rebuilt

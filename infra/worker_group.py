@@ -103,6 +103,14 @@ class WorkerGroup:
         """Call ``method`` on every worker and wait for the results."""
         return ray.get(self.call(method, *args, **kwargs))
 
+    def call_within(self, step: str, timeout_s: float, method: str, *args: Any) -> list[Any]:
+        """Call ``method`` on every worker and wait for the results with a deadline.
+
+        Raises:
+            StepTimeout: See :meth:`get`.
+        """
+        return self.get(self.call(method, *args), timeout_s, step)
+
     def heartbeat(self, rank: int) -> ray.ObjectRef:
         """Ask worker ``rank`` for a heartbeat (answered even while a step runs)."""
         return self.handles[rank].heartbeat.options(concurrency_group=CONTROL_GROUP).remote()

@@ -31,6 +31,7 @@ def run_evaluation(session: Any, iteration: int) -> dict[str, Any]:
     """The evaluate step: fan-out jobs (if any), then the ``evaluate`` task."""
     started = time.perf_counter()
     jobs = session.runtime.evaluation_jobs(iteration)
-    metrics = evaluate(session.id, iteration, run_jobs(jobs, iteration))
+    results = run_jobs(jobs, iteration, session.cfg.timeouts.evaluate, "evaluate")
+    metrics = evaluate(session.id, iteration, results)
     metrics["wall_seconds"] = time.perf_counter() - started
     return metrics

@@ -8,15 +8,20 @@ one is retried at task level (a crashed Ray worker is also retried by Ray itself
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
+import ray
 from prefect import Task, task
 from prefect_ray.context import remote_options
 
+from infra.deadlines import StepTimeout
 from infra.reliability.faults import fire_once
 from infra.step_runtime import FanoutJob
 from tasks.options import STEP_OPTIONS
 
+logger = logging.getLogger(__name__)
 #: Attempts of a fan-out task after the first (the work is stateless).
 FANOUT_RETRIES = 2
 
@@ -51,15 +56,44 @@ def submit_jobs(jobs: list[FanoutJob], iteration: int) -> list[Any]:
         return [fanout_task(job.name).submit(job, iteration, i) for i, job in enumerate(jobs)]
 
 
-def run_jobs(jobs: list[FanoutJob], iteration: int, timeout_s: float | None = None) -> list[Any]:
+def run_jobs(
+    jobs: list[FanoutJob], iteration: int, timeout_s: float | None = None, step: str = "evaluate"
+) -> list[Any] | None:
     """Run ``jobs`` in parallel and return their results in order (None when no jobs).
 
     Args:
         jobs: The jobs.
         iteration: Iteration index (task run names).
-        timeout_s: Deadline for all of them together.
+        timeout_s: Deadline for all of them together (``timeouts.<step>``).
+        step: The step running them (named in a timeout).
+
+    Raises:
+        StepTimeout: The deadline passed; the jobs' Ray tasks were cancelled (their worker
+            processes killed).
     """
     if not jobs:
         return None
     futures = submit_jobs(jobs, iteration)
-    return [f.result(timeout=timeout_s) for f in futures]
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    results = []
+    for future in futures:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            results.append(future.result(timeout=remaining))
+        except TimeoutError:
+            for pending in futures:
+                _cancel(pending)
+            raise StepTimeout(
+                f"{step} exceeded its deadline of {timeout_s:g} s (timeouts.{step}); "
+                f"cancelled its {len(futures)} {jobs[0].name} task(s)",
+                step,
+                [],
+            ) from None
+    return results
+
+
+def _cancel(future: Any) -> None:
+    try:
+        ray.cancel(future.wrapped_future, force=True)
+    except Exception:  # noqa: BLE001 - already finished or gone
+        logger.debug("could not cancel %s", future, exc_info=True)

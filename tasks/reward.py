@@ -24,5 +24,7 @@ def reward(session_id: str, iteration: int, results: list[Any] | None = None) ->
 
 def run_reward_step(session_id: str, iteration: int) -> dict[str, Any]:
     """Run the runtime's scoring jobs (if any) as parallel tasks, then the reward task."""
-    jobs = get_session(session_id).runtime.reward_jobs(iteration)
-    return reward(session_id, iteration, run_jobs(jobs, iteration))
+    session = get_session(session_id)
+    jobs = session.runtime.reward_jobs(iteration)
+    results = run_jobs(jobs, iteration, session.cfg.timeouts.reward, "reward")
+    return reward(session_id, iteration, results)

@@ -31,7 +31,7 @@ def record_video(session: Any, iteration: int) -> dict[str, Any] | None:
     job = session.runtime.video_job(iteration)
     if job is None:
         return None
-    (result,) = run_jobs([job], iteration)
+    (result,) = run_jobs([job], iteration, session.cfg.timeouts.evaluate, "evaluate")
     gif = result.pop("gif")
     if gif is None:
         logger.info("no evaluation video for this env: %s", result["skipped"])
