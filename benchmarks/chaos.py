@@ -54,6 +54,7 @@ PRESETS: dict[str, tuple[str, list[str]]] = {
             "tracking.learning_curve=false",
             "tracking.registered_model_name=null",
             "tracking.system_metrics=false",
+            *(f"timeouts.{step}=30" for step in FAULT_STEPS),  # hangs end after 30 s
         ],
     ),
     "reasoning": (
@@ -73,6 +74,7 @@ PRESETS: dict[str, tuple[str, list[str]]] = {
             "tracking.learning_curve=false",
             "tracking.registered_model_name=null",
             "tracking.system_metrics=false",
+            *(f"timeouts.{step}=60" for step in FAULT_STEPS),  # hangs end after 60 s
         ],
     ),
 }
