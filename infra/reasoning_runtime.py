@@ -29,12 +29,13 @@ from infra.step_runtime import Evaluation, FanoutJob, StepRuntime
 from infra.worker_group import WorkerGroup
 from infra.workers.base import worker_seed
 from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker
-from rl_core.algorithms import get_advantage, informative_groups, kl_penalty, overlong_penalty
-from rl_core.algorithms.advantages import normalize_advantages
+from rl_core.algorithms import overlong_penalty
+from rl_core.algorithms.dapo import fill_with_informative_groups
 from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
 from rl_core.llm import pad_left, pad_right
 from rl_core.llm.prompting import encode_prompts, load_task_samples
+from rl_core.training.llm_advantage import compute_llm_advantages
 from rl_core.training.llm_update import minibatch_totals, rank_rows
 
 logger = logging.getLogger(__name__)
@@ -196,25 +197,17 @@ class ReasoningRuntime(StepRuntime):
         start = time.perf_counter()
         self.faults.arm("rollout", iteration, self.rollout_group[0])
         algo, k = self.cfg.algorithm, self.cfg.algorithm.group_size
-        target = self.cfg.data.prompts_per_batch * k
-        batch, spare = ResponseBatch(), ResponseBatch()
-        rounds = 0
-        while len(batch) < target:
-            fresh = self._sample_groups(rounds)
-            rounds += 1
-            if not algo.dynamic_sampling:
-                batch = fresh
-                break
-            scores = self._score_in_process(fresh)
-            keep = informative_groups(torch.tensor(scores), k).tolist()
-            for g, kept in enumerate(keep):
-                (batch if kept else spare).extend(fresh, list(range(g * k, (g + 1) * k)))
-            if rounds >= algo.max_num_gen_batches:
-                break
-        if len(batch) < target:  # bounded by max_num_gen_batches: top up with dropped groups
-            batch.extend(spare, list(range(target - len(batch))))
+        picks, rounds = fill_with_informative_groups(
+            self._sample_groups,
+            self._score_in_process,
+            k,
+            self.cfg.data.prompts_per_batch * k,
+            algo.dynamic_sampling,
+            algo.max_num_gen_batches,
+        )
         self.batch = ResponseBatch()
-        self.batch.extend(batch, list(range(target)))
+        for fresh, rows in picks:
+            self.batch.extend(fresh, rows)
         seconds = time.perf_counter() - start
         lengths = [len(r) for r in self.batch.response_ids]
         return {
@@ -306,14 +299,7 @@ class ReasoningRuntime(StepRuntime):
             if "values" in outs[0]
             else None
         )
-        mask = r_mask.float()
-        scores = torch.from_numpy(self.batch.scores)
-        token_rewards = torch.zeros_like(mask)
-        lengths = r_mask.sum(dim=1)
-        rows = torch.nonzero(lengths > 0).squeeze(-1)
-        token_rewards[rows, lengths[rows] - 1] = scores[rows]
-        metrics: dict[str, Any] = {}
-        algo = self.cfg.algorithm
+        ref = None
         if self.ref is not None:
             (ref_lp,) = self.ref.get(
                 [self.ref[0].compute_ref_logprobs.remote(arrays)],
@@ -321,40 +307,21 @@ class ReasoningRuntime(StepRuntime):
                 "advantage",
             )
             ref = torch.tensor(ref_lp)
-            kl = kl_penalty(old, ref, algo.kl_estimator) * mask
-            metrics["rollout/kl_to_ref"] = float(kl.sum() / mask.sum().clamp(min=1))
             arrays["ref_logprobs"] = ref.numpy()
-            if algo.kl_in_reward:
-                token_rewards = token_rewards - algo.kl_coef * kl
-        adv, ret = get_advantage(algo.adv_type)(
-            rewards=scores,
-            token_rewards=token_rewards,
-            response_mask=mask,
-            values=values,
-            group_size=algo.group_size,
-            gamma=algo.gamma,
-            gae_lambda=algo.gae_lambda,
-        )
-        if adv.dim() == 1:
-            adv, ret = adv[:, None] * mask, ret[:, None] * mask
-        if algo.normalize_advantages:
-            adv = normalize_advantages(adv, mask.bool())
+        scores = torch.from_numpy(self.batch.scores)
+        result = compute_llm_advantages(scores, r_mask, old, self.cfg.algorithm, values, ref)
         rollout_lp = pad_right_float(self.batch.rollout_logprobs, r_ids.shape[1])
-        arrays.update(old_logprobs=old.numpy(), advantages=adv.float().numpy())
+        arrays.update(old_logprobs=old.numpy(), advantages=result.advantages.float().numpy())
         if values is not None:
-            arrays.update(old_values=values.numpy(), returns=ret.float().numpy())
+            arrays.update(old_values=values.numpy(), returns=result.returns.float().numpy())
         self.batch.arrays = arrays
-        valid = mask.bool()
-        metrics.update(
-            {
-                "seconds": time.perf_counter() - start,
-                "train/advantage_mean": float(adv[valid].mean()) if valid.any() else 0.0,
-                "rollout/logprob_mismatch": float((old - rollout_lp)[valid].abs().mean())
-                if valid.any()
-                else 0.0,
-            }
-        )
-        return metrics
+        valid = r_mask.bool()
+        mismatch = float((old - rollout_lp)[valid].abs().mean()) if valid.any() else 0.0
+        return {
+            **result.metrics,
+            "seconds": time.perf_counter() - start,
+            "rollout/logprob_mismatch": mismatch,
+        }
 
     def update(self, iteration: int) -> dict[str, Any]:
         """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks."""

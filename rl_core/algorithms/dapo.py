@@ -8,7 +8,12 @@ Clip-higher is the asymmetric clip of the ``ppo`` loss (``clip_ratio_high`` >
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
 import torch
+
+T = TypeVar("T")
 
 
 def informative_groups(scores: torch.Tensor, group_size: int, tol: float = 1e-6) -> torch.Tensor:
@@ -62,3 +67,60 @@ def overlong_penalty(
     penalty = torch.clamp((expected - lengths) / buffer_length, max=0.0)
     penalty = torch.where(lengths > max_length, torch.full_like(penalty, -1.0), penalty)
     return penalty * penalty_factor
+
+
+def fill_with_informative_groups(
+    sample_round: Callable[[int], T],
+    score: Callable[[T], Sequence[float]],
+    group_size: int,
+    target: int,
+    dynamic: bool,
+    max_rounds: int,
+) -> tuple[list[tuple[T, list[int]]], int]:
+    """Sample rounds of groups until ``target`` rows are informative (DAPO dynamic sampling).
+
+    Without dynamic sampling one round is taken whole. With it, groups whose rewards are
+    all equal are set aside; after ``max_rounds`` rounds the batch is topped up with set-aside
+    rows in order, so it always has ``target`` rows when enough were sampled.
+
+    Args:
+        sample_round: ``round_index -> batch`` of ``group_size``-row groups.
+        score: Outcome rewards of a round's rows.
+        group_size: Rows per group.
+        target: Rows wanted.
+        dynamic: Keep only informative groups.
+        max_rounds: Most rounds to sample (dynamic sampling).
+
+    Returns:
+        ``(picks, rounds)``: ``picks`` lists ``(round batch, row indices)`` in the order the
+        rows make the batch (at most ``target`` rows in all); ``rounds`` sampled.
+    """
+    kept: list[tuple[T, list[int]]] = []
+    spare: list[tuple[T, list[int]]] = []
+    count, rounds = 0, 0
+    while count < target:
+        fresh = sample_round(rounds)
+        rounds += 1
+        if not dynamic:
+            kept, count = [(fresh, list(range(target)))], target
+            break
+        keep = informative_groups(torch.tensor(list(score(fresh))), group_size).tolist()
+        for g, informative in enumerate(keep):
+            rows = list(range(g * group_size, (g + 1) * group_size))
+            (kept if informative else spare).append((fresh, rows))
+            count += len(rows) if informative else 0
+        if rounds >= max_rounds:
+            break
+    for fresh, rows in spare:  # top up with set-aside groups, in order
+        if count >= target:
+            break
+        take = rows[: target - count]
+        kept.append((fresh, take))
+        count += len(take)
+    picks, total = [], 0
+    for fresh, rows in kept:  # trim to target rows
+        take = rows[: max(0, target - total)]
+        if take:
+            picks.append((fresh, take))
+            total += len(take)
+    return picks, rounds

@@ -1,0 +1,84 @@
+"""The advantage step of LLM training as one pure function.
+
+Outcome scores become token rewards on each response's last token; an optional KL penalty
+to the reference model is measured (and subtracted from the token rewards when
+``algorithm.kl_in_reward``); the configured estimator gives advantages (and returns), which
+are broadcast over tokens and optionally normalized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rl_core.algorithms import get_advantage, kl_penalty, normalize_advantages
+
+
+@dataclass
+class LLMAdvantages:
+    """Result of :func:`compute_llm_advantages`.
+
+    Attributes:
+        advantages: ``[B, T]`` per-token advantages (zero on padding).
+        returns: ``[B, T]`` value targets (critic estimators), else the estimator's returns.
+        metrics: ``rollout/kl_to_ref`` (with a reference model) and ``train/advantage_mean``.
+    """
+
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    metrics: dict[str, float]
+
+
+def outcome_token_rewards(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """``[B, T]`` rewards: each response's score on its last token (none for empty rows)."""
+    token_rewards = torch.zeros_like(response_mask, dtype=torch.float32)
+    lengths = response_mask.sum(dim=1).long()
+    rows = torch.nonzero(lengths > 0).squeeze(-1)
+    token_rewards[rows, lengths[rows] - 1] = scores[rows].float()
+    return token_rewards
+
+
+def compute_llm_advantages(
+    scores: torch.Tensor,
+    response_mask: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    algo: Any,
+    values: torch.Tensor | None = None,
+    ref_logprobs: torch.Tensor | None = None,
+) -> LLMAdvantages:
+    """Advantages of a batch of scored responses.
+
+    Args:
+        scores: ``[B]`` outcome rewards.
+        response_mask: ``[B, T]`` 1 on response tokens.
+        old_logprobs: ``[B, T]`` trainer log-probs of the responses.
+        algo: The ``algorithm`` config section.
+        values: ``[B, T]`` critic values (``token_gae``), else None.
+        ref_logprobs: ``[B, T]`` reference-model log-probs (KL), else None.
+    """
+    mask = response_mask.float()
+    token_rewards = outcome_token_rewards(scores, mask)
+    metrics: dict[str, float] = {}
+    if ref_logprobs is not None:
+        kl = kl_penalty(old_logprobs, ref_logprobs, algo.kl_estimator) * mask
+        metrics["rollout/kl_to_ref"] = float(kl.sum() / mask.sum().clamp(min=1))
+        if algo.kl_in_reward:
+            token_rewards = token_rewards - algo.kl_coef * kl
+    adv, ret = get_advantage(algo.adv_type)(
+        rewards=scores,
+        token_rewards=token_rewards,
+        response_mask=mask,
+        values=values,
+        group_size=algo.group_size,
+        gamma=algo.gamma,
+        gae_lambda=algo.gae_lambda,
+    )
+    if adv.dim() == 1:
+        adv, ret = adv[:, None] * mask, ret[:, None] * mask
+    if algo.normalize_advantages:
+        adv = normalize_advantages(adv, mask.bool())
+    valid = mask.bool()
+    metrics["train/advantage_mean"] = float(adv[valid].mean()) if valid.any() else 0.0
+    return LLMAdvantages(adv, ret, metrics)
