@@ -18,17 +18,18 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from prefect import flow
 from prefect import tags as prefect_tags
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
 from flows.iteration import STEPS, baseline_evaluation_flow, iteration_flow
+from flows.masked_flow import masked_flow, warn_if_secret_parameters
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from infra.extensions import load_extension_modules
 from infra.provenance import git_commit
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
+from infra.tracking.secrets import install_log_redaction, redacted_errors
 from rl_core.config import RLPipeConfig, load_config
 from tasks.learning_curve import learning_curve
 from tasks.register_model import register_model
@@ -55,7 +56,9 @@ def flow_run_namer(prefix: str) -> Callable[[], str]:
     return name
 
 
-@flow(name="train", flow_run_name=flow_run_namer("train"), persist_result=False, log_prints=False)
+@masked_flow(
+    name="train", flow_run_name=flow_run_namer("train"), persist_result=False, log_prints=False
+)
 def train(
     preset: str = "ppo_cartpole",
     overrides: list[str] | None = None,
@@ -71,7 +74,7 @@ def train(
     Returns:
         Summary: MLflow run id and tracking URI, checkpoint dir, final metrics.
     """
-    with train_session(preset, overrides, run_name) as session:
+    with redacted_errors(), train_session(preset, overrides, run_name) as session:
         return run_training(session, first_attempt=(flow_run.run_count or 1) <= 1)
 
 
@@ -84,7 +87,9 @@ def train_session(
     The MLflow run ends FINISHED when the block completes, FAILED when it raises.
     """
     apply_base_env()
+    install_log_redaction()
     load_extension_modules()  # deployments and scripts call the flows without the CLI
+    warn_if_secret_parameters({"preset": preset, "overrides": overrides, "run_name": run_name})
     extra = [f"run.name={run_name}"] if run_name else []
     cfg = prepare_model(load_config(preset, [*(overrides or []), *extra]))
     tags = {
