@@ -38,6 +38,12 @@ class MaskedParametersFlow(Flow):
         """Prefect's JSON form of ``parameters``, with secrets masked."""
         return mask_parameters(super().serialize_parameters(parameters))
 
+    def with_options(self, **options: Any) -> MaskedParametersFlow:
+        """Prefect's ``with_options`` (which builds a plain ``Flow``), keeping the masking."""
+        new_flow = super().with_options(**options)
+        new_flow.__class__ = MaskedParametersFlow
+        return new_flow
+
 
 def masked_flow(**options: Any) -> Callable[[Callable[..., Any]], MaskedParametersFlow]:
     """Like ``@prefect.flow(**options)``, making a :class:`MaskedParametersFlow`."""

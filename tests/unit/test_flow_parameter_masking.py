@@ -22,7 +22,7 @@ MASKED_OVERRIDES = [
 ]
 
 
-@pytest.mark.parametrize("flow", [train, sft])
+@pytest.mark.parametrize("flow", [train, sft, train.with_options(name="train-copy")])
 def test_train_and_sft_flows_mask_their_parameters(flow) -> None:
     parameters = {"preset": "ppo_cartpole", "overrides": SECRET_OVERRIDES, "run_name": "r"}
     serialized = flow.serialize_parameters(parameters)
