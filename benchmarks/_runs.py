@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 from flows.cli import prefect_api  # noqa: E402
 from flows.train import train  # noqa: E402
 from infra import ray_cluster  # noqa: E402
-from infra.runtime import TrainingRuntime  # noqa: E402
+from infra.embodied_runtime import EmbodiedRuntime  # noqa: E402
 from rl_core.config import load_config  # noqa: E402
 
 
@@ -26,7 +26,7 @@ def bare_loop(
     preset: str,
     overrides: list[str],
     iterations: int,
-    after_iteration: Callable[[TrainingRuntime, int], bool] | None = None,
+    after_iteration: Callable[[EmbodiedRuntime, int], bool] | None = None,
 ) -> list[float]:
     """Drive the same worker groups with a plain loop (no Prefect, no MLflow).
 
@@ -40,15 +40,15 @@ def bare_loop(
         Seconds per iteration (including ``after_iteration``).
     """
     cfg = load_config(preset, [*overrides, "tracking.enabled=false"])
-    runtime = TrainingRuntime(cfg)
+    runtime = EmbodiedRuntime(cfg)
     times = []
     try:
         for it in range(iterations):
             start = time.perf_counter()
-            runtime.weight_sync()
-            runtime.collect()
-            runtime.reward()
-            runtime.advantages()
+            runtime.weight_sync(it)
+            runtime.rollout(it)
+            runtime.reward(it)
+            runtime.advantage(it)
             runtime.update(it)
             stop = after_iteration(runtime, it) if after_iteration else False
             times.append(time.perf_counter() - start)

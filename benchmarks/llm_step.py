@@ -20,7 +20,6 @@ from _runs import flow_run_metrics  # noqa: I001 - sets up the path and env firs
 
 from flows.train import prepare_model
 from infra import ray_cluster
-from infra.llm.reward_scoring import score_chunk
 from infra.reasoning_runtime import ReasoningRuntime
 from rl_core.config import load_config
 
@@ -56,12 +55,12 @@ def bare(ovr: list[str], iterations: int) -> dict[str, list[float]]:
     try:
         for it in range(iterations):
             start = time.perf_counter()
-            t = {"weight_sync": runtime.weight_sync(), "rollout": runtime.collect()}
+            t = {"weight_sync": runtime.weight_sync(it), "rollout": runtime.rollout(it)}
             scoring = time.perf_counter()
-            jobs = runtime.reward_jobs()
-            t["reward"] = runtime.reward([score_chunk(j["reward_cfg"], j["chunk"]) for j in jobs])
+            jobs = runtime.reward_jobs(it)
+            t["reward"] = runtime.reward(it, [job.fn(**job.kwargs) for job in jobs])
             t["reward"]["seconds"] = time.perf_counter() - scoring  # scoring included
-            t["advantage"] = runtime.advantages()
+            t["advantage"] = runtime.advantage(it)
             t["update"] = runtime.update(it)
             series["iteration"].append(time.perf_counter() - start)
             for step in STEPS:

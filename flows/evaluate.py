@@ -18,19 +18,17 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import locate_checkpoint, read_config, read_policy_weights
 from infra.checkpoint.store import CheckpointError, step_dir_name
-from infra.evaluation import eval_seeds, run_episodes
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.runtime_env import apply_base_env
 from infra.session import resolve_tracking_uri
 from infra.tracking import MlflowTracker
-from rl_core.config import ConfigError, validate_config
+from rl_core.config import ConfigError, RLPipeConfig, validate_config
 
 logger = logging.getLogger("rlpipe.evaluate")
 
@@ -47,32 +45,14 @@ def load_checkpoint(store_uri: str, step: int | None) -> dict[str, Any]:
     }
 
 
-@task(name="play_episodes", cache_policy=NO_CACHE, persist_result=False)
-def play_episodes(config: dict[str, Any], weights: dict[str, Any], episodes: int) -> dict[str, Any]:
-    """Deterministic episodes on the run's fixed evaluation seeds.
+@task(name="evaluate_checkpoint", cache_policy=NO_CACHE, persist_result=False)
+def evaluate_checkpoint(
+    store_uri: str, ckpt: dict[str, Any], episodes: int, cfg: RLPipeConfig
+) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """Evaluate the checkpoint the way its model category does (metrics, rows, headline)."""
+    from infra.step_runtime import runtime_class
 
-    Seeds are split into ``eval.num_tasks`` parts exactly as in training, so batch shapes
-    (and therefore float rounding) match the in-training evaluation.
-    """
-    config = {**config, "eval": {**config["eval"], "deterministic": True}}
-    seeds = eval_seeds(int(config["run"]["seed"]), episodes)
-    parts = np.array_split(seeds, min(int(config["eval"]["num_tasks"]), episodes))
-    results = [run_episodes(config, weights, [int(s) for s in part]) for part in parts]
-    return {
-        "returns": [r for res in results for r in res["returns"]],
-        "lengths": [n for res in results for n in res["lengths"]],
-    }
-
-
-@task(name="heldout_accuracy", cache_policy=NO_CACHE, persist_result=False)
-def heldout_accuracy(store_uri: str, step: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Reasoning runs: greedy accuracy and pass@k on the run's held-out prompts."""
-    from infra.llm.checkpoint_eval import CheckpointEvaluator  # transformers: only here
-
-    evaluator = CheckpointEvaluator(locate_checkpoint(store_uri, step))
-    metrics, rows = evaluator.evaluate(step)
-    metrics.pop("seconds", None)
-    return metrics, rows
+    return runtime_class(cfg).evaluate_checkpoint(store_uri, ckpt, episodes)
 
 
 @flow(name="evaluate", flow_run_name="evaluate-{run_name}", persist_result=False)
@@ -98,21 +78,7 @@ def evaluate(
     store_uri = run_store_uri(output_dir, run_name, checkpoint_uri)
     ckpt = load_checkpoint(store_uri, step)
     cfg = validate_config(ckpt["config"], source=f"{store_uri} config.json")
-    rows: list[dict[str, Any]] = []
-    if cfg.category == "reasoning":
-        metrics, rows = heldout_accuracy(store_uri, ckpt["step"])
-        prompts = int(metrics["eval/prompts"])
-        headline = f"accuracy {metrics['eval/accuracy']:.1%} on {prompts} held-out prompts"
-    else:
-        result = play_episodes(ckpt["config"], ckpt["weights"], episodes)
-        returns = result["returns"]
-        metrics = {
-            "eval/return_mean": sum(returns) / len(returns),
-            "eval/return_min": min(returns),
-            "eval/return_max": max(returns),
-            "eval/episodes": len(returns),
-        }
-        headline = f"mean return {metrics['eval/return_mean']:.1f} over {len(returns)} episodes"
+    metrics, rows, headline = evaluate_checkpoint(store_uri, ckpt, episodes, cfg)
     summary: dict[str, Any] = {"run_name": run_name, "step": ckpt["step"], **metrics}
     if cfg.tracking.enabled:
         parent = ckpt["manifest"].get("mlflow_run_id")

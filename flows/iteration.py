@@ -1,4 +1,9 @@
-"""The iteration flow: one training iteration as a child flow run named ``iteration-<k>``."""
+"""The iteration flow: one training iteration as a child flow run named ``iteration-<k>``.
+
+Its steps run through the session's :class:`~infra.reliability.guard.IterationGuard`, so
+a retried iteration (a failed task, a hung or dead worker) resumes at the first step that
+did not complete and no step's effect is applied twice.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,12 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 from prefect_ray import RayTaskRunner
+from ray.exceptions import RayTaskError
 
-from infra.session import RunState, get_session
+from infra.reliability.faults import RunAbortedByFault
+from infra.reliability.guard import ITERATION_RETRIES, RewindLimitError
+from infra.session import get_session
+from rl_core.training.nonfinite import SkippedUpdatesError
 from tasks.advantage import advantage
 from tasks.checkpoint import checkpoint
 from tasks.evaluate import run_evaluation
@@ -21,6 +30,7 @@ from tasks.video import add_video, video_due
 from tasks.weight_sync import weight_sync
 
 logger = logging.getLogger("rlpipe.iteration")
+#: Step names whose worker seconds are reported as ``time/<step>``.
 STEPS = (
     "weight_sync",
     "rollout",
@@ -33,14 +43,25 @@ STEPS = (
 )
 
 
+#: Errors that end the run at once: a retry of the iteration would fail the same way (or,
+#: after a rewind was refused, continue from rebuilt blank workers).
+FATAL_ERRORS = (RunAbortedByFault, RewindLimitError, SkippedUpdatesError)
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The exception a Ray worker raised (instead of Ray's wrapper with its traceback)."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(exc, RayTaskError) and isinstance(cause, BaseException) else exc
+
+
 def _due(iteration: int, interval: int, last: bool) -> bool:
     return last or (interval > 0 and (iteration + 1) % interval == 0)
 
 
-#: Options of the child flows a train flow runs (a retry rebuilds dead workers first).
+#: Options of the child flows a train flow runs (a retry resumes at the failed step).
 CHILD_FLOW_OPTIONS: dict[str, Any] = {
     "persist_result": False,
-    "retries": 2,
+    "retries": ITERATION_RETRIES,
     "retry_delay_seconds": 0,
     "log_prints": False,
     "validate_parameters": False,
@@ -56,31 +77,34 @@ CHILD_FLOW_OPTIONS: dict[str, Any] = {
 def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     """Run weight_sync → rollout → reward → advantage → update → [evaluate] → [checkpoint].
 
-    On a retry (a worker died), dead workers are rebuilt first; if the trainer died the
-    run rewinds to its last checkpoint and the flow returns ``{"rewound_to": step}``.
+    On a retry, completed steps are skipped; if a worker holding state died, the run
+    rewinds to its last checkpoint and the flow returns ``{"rewound_to": step}``.
 
     Returns:
         ``{"steps": {step: result}, ...}`` with each step's metrics and worker seconds.
     """
     body_started = time.perf_counter()
     session = get_session(session_id)
-    if (flow_run.run_count or 1) > 1:
-        rewound = _repair(session, iteration)
+    guard = session.guard
+    steps: dict[str, dict[str, Any]] = {}
+    try:
+        rewound = guard.begin(iteration, flow_run.run_count or 1)
         if rewound is not None:
             return {"rewound_to": rewound, "steps": {}}
-    steps: dict[str, dict[str, Any]] = {}
-    steps["weight_sync"] = weight_sync(session_id, iteration)
-    steps["rollout"] = rollout(session_id, iteration)
-    steps["reward"] = run_reward_step(session_id, iteration)
-    steps["advantage"] = advantage(session_id, iteration)
-    steps["update"] = update(session_id, iteration)
-    return finish_iteration(
-        session,
-        iteration,
-        steps,
-        env_steps=steps["rollout"]["env_steps"],
-        body_started=body_started,
-    )
+        steps["weight_sync"] = guard.run("weight_sync", lambda: weight_sync(session_id, iteration))
+        steps["rollout"] = guard.run("rollout", lambda: rollout(session_id, iteration))
+        steps["reward"] = guard.run("reward", lambda: run_reward_step(session_id, iteration))
+        steps["advantage"] = guard.run("advantage", lambda: advantage(session_id, iteration))
+        steps["update"] = guard.run("update", lambda: update(session_id, iteration))
+        return finish_iteration(
+            session,
+            iteration,
+            steps,
+            env_steps=steps["rollout"]["env_steps"],
+            body_started=body_started,
+        )
+    except FATAL_ERRORS as exc:  # retrying cannot help: the train flow fails with it
+        return {"fatal": root_cause(exc), "steps": {}}
 
 
 @flow(
@@ -108,44 +132,39 @@ def finish_iteration(
     env_steps: int,
     body_started: float,
 ) -> dict[str, Any]:
-    """Count the iteration, evaluate and checkpoint when due; the iteration flows' result."""
-    cfg = session.cfg
+    """Count the iteration (once), evaluate and checkpoint when due; the flow's result."""
+    cfg, guard = session.cfg, session.guard
     last = iteration + 1 >= cfg.run.max_iterations
-    state = session.state
-    state.iteration = iteration + 1
-    state.env_steps += int(env_steps)
+    guard.run("count", lambda: _count(session.state, iteration, env_steps))
     if _due(iteration, cfg.run.eval_interval, last):
-        steps["evaluate"] = run_evaluation(session, iteration)
-        ret = steps["evaluate"]["eval/return_mean"]
-        state.last_eval_return = ret
-        state.best_eval_return = (
-            ret if state.best_eval_return is None else max(ret, state.best_eval_return)
-        )
-        target = cfg.run.stop_at_eval_return
-        state.solved = target is not None and ret >= target
-        if video_due(cfg, iteration, final=last or state.solved):
-            add_video(session, iteration, steps["evaluate"])
-    if _due(iteration, cfg.run.checkpoint_interval, last) or state.solved:
-        steps["checkpoint"] = checkpoint(session.id, iteration)
+        steps["evaluate"] = guard.run("evaluate", lambda: _evaluate(session, iteration, last))
+    if _due(iteration, cfg.run.checkpoint_interval, last) or session.state.solved:
+        steps["checkpoint"] = guard.run("checkpoint", lambda: checkpoint(session.id, iteration))
     return {
         "steps": steps,
-        "solved": state.solved,
+        "solved": session.state.solved,
         "body_started": body_started,
         "body_ended": time.perf_counter(),
     }
 
 
-def _repair(session: Any, iteration: int) -> int | None:
-    """Rebuild dead workers; returns the step rewound to if the trainer had to be reloaded."""
-    rebuilt = session.runtime.repair(iteration)
-    if rebuilt:
-        logger.warning("iteration %d: rebuilt dead workers %s", iteration, rebuilt)
-        session.write_worker_pids()
-    if "actor" not in rebuilt:
-        return None
-    manifest = session.store.latest()
-    if manifest is None:
-        session.state = RunState()  # no checkpoint yet: start over from the initial weights
-        return 0
-    session.restore(manifest)
-    return int(manifest["step"])
+def _count(state: Any, iteration: int, env_steps: int) -> dict[str, Any]:
+    state.iteration = iteration + 1
+    state.env_steps += int(env_steps)
+    return {"iteration": state.iteration, "env_steps": state.env_steps}
+
+
+def _evaluate(session: Any, iteration: int, last: bool) -> dict[str, Any]:
+    """The evaluate step, its effect on the run's counters, and the video when due."""
+    result = run_evaluation(session, iteration)
+    state, cfg = session.state, session.cfg
+    ret = result["eval/return_mean"]
+    state.last_eval_return = ret
+    state.best_eval_return = (
+        ret if state.best_eval_return is None else max(ret, state.best_eval_return)
+    )
+    target = cfg.run.stop_at_eval_return
+    state.solved = target is not None and ret >= target
+    if video_due(cfg, iteration, final=last or state.solved):
+        add_video(session, iteration, result)
+    return result

@@ -25,7 +25,7 @@ from prefect_ray import RayTaskRunner
 
 from flows.iteration import finish_iteration
 from flows.masked_flow import masked_flow
-from flows.train import flow_run_namer, run_training, train_session
+from flows.run_loop import flow_run_namer, run_training, train_session
 from infra.session import get_session
 from infra.tracking.secrets import redacted_errors
 from tasks.sft import export_model, sft_update
@@ -45,7 +45,10 @@ def sft_iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     """One supervised step, then evaluation and checkpoint when due."""
     body_started = time.perf_counter()
     session = get_session(session_id)
-    steps = {"sft_update": sft_update(session_id, iteration)}
+    session.guard.begin(iteration, 1)
+    steps = {
+        "sft_update": session.guard.run("sft_update", lambda: sft_update(session_id, iteration))
+    }
     return finish_iteration(
         session, iteration, steps, steps["sft_update"]["env_steps"], body_started
     )

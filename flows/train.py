@@ -9,51 +9,21 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from prefect import tags as prefect_tags
 from prefect.runtime import flow_run
-from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-from flows.iteration import STEPS, baseline_evaluation_flow, iteration_flow
-from flows.masked_flow import masked_flow, warn_if_secret_parameters
-from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
-from infra.extensions import load_extension_modules
-from infra.provenance import git_commit
-from infra.runtime_env import apply_base_env
-from infra.session import STOP_REQUESTED, TrainSession
-from infra.tracking.secrets import install_log_redaction, redacted_errors
+from flows.masked_flow import masked_flow
+from flows.run_loop import flow_run_namer, prepare_model_files, run_training, train_session
+from flows.sft import sft
+from infra.tracking.secrets import redacted_errors
 from rl_core.config import RLPipeConfig, load_config
-from tasks.learning_curve import learning_curve
-from tasks.register_model import register_model
 
 logger = logging.getLogger("rlpipe.train")
-
-
-def flow_run_namer(prefix: str) -> Callable[[], str]:
-    """A flow-run namer: ``<prefix>-<run name>`` from the flow run's parameters.
-
-    The run name is the ``run_name`` parameter, a ``run.name=`` override, else the preset's
-    file stem.
-    """
-
-    def name() -> str:
-        params = flow_run.parameters or {}
-        run_name = params.get("run_name")
-        for override in params.get("overrides") or []:
-            if override.startswith("run.name="):
-                run_name = override.split("=", 1)[1]
-        preset = params.get("preset")
-        return f"{prefix}-{run_name or (Path(preset).stem if preset else 'default')}"
-
-    return name
 
 
 @masked_flow(
@@ -74,240 +44,29 @@ def train(
     Returns:
         Summary: MLflow run id and tracking URI, checkpoint dir, final metrics.
     """
-    with redacted_errors(), train_session(preset, overrides, run_name) as session:
+    with (
+        redacted_errors(),
+        train_session(preset, overrides, run_name, prepare=prepare_model) as session,
+    ):
         return run_training(session, first_attempt=(flow_run.run_count or 1) <= 1)
-
-
-@contextmanager
-def train_session(
-    preset: str, overrides: list[str] | None, run_name: str | None
-) -> Iterator[TrainSession]:
-    """Load the config, open the session (workers, MLflow run, resume); close it at the end.
-
-    The MLflow run ends FINISHED when the block completes, FAILED when it raises.
-    """
-    apply_base_env()
-    install_log_redaction()
-    load_extension_modules()  # deployments and scripts call the flows without the CLI
-    warn_if_secret_parameters({"preset": preset, "overrides": overrides, "run_name": run_name})
-    extra = [f"run.name={run_name}"] if run_name else []
-    cfg = prepare_model(load_config(preset, [*(overrides or []), *extra]))
-    tags = {
-        "prefect.flow_run_id": str(flow_run.id or ""),
-        "prefect.flow_run_url": str(flow_run.ui_url or ""),
-        "rlpipe.git_commit": git_commit() or "unknown",
-    }
-    ui_tags = run_tags(cfg)
-    tag_flow_run(ui_tags)
-    session = TrainSession(cfg, tags=tags)
-    if session.tracker and cfg.tracking.system_metrics:  # stopped by session.close
-        session.tracker.start_system_metrics(cfg.tracking.system_metrics_interval)
-    status = "FAILED"
-    try:
-        with prefect_tags(*ui_tags):  # child flows and task runs carry them too
-            yield session
-        status = "FINISHED"
-    finally:
-        closing = time.perf_counter()
-        session.close(status)
-        logger.debug("session closed in %.1fs", time.perf_counter() - closing)
 
 
 def prepare_model(cfg: RLPipeConfig) -> RLPipeConfig:
     """Make sure the model directory exists before any worker starts.
 
     ``run.warm_start`` runs that SFT preset first (as a child flow) unless its exported model
-    exists, and points ``model.model_path`` at it; ``model.tiny_init`` creates the tiny test
-    model at ``model.model_path`` if it is missing.
+    exists, and points ``model.model_path`` at it; then :func:`prepare_model_files`.
     """
     if cfg.run.warm_start:
         sft_overrides = [f"run.output_dir={cfg.run.output_dir}", f"run.seed={cfg.run.seed}"]
         sft_cfg = load_config(cfg.run.warm_start, sft_overrides)
         model_dir = Path(cfg.run.output_dir) / sft_cfg.run.name / "model"
         if not (model_dir / "config.json").is_file():
-            from flows.sft import sft
-
             logger.info("warm start: running %s first (%s)", cfg.run.warm_start, model_dir)
             sft(preset=cfg.run.warm_start, overrides=sft_overrides)
         model = cfg.model.model_copy(update={"model_path": str(model_dir.resolve())})
         cfg = cfg.model_copy(update={"model": model})
-    if cfg.model.model_path and not Path(cfg.model.model_path).is_absolute():
-        # workers may run elsewhere than the driver's working directory
-        model = cfg.model.model_copy(
-            update={"model_path": str(Path(cfg.model.model_path).resolve())}
-        )
-        cfg = cfg.model_copy(update={"model": model})
-    if cfg.model.tiny_init and cfg.model.model_path:
-        if not (Path(cfg.model.model_path) / "config.json").is_file():
-            from rl_core.models.tiny_lm import create_tiny_lm
-
-            logger.info("creating the tiny test model at %s", cfg.model.model_path)
-            create_tiny_lm(cfg.model.model_path, seed=cfg.run.seed)
-    return cfg
-
-
-def run_training(
-    session: TrainSession, first_attempt: bool = True, step_flow: Any = None
-) -> dict[str, Any]:
-    """The loop of iteration flows, with timing, MLflow logging and progress lines.
-
-    Args:
-        session: The open training session.
-        first_attempt: False on a flow retry (the testing aid ``fail_at_iteration`` is off).
-        step_flow: The per-iteration child flow (default: the RL iteration flow).
-    """
-    cfg = session.cfg
-    if session.resumed_from is not None:
-        logger.info("continuing %s from iteration %d", cfg.run.name, session.resumed_from)
-    # Child flows get no heartbeat thread: joining it costs up to 1 s per iteration (it
-    # sleeps in 1 s steps) and a 1 s flow needs no liveness pings; the train flow keeps its.
-    with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        result = _iterate(session, first_attempt, step_flow or iteration_flow)
-    result.update(finish_tracking(session))
-    publish_summary(cfg, result, session.tracker.experiment_id if session.tracker else None)
-    return result
-
-
-def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict[str, Any]:
-    cfg = session.cfg
-    it = session.state.iteration
-    progress = ProgressArtifact(cfg.run.name, cfg.run.max_iterations)
-    progress.update(it)
-    if cfg.eval.before_training and it == 0 and session.state.initial_eval_return is None:
-        _evaluate_before_training(session)
-    while it < cfg.run.max_iterations and not session.state.solved:
-        if first_attempt and cfg.run.fail_at_iteration == it and session.resumed_from is None:
-            raise RuntimeError(f"run.fail_at_iteration={it}: failing on purpose (testing aid)")
-        started = time.perf_counter()
-        result = step_flow(session.id, it)
-        if "rewound_to" in result:
-            logger.warning(
-                "trainer was rebuilt; continuing from iteration %d", result["rewound_to"]
-            )
-            it = result["rewound_to"]
-            continue
-        state = session.state  # a rewind replaces it
-        metrics = step_metrics(result["steps"], state.env_steps)
-        if session.tracker:  # asynchronous: queued for MLflow's logging thread
-            session.tracker.log_metrics(metrics, step=it)
-        progress.update(state.iteration)  # (counted as orchestration)
-        timing = timing_metrics(result, started, time.perf_counter(), metrics["time/compute"])
-        if session.tracker:
-            session.tracker.log_metrics(timing, step=it)
-        log_progress(cfg.run.max_iterations, it, {**metrics, **timing})
-        if STOP_REQUESTED.is_set():
-            if session.manifest is None or session.manifest["step"] != state.iteration:
-                session.checkpoint()
-            logger.warning(
-                "stopped on request after iteration %d; rerun the same command to resume",
-                state.iteration,
-            )
-            break
-        it += 1
-    state = session.state
-    return {
-        "run_name": cfg.run.name,
-        "iterations": state.iteration,
-        "env_steps": state.env_steps,
-        "solved": state.solved,
-        "last_eval_return": state.last_eval_return,
-        "best_eval_return": state.best_eval_return,
-        "initial_eval_return": state.initial_eval_return,
-        "resumed_from": session.resumed_from,
-        "mlflow_run_id": session.tracker.run_id if session.tracker else None,
-        "tracking_uri": session.tracker.tracking_uri if session.tracker else None,
-        "checkpoint_dir": session.store_uri,
-    }
-
-
-def finish_tracking(session: TrainSession) -> dict[str, Any]:
-    """End-of-run MLflow content: the learning-curve plot and the model registration.
-
-    A run stopped on request (it will resume) is plotted but not registered.
-    """
-    if session.tracker is None:
-        return {}
-    run_name = session.cfg.run.name
-    plotted = learning_curve(session.id, run_name)
-    if plotted:
-        logger.info("learning curve %s (%.1fs)", plotted["artifact"], plotted["seconds"])
-    if STOP_REQUESTED.is_set():
-        return {}
-    registered = register_model(session.id, run_name)
-    if "registered_model" not in registered:
-        return {}
-    logger.info(
-        "registered %s (aliases %s, %.1fs)",
-        registered["registered_model"],
-        ", ".join(registered["aliases"]),
-        registered["seconds"],
-    )
-    return {"registered_model": registered["registered_model"]}
-
-
-def _evaluate_before_training(session: TrainSession) -> None:
-    """Evaluate the starting weights; ``eval/*`` metrics go to MLflow at step 0."""
-    result = baseline_evaluation_flow(session.id)
-    metrics = {k: float(v) for k, v in result.items() if k.startswith("eval/")}
-    if session.tracker:
-        session.tracker.log_metrics(metrics, step=0)
-    shown = metrics.get("eval/accuracy", metrics["eval/return_mean"])
-    logger.info("before training | eval %.3f", shown)
-
-
-def step_metrics(steps: dict[str, dict[str, Any]], env_steps: int) -> dict[str, float]:
-    """Flatten step results into metrics, with ``time/<step>`` worker seconds."""
-    metrics: dict[str, float] = {}
-    compute = 0.0
-    for name in STEPS:
-        if name not in steps:
-            continue
-        seconds = float(steps[name]["seconds"])
-        metrics[f"time/{name}"] = seconds
-        compute += seconds
-        for key, value in steps[name].items():
-            if "/" in key and isinstance(value, (int, float)) and not isinstance(value, bool):
-                metrics[key] = float(value)
-    metrics["time/compute"] = compute
-    metrics["env/total_steps"] = float(env_steps)
-    return metrics
-
-
-def timing_metrics(
-    result: dict[str, Any], started: float, ended: float, compute: float
-) -> dict[str, float]:
-    """Iteration wall time and where its orchestration went.
-
-    ``time/orchestration`` is everything but worker compute: the child flow's start (API
-    calls) and end, the task engine between steps, and queuing the MLflow metrics.
-    """
-    wall = ended - started
-    orchestration = max(0.0, wall - compute)
-    return {
-        "time/iteration": wall,
-        "time/orchestration": orchestration,
-        "time/orchestration_ratio": orchestration / max(wall, 1e-9),
-        "time/orch_flow_start": result["body_started"] - started,
-        "time/orch_tasks": result["body_ended"] - result["body_started"] - compute,
-        "time/orch_flow_end_and_tracking": ended - result["body_ended"],
-    }
-
-
-def log_progress(total: int, it: int, m: dict[str, float]) -> None:
-    """One progress line per iteration."""
-    parts = [f"iter {it + 1}/{total}", f"env steps {int(m['env/total_steps'])}"]
-    if "env/episode_return_mean" in m:
-        parts.append(f"return {m['env/episode_return_mean']:.1f}")
-    if "rollout/steps_per_second" in m:
-        parts.append(f"{m['rollout/steps_per_second']:.0f} steps/s")
-    if "rollout/reward_mean" in m:
-        parts.append(f"reward {m['rollout/reward_mean']:.3f}")
-    if "eval/return_mean" in m:
-        parts.append(f"eval {m['eval/return_mean']:.1f}")
-    if "eval/accuracy" in m:
-        parts.append(f"accuracy {m['eval/accuracy']:.3f}")
-    parts.append(f"orch {1000 * m['time/orchestration']:.0f} ms")
-    logger.info(" | ".join(parts))
+    return prepare_model_files(cfg)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Helpers for the server processes rlpipe starts: ports, executables, process groups.
+"""Helpers for the processes rlpipe starts (servers, Ray workers): ports, executables, kills.
 
 Everything binds 127.0.0.1; processes are addressed by id, never by name.
 """
@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,3 +103,43 @@ def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> Callable[[], None]:
             os._exit(1)
 
     return preexec
+
+
+def process_start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot; None where unknown.
+
+    Together with the pid it names one process: a pid reused later has another start time.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])  # field 22 of /proc/<pid>/stat: starttime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def kill_process(pid: int, start_time: int | None) -> bool:
+    """SIGKILL process ``pid`` if it is still the one that started at ``start_time``.
+
+    A pid whose start time differs (or cannot be read) is left alone: it may belong to
+    another process by now.
+
+    Returns:
+        Whether the signal was sent.
+    """
+    if start_time is None or process_start_time(pid) != start_time:
+        return False
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for process ``pid`` to exit; returns whether it did."""
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True

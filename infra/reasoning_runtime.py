@@ -1,7 +1,6 @@
 """ReasoningRuntime: the worker groups of an LLM reasoning run and the steps tasks call.
 
-Same step interface as :class:`infra.runtime.TrainingRuntime` (weight_sync, collect,
-reward_jobs/reward, advantages, update, save/load_checkpoint, repair), for causal LMs:
+The step contract of :class:`infra.step_runtime.StepRuntime` for causal LMs:
 prompts come from the ``data`` section, rollout workers sample ``algorithm.group_size``
 responses per prompt, rewards are scored by fan-out tasks, advantages are computed here,
 and FSDP2 trainer ranks update the policy.
@@ -15,16 +14,18 @@ import time
 from typing import Any
 
 import numpy as np
-import ray
 import torch
 
 from infra import ray_cluster
 from infra.checkpoint.store import open_store, step_dir_name
+from infra.deadlines import Liveness
+from infra.llm.engines import check_rollout_engine
 from infra.llm.evaluation import evaluate_heldout
 from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk, sampling_params
 from infra.llm.reward_scoring import score_chunk
 from infra.placement import plan_placement
 from infra.processes import free_port
+from infra.step_runtime import Evaluation, FanoutJob, StepRuntime
 from infra.worker_group import WorkerGroup
 from infra.workers.base import worker_seed
 from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker
@@ -40,20 +41,21 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "reasoning_state.json"
 
 
-class ReasoningRuntime:
+class ReasoningRuntime(StepRuntime):
     """Creates and drives the trainer, rollout and reference worker groups of an LLM run.
 
     Args:
         cfg: The validated run config (a reasoning model).
     """
 
+    category = "reasoning"
+    score_metric = "eval/accuracy"
     spaces = None  # no env spaces: the model builder does not need any
 
     def __init__(self, cfg: RLPipeConfig) -> None:
         from transformers import AutoTokenizer
 
-        self.cfg = cfg
-        self.config_dict = cfg.model_dump(mode="json")
+        super().__init__(cfg)
         resources = ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
         use_ref = cfg.algorithm.kl_coef > 0
         # The reference model shares the trainer's CPUs (count it when splitting them).
@@ -70,19 +72,23 @@ class ReasoningRuntime:
         self.eval_prompts = encode_prompts(held, cfg.data, self.tokenizer)
         self.sampler = PromptSampler(len(train), cfg.data.prompts_per_batch, seed=cfg.run.seed)
         world = cfg.actor.num_workers
+        self.timeouts = cfg.timeouts
+        liveness = Liveness.from_config(cfg.timeouts)
         self.actor = WorkerGroup(
             "actor",
             LLMActorWorker,
             world,
             plan["actor"],
             lambda r: (self.config_dict, r, plan["actor"].cpus, world),
+            liveness,
         )
-        self.rollout = WorkerGroup(
+        self.rollout_group = WorkerGroup(
             "rollout",
             LLMRolloutWorker,
             sizes["rollout"],
             plan["rollout"],
             lambda r: (self.config_dict, r, plan["rollout"].cpus),
+            liveness,
         )
         self.ref = (
             WorkerGroup(
@@ -91,34 +97,43 @@ class ReasoningRuntime:
                 1,
                 plan["actor"],
                 lambda r: (self.config_dict, r, plan["actor"].cpus),
+                liveness,
             )
             if use_ref
             else None
         )
         for group in self.groups:
-            group.wait_started()
+            group.wait_started(cfg.timeouts.worker_start)
         self._setup_trainer()
         self.batch = ResponseBatch()
 
     @property
     def groups(self) -> list[WorkerGroup]:
         """Every worker group of the run."""
-        return [g for g in (self.actor, self.rollout, self.ref) if g is not None]
+        return [g for g in (self.actor, self.rollout_group, self.ref) if g is not None]
 
     def _setup_trainer(self) -> None:
         port = free_port()
-        units = ray.get([h.setup.remote(port) for h in self.actor.handles])
+        units = self.actor.call_within("worker_start", self.timeouts.worker_start, "setup", port)
         logger.info("trainer: %d FSDP2 rank(s), %d sharded units each", len(units), units[0])
 
     # -- steps ---------------------------------------------------------------------------
-    def weight_sync(self) -> dict[str, Any]:
+    @classmethod
+    def preflight(cls, cfg: RLPipeConfig) -> None:
+        """The rollout engine is importable and every prompt file row is valid."""
+        check_rollout_engine(cfg)
+        train, held = load_task_samples(cfg.data)
+        logger.info("prompt data: %d training and %d held-out prompts", len(train), len(held))
+
+    def weight_sync(self, iteration: int) -> dict[str, Any]:
         """Trainer → rollout workers (bucket or patch payload, through the object store)."""
         start = time.perf_counter()
+        self.faults.arm("weight_sync", iteration, self.actor[0])
         pairs = [h.sync_payload.options(num_returns=2).remote() for h in self.actor.handles]
         meta_ref, payload = pairs[0]
-        ray.get([p[0] for p in pairs[1:]])
-        versions = ray.get([h.load_weights.remote(payload) for h in self.rollout.handles])
-        meta = ray.get(meta_ref)
+        timeout = self.timeouts.weight_sync
+        meta = self.actor.get([p[0] for p in pairs], timeout, "weight_sync")[0]
+        versions = self.rollout_group.call_within("weight_sync", timeout, "load_weights", payload)
         return {
             "seconds": time.perf_counter() - start,
             "version": meta["version"],
@@ -132,16 +147,29 @@ class ReasoningRuntime:
         return sampling_params(self.cfg.rollout, int(self.tokenizer.eos_token_id), greedy)
 
     def generate(
-        self, prompts: list[list[int]], sampling: dict[str, Any], seed: int
+        self,
+        prompts: list[list[int]],
+        sampling: dict[str, Any],
+        seed: int,
+        step: str = "rollout",
     ) -> tuple[dict[str, list], float]:
-        """Generate one response per prompt, the prompts split across rollout workers."""
-        parts = np.array_split(np.arange(len(prompts)), len(self.rollout))
+        """Generate one response per prompt, the prompts split across rollout workers.
+
+        Args:
+            prompts: Token ids of each prompt.
+            sampling: ``SamplingParams`` fields.
+            seed: Seed of this generation (each worker derives its own from it).
+            step: The step generating (its ``timeouts`` field is the deadline).
+        """
+        parts = np.array_split(np.arange(len(prompts)), len(self.rollout_group))
+        ranks = [rank for rank, part in enumerate(parts) if len(part)]
         refs = [
-            h.generate.remote([prompts[i] for i in part], sampling, seed * 1009 + rank)
-            for rank, (h, part) in enumerate(zip(self.rollout.handles, parts, strict=True))
-            if len(part)
+            self.rollout_group[rank].generate.remote(
+                [prompts[i] for i in parts[rank]], sampling, seed * 1009 + rank
+            )
+            for rank in ranks
         ]
-        outs = ray.get(refs)
+        outs = self.rollout_group.get(refs, getattr(self.timeouts, step), step, ranks=ranks)
         merged = {
             k: [x for o in outs for x in o[k]] for k in ("response_ids", "logprobs", "finished")
         }
@@ -163,9 +191,10 @@ class ReasoningRuntime:
         )
         return batch
 
-    def collect(self) -> dict[str, Any]:
+    def rollout(self, iteration: int) -> dict[str, Any]:
         """Sample responses for the next prompts (DAPO: keep only informative groups)."""
         start = time.perf_counter()
+        self.faults.arm("rollout", iteration, self.rollout_group[0])
         algo, k = self.cfg.algorithm, self.cfg.algorithm.group_size
         target = self.cfg.data.prompts_per_batch * k
         batch, spare = ResponseBatch(), ResponseBatch()
@@ -206,19 +235,25 @@ class ReasoningRuntime:
             self.config_dict["reward"], self.reward_chunk(batch, list(range(len(batch))))
         )
 
-    def reward_jobs(self) -> list[dict[str, Any]]:
+    def reward_jobs(self, iteration: int) -> list[FanoutJob]:
         """Chunks of the batch for the reward fan-out tasks (``reward.num_tasks`` of them)."""
         parts = np.array_split(np.arange(len(self.batch)), self.cfg.reward.num_tasks)
+        fault = self.faults.task_fault("reward", iteration)
         return [
-            {
-                "reward_cfg": self.config_dict["reward"],
-                "chunk": self.reward_chunk(self.batch, p.tolist()),
-            }
-            for p in parts
+            FanoutJob(
+                "score_rewards",
+                score_chunk,
+                {
+                    "reward_cfg": self.config_dict["reward"],
+                    "chunk": self.reward_chunk(self.batch, p.tolist()),
+                },
+                fault if i == 0 else None,
+            )
+            for i, p in enumerate(parts)
             if len(p)
         ]
 
-    def reward(self, results: list[list[float]] | None = None) -> dict[str, Any]:
+    def reward(self, iteration: int, results: list[list[float]] | None = None) -> dict[str, Any]:
         """Collect the fan-out tasks' scores (plus DAPO's overlong penalty)."""
         start = time.perf_counter()
         scores = np.asarray([s for part in results or [] for s in part], dtype=np.float32)
@@ -244,9 +279,10 @@ class ReasoningRuntime:
         rows = np.array_split(np.arange(len(self.batch)), len(self.actor))
         return [{k: v[r] for k, v in arrays.items()} for r in rows]
 
-    def advantages(self) -> dict[str, Any]:
+    def advantage(self, iteration: int) -> dict[str, Any]:
         """Trainer log-probs (and values), reference log-probs, token rewards, advantages."""
         start = time.perf_counter()
+        self.faults.arm("advantage", iteration, self.actor[0])
         pad = int(self.tokenizer.pad_token_id)
         p_ids, p_mask = pad_left(self.batch.prompt_ids, pad)
         r_ids, r_mask = pad_right(self.batch.response_ids, pad)
@@ -256,11 +292,13 @@ class ReasoningRuntime:
             "response_ids": r_ids.numpy(),
             "response_mask": r_mask.numpy(),
         }
-        outs = ray.get(
+        outs = self.actor.get(
             [
                 h.compute_logprobs.remote(s)
                 for h, s in zip(self.actor.handles, self._shards(arrays), strict=True)
-            ]
+            ],
+            self.timeouts.advantage,
+            "advantage",
         )
         old = torch.tensor(np.concatenate([o["logprobs"] for o in outs]))
         values = (
@@ -277,7 +315,12 @@ class ReasoningRuntime:
         metrics: dict[str, Any] = {}
         algo = self.cfg.algorithm
         if self.ref is not None:
-            ref = torch.tensor(ray.get(self.ref[0].compute_ref_logprobs.remote(arrays)))
+            (ref_lp,) = self.ref.get(
+                [self.ref[0].compute_ref_logprobs.remote(arrays)],
+                self.timeouts.advantage,
+                "advantage",
+            )
+            ref = torch.tensor(ref_lp)
             kl = kl_penalty(old, ref, algo.kl_estimator) * mask
             metrics["rollout/kl_to_ref"] = float(kl.sum() / mask.sum().clamp(min=1))
             arrays["ref_logprobs"] = ref.numpy()
@@ -316,6 +359,7 @@ class ReasoningRuntime:
     def update(self, iteration: int) -> dict[str, Any]:
         """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks."""
         start = time.perf_counter()
+        self.faults.arm("update", iteration, self.actor[0])
         order = np.random.default_rng(self.cfg.run.seed * 100_003 + iteration).permutation(
             len(self.batch)
         )
@@ -326,11 +370,13 @@ class ReasoningRuntime:
             [{k: torch.from_numpy(v) for k, v in s.items()} for s in shards],
             self.cfg.actor.num_minibatches,
         )
-        outs = ray.get(
+        outs = self.actor.get(
             [
                 h.update.remote(s, [(t.tokens, t.seqs) for t in totals], iteration)
                 for h, s in zip(self.actor.handles, shards, strict=True)
-            ]
+            ],
+            self.timeouts.update,
+            "update",
         )
         metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
         metrics["seconds"] = time.perf_counter() - start
@@ -375,41 +421,86 @@ class ReasoningRuntime:
         }
         shards = np.array_split(np.arange(len(rows)), len(self.actor))
         totals = (float(r_mask.sum()), len(rows))
-        outs = ray.get(
+        outs = self.actor.get(
             [
                 h.sft_update.remote({k: v[part] for k, v in arrays.items()}, totals, iteration)
                 for h, part in zip(self.actor.handles, shards, strict=True)
-            ]
+            ],
+            self.timeouts.update,
+            "update",
         )
         metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
         metrics["samples"] = float(len(rows))
         return metrics
 
     # -- evaluation -----------------------------------------------------------------------
-    def evaluate(self, iteration: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Greedy accuracy and pass@k on the held-out prompts; returns metrics and sample rows."""
-        self.weight_sync()
-        return evaluate_heldout(self, iteration)
+    def evaluate(self, iteration: int, results: list[Any] | None = None) -> Evaluation:
+        """Greedy accuracy and pass@k on the held-out prompts, with sample rows."""
+        self.weight_sync(-1)  # the weights being evaluated (the update may follow the sync)
+        self.faults.arm("evaluate", iteration, self.rollout_group[0])
+        metrics, rows = evaluate_heldout(self, iteration)
+        return Evaluation(metrics, rows)
+
+    @classmethod
+    def evaluate_checkpoint(
+        cls, store_uri: str, checkpoint: dict[str, Any], episodes: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """Greedy accuracy, pass@k and sample rows of the checkpoint's LM, in this process."""
+        from infra.checkpoint.reader import locate_checkpoint
+        from infra.llm.checkpoint_eval import CheckpointEvaluator
+
+        step = checkpoint["step"]
+        metrics, rows = CheckpointEvaluator(locate_checkpoint(store_uri, step)).evaluate(step)
+        metrics.pop("seconds", None)
+        prompts = int(metrics["eval/prompts"])
+        headline = f"accuracy {metrics['eval/accuracy']:.1%} on {prompts} held-out prompts"
+        return metrics, rows, headline
 
     # -- checkpoints ---------------------------------------------------------------------
     def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
         """Trainer shards + full weights (collective) and the prompt sampler's cursor."""
         start = time.perf_counter()
+        self.faults.arm("checkpoint", step - 1, self.actor[0])
         folder = step_dir_name(step)
-        self.actor.call_sync("save_checkpoint", store_uri, folder)
+        self.actor.call_within(
+            "checkpoint", self.timeouts.checkpoint, "save_checkpoint", store_uri, folder
+        )
         state = {"sampler": self.sampler.state_dict()}
         open_store(store_uri).write_bytes(f"{folder}/{STATE_FILE}", json.dumps(state).encode())
         return {"seconds": time.perf_counter() - start, "dir": folder}
 
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
         """Restore trainer shards, optimizer and data cursor; the next sync is a full one."""
-        self.actor.call_sync("load_checkpoint", store_uri, folder)
+        self.actor.call_within(
+            "checkpoint", self.timeouts.checkpoint, "load_checkpoint", store_uri, folder
+        )
         raw = open_store(store_uri).read_bytes(f"{folder}/{STATE_FILE}")
         self.sampler.load_state_dict(json.loads(raw)["sampler"])
         self.batch = ResponseBatch()
 
+    # -- retries -------------------------------------------------------------------------
+    def snapshot(self, step: str) -> None:
+        """The prompt cursor before a rollout; the trainer ranks' state before an update."""
+        if step == "rollout":
+            self._sampler_snapshot = self.sampler.state_dict()
+        else:
+            self.actor.call_within(step, getattr(self.timeouts, step), "snapshot")
+
+    def restore(self, step: str) -> None:
+        """Put back the state kept by :meth:`snapshot`."""
+        if step == "rollout":
+            self.sampler.load_state_dict(self._sampler_snapshot)
+            self.batch = ResponseBatch()
+        else:
+            self.actor.call_within(step, getattr(self.timeouts, step), "restore_snapshot")
+
+    def before_retry(self, step: str) -> None:
+        """A retried weight sync sends full weights (a patch may have been half applied)."""
+        if step == "weight_sync":
+            self.actor.call_within(step, self.timeouts.weight_sync, "reset_sync")
+
     # -- recovery ------------------------------------------------------------------------
-    def repair(self, step: int) -> dict[str, list[int]]:
+    def repair(self) -> dict[str, list[int]]:
         """Respawn dead workers; a dead trainer rank rebuilds the whole FSDP group."""
         rebuilt: dict[str, list[int]] = {}
         for group in self.groups:
@@ -421,7 +512,7 @@ class ReasoningRuntime:
                 group.respawn(rank)
             rebuilt[group.name] = ranks
         for group in self.groups:
-            group.wait_started()
+            group.wait_started(self.timeouts.worker_start)
         if "actor" in rebuilt:
             self._setup_trainer()
         return rebuilt

@@ -1,31 +1,10 @@
-"""Which runtime drives a run: registered per model category (embodied, reasoning)."""
+"""The built-in model categories: one registry entry each (see :mod:`infra.step_runtime`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from infra.embodied_runtime import EmbodiedRuntime
+from infra.reasoning_runtime import ReasoningRuntime
+from infra.step_runtime import register_category
 
-from rl_core.config import RLPipeConfig
-from rl_core.registry import Registry
-
-
-def _embodied(cfg: RLPipeConfig) -> Any:
-    from infra.runtime import TrainingRuntime
-
-    return TrainingRuntime(cfg)
-
-
-def _reasoning(cfg: RLPipeConfig) -> Any:
-    from infra.reasoning_runtime import ReasoningRuntime
-
-    return ReasoningRuntime(cfg)
-
-
-RUNTIMES: Registry[Callable[[RLPipeConfig], Any]] = Registry("runtime")
-RUNTIMES.register("embodied", _embodied)
-RUNTIMES.register("reasoning", _reasoning)
-
-
-def make_runtime(cfg: RLPipeConfig) -> Any:
-    """Build the worker groups of ``cfg`` with the runtime of its model's category."""
-    return RUNTIMES.get(cfg.category)(cfg)
+register_category(EmbodiedRuntime)
+register_category(ReasoningRuntime)

@@ -21,10 +21,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra import ray_cluster
+from infra.checkpoint.lease import RunLease
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
 from infra.checkpoint.store import CheckpointError, open_store
-from infra.runtimes import make_runtime
+from infra.reliability.faults import FaultInjector
+from infra.reliability.guard import ITERATION_RETRIES, IterationGuard
+from infra.step_runtime import make_runtime
 from infra.tracking import MlflowTracker, flatten_config
 from rl_core.config import RLPipeConfig
 from rl_core.envs.spaces import env_spaces_to_dict
@@ -92,6 +96,8 @@ class TrainSession:
         tags: Extra MLflow tags (e.g. the Prefect flow run id).
 
     Raises:
+        LeaseHeldError: Another process is training this run (raised before anything of
+            the run is read or written).
         CheckpointError: The checkpoint state conflicts with ``run.resume``, or the latest
             checkpoint is corrupt (raised before any worker starts).
     """
@@ -102,6 +108,17 @@ class TrainSession:
         self.output_dir = Path(cfg.run.output_dir).resolve()
         self.run_dir = self.output_dir / cfg.run.name
         self.store_uri = run_store_uri(self.output_dir, cfg.run.name, cfg.run.checkpoint_uri)
+        # one writer per run: taken before anything of the run is read or written
+        self.lease = RunLease(self.store_uri, cfg.run.name, cfg.run.lease_ttl_s).acquire()
+        try:
+            self._open(tags)
+        except BaseException:
+            self.lease.release()
+            raise
+
+    def _open(self, tags: dict[str, str] | None) -> None:
+        """Open the store, the MLflow run and the workers; resume (under the run lease)."""
+        cfg = self.cfg
         self.store = open_store(self.store_uri)
         self.manifest = self.store.latest()
         self._check_resume_policy()
@@ -109,10 +126,20 @@ class TrainSession:
         self.config_hash = config_hash(cfg)
         self._seed_driver(cfg.run.seed)
         self.tracker = self._open_tracker(tags or {}) if cfg.tracking.enabled else None
+        # Faults (RLPIPE_FAULTS) are injected into fresh runs only: a resumed run is the
+        # recovery of a run that already met them.
+        self.faults = FaultInjector.from_env(enabled=self.manifest is None)
+        # fan-out tasks run on Ray whatever the runtime (even one without worker groups)
+        ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
         self.runtime = make_runtime(cfg)
+        self.runtime.faults = self.faults
+        self.guard = IterationGuard(self, ITERATION_RETRIES)
         self.resumed_from: int | None = None
+        #: Last step whose metrics are in the MLflow run (a replay does not log it again).
+        self.logged_through = -1
         if self.manifest:
             self.restore(self.manifest)
+            self.logged_through = self.tracker.last_logged_step() if self.tracker else -1
         self.write_worker_pids()
         _SESSIONS[self.id] = self
 
@@ -173,6 +200,7 @@ class TrainSession:
     # -- checkpoints ---------------------------------------------------------------------
     def checkpoint(self) -> dict[str, Any]:
         """Save every worker's state and the counters, then commit (manifest last)."""
+        self.lease.check()  # never write the run after another process took it over
         step = self.state.iteration
         saved = self.runtime.save_checkpoint(self.store_uri, step)
         self.store.write_bytes(f"{saved['dir']}/driver_rng.json", json.dumps(_rng_state()).encode())
@@ -230,14 +258,34 @@ class TrainSession:
         self.resumed_from = int(manifest["step"])
         logger.info("resumed run %r from checkpoint step %d", self.cfg.run.name, self.resumed_from)
 
+    def rewind(self) -> int:
+        """Restore the last committed checkpoint, or rebuild the run's start; returns the step.
+
+        Used after workers holding state died: replaying from here is deterministic.
+        """
+        manifest = self.store.latest()
+        if manifest is not None:
+            self.restore(manifest)
+            return int(manifest["step"])
+        self.runtime.shutdown()  # no checkpoint yet: every worker starts over from the seed
+        self.runtime = make_runtime(self.cfg)
+        self.runtime.faults = self.faults
+        self._seed_driver(self.cfg.run.seed)
+        self.state = RunState()
+        self.write_worker_pids()
+        return 0
+
     def close(self, status: str = "FINISHED") -> None:
-        """Finish the MLflow run and stop the workers."""
+        """Finish the MLflow run, stop the workers, release the run lease."""
         try:
             if self.tracker:
                 self.tracker.finish(status)
         finally:
-            self.runtime.shutdown()
-            _SESSIONS.pop(self.id, None)
+            try:
+                self.runtime.shutdown()
+                _SESSIONS.pop(self.id, None)
+            finally:
+                self.lease.release()
 
 
 def _rng_state() -> dict[str, Any]:

@@ -22,7 +22,7 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
         "index (`0`), range (`0-3`), list (`0,2`) or `all`"
     ),
     ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
-    ("model", "hidden_sizes"): "non-empty, each ≥ 1",
+    ("model", "hidden_sizes"): "non-empty, each from 1 to {max_layer_width}",
     ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
     ("tracking", "artifact_location"): "a local path or an MLflow artifact URI; no credentials",
     ("tracking", "registered_model_name"): (
@@ -76,6 +76,9 @@ FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
 #: The schema's model validators (cross-field rules), keyed by (model class, validator).
 CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
+    ("TimeoutsConfig", "_heartbeat_timeout_covers_interval"): (
+        "`timeouts.heartbeat_timeout_s` must be at least `timeouts.heartbeat_interval_s`."
+    ),
     ("RLPipeConfig", "_advantage_fits_model"): (
         "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer "
         "worker; reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "
@@ -97,5 +100,11 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "The batch (embodied: `env.num_workers × env.num_envs × rollout.num_steps`; "
         "reasoning: `data.prompts_per_batch × algorithm.group_size`) must divide into "
         "`actor.num_minibatches × actor.num_workers` equal parts."
+    ),
+    ("RLPipeConfig", "_rollout_buffer_fits_memory"): (
+        "A lower bound of the rollout batch's size must fit in the physical memory of the "
+        "machine that validates the config (embodied: `env.num_workers × env.num_envs × "
+        "rollout.num_steps` × 64 bytes; reasoning: `data.prompts_per_batch × "
+        "algorithm.group_size × (data.max_prompt_length + rollout.max_new_tokens)` × 16 bytes)."
     ),
 }

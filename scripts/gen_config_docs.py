@@ -111,6 +111,8 @@ def constraint_text(field: FieldInfo) -> list[str]:
             parts.append(f"length ≤ {meta.max_length}")
         elif getattr(meta, "pattern", None):
             parts.append(f"pattern `{meta.pattern}`")
+        elif getattr(meta, "allow_inf_nan", None) is False:
+            parts.append("finite")
     return parts
 
 
@@ -198,9 +200,11 @@ def _allowed(section: str, name: str, field: FieldInfo) -> str:
         parts.append("registered: " + ", ".join(f"`{n}`" for n in builtin_names(kind)))
     note = FIELD_VALIDATOR_NOTES.get((section, name))
     if note is not None:
+        from rl_core.config.limits import MAX_LAYER_WIDTH
         from rl_core.config.placement import KNOWN_COMPONENTS
 
-        parts.append(note.format(components=", ".join(KNOWN_COMPONENTS)))
+        components = ", ".join(KNOWN_COMPONENTS)
+        parts.append(note.format(components=components, max_layer_width=MAX_LAYER_WIDTH))
     return "; ".join(p for p in parts if p)
 
 
@@ -294,6 +298,19 @@ layers, each overriding the one before:
 `run.resume=never`. The resolved config is validated before any server or worker starts;
 an error names each offending field, the value given and what is allowed. Unknown keys are
 rejected in every section except `model`, which keeps extra keys for custom models.
+
+Numbers must be finite: `.inf`, `-.inf` and `.nan` are rejected in every field, also inside
+`env.kwargs`, `reward.components` and the extra keys of `model`. Counts and sizes have upper
+bounds (the "allowed" column below; `rl_core/config/limits.py`), and a lower bound of the
+rollout batch's size must fit in the machine's memory (see the cross-field rules), so a typo
+such as `env.num_envs=1000000000` fails here, not in a worker:
+
+```text
+$ .venv/bin/python flows/train.py actor.lr=.inf env.num_envs=1000000000
+error: invalid configuration (/path/to/rlpipe/configs/ppo_cartpole.yaml):
+  env.num_envs = 1000000000: Input should be less than or equal to 65536
+  actor.lr = inf: Input should be a finite number
+```
 
 Names of pluggable parts (`env.env_type`, `model.model_type`, `algorithm.adv_type`,
 `algorithm.loss_type`, `reward.reward_type`) are validated against their registries

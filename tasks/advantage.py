@@ -13,4 +13,4 @@ from tasks.options import STEP_OPTIONS
 @task(name="advantage", task_run_name="advantage-{iteration}", **STEP_OPTIONS)
 def advantage(session_id: str, iteration: int) -> dict[str, Any]:
     """Compute advantages with the configured estimator."""
-    return get_session(session_id).runtime.advantages()
+    return get_session(session_id).runtime.advantage(iteration)

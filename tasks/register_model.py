@@ -13,12 +13,6 @@ from tasks.options import STEP_OPTIONS
 
 logger = logging.getLogger("rlpipe.register_model")
 
-#: Metric whose last value scores a registered version, per model category.
-SCORE_METRICS: dict[str, str] = {
-    "embodied": "eval/return_mean",
-    "reasoning": "eval/accuracy",
-}
-
 
 def registered_model_name(cfg: Any) -> str | None:
     """``tracking.registered_model_name`` with ``{preset}``/``{run_name}`` filled in."""
@@ -47,7 +41,9 @@ def register_model(session_id: str, run_name: str) -> dict[str, Any]:
         "preset": cfg.preset,
         "config_hash": session.config_hash,
     }
-    result = register_run_model(tracker, session.store_uri, name, SCORE_METRICS[cfg.category], tags)
+    result = register_run_model(
+        tracker, session.store_uri, name, session.runtime.score_metric, tags
+    )
     if "skipped" in result:
         logger.info("model registry: %s", result["skipped"])
     return result

@@ -13,4 +13,4 @@ from tasks.options import STEP_OPTIONS
 @task(name="rollout", task_run_name="rollout-{iteration}", **STEP_OPTIONS)
 def rollout(session_id: str, iteration: int) -> dict[str, Any]:
     """Collect one iteration of experience; the batch goes to the trainer through Ray."""
-    return get_session(session_id).runtime.collect()
+    return get_session(session_id).runtime.rollout(iteration)

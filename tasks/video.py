@@ -1,7 +1,7 @@
 """eval_video step: one rendered evaluation episode, logged to MLflow as a GIF.
 
-Rendering runs in a Ray task (through the iteration flow's task runner, like the evaluation
-episodes): it builds its own env with ``render_mode="rgb_array"`` and the policy from the
+Rendering runs as an ``eval_video`` fan-out task on a Ray worker (the runtime's
+``video_job``): it builds its own env with ``render_mode="rgb_array"`` and the policy from the
 weights ObjectRef, and returns the GIF bytes; the driver uploads them to the MLflow run as
 ``eval/videos/episode_<step>.gif`` (the step of the eval metrics it belongs to).
 """
@@ -10,24 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
-from prefect import task
-from prefect_ray.context import remote_options
-
-from infra.eval_video import render_episode
-from infra.evaluation import eval_seeds
-from tasks.options import STEP_OPTIONS
+from tasks.fanout import run_jobs
 
 logger = logging.getLogger("rlpipe.video")
 VIDEO_ARTIFACT_DIR = "eval/videos"
-
-
-@task(name="eval_video", task_run_name="eval_video-{iteration}", **STEP_OPTIONS)
-def eval_video(config: dict[str, Any], weights: Any, seed: int, iteration: int) -> dict[str, Any]:
-    """Render one episode of the given weights to a GIF (runs on a Ray worker)."""
-    return render_episode(config, weights, seed)
 
 
 def video_due(cfg: Any, iteration: int, final: bool) -> bool:
@@ -37,15 +25,13 @@ def video_due(cfg: Any, iteration: int, final: bool) -> bool:
     return cfg.eval.video and cfg.tracking.enabled and (final or periodic)
 
 
-def record_embodied_video(session: Any, iteration: int) -> dict[str, Any]:
-    """Render the current policy on the first evaluation seed; log the GIF to MLflow."""
+def record_video(session: Any, iteration: int) -> dict[str, Any] | None:
+    """Render the runtime's video job (if its category has one); log the GIF to MLflow."""
     started = time.perf_counter()
-    seed = eval_seeds(session.cfg.run.seed, 1)[0]
-    with remote_options(num_cpus=0):  # like the evaluation episodes: share the workers' CPUs
-        future = eval_video.submit(
-            session.runtime.config_dict, session.runtime.policy_weights_ref(), seed, iteration
-        )
-    result = future.result()
+    job = session.runtime.video_job(iteration)
+    if job is None:
+        return None
+    (result,) = run_jobs([job], iteration, session.cfg.timeouts.evaluate, "evaluate")
     gif = result.pop("gif")
     if gif is None:
         logger.info("no evaluation video for this env: %s", result["skipped"])
@@ -68,18 +54,6 @@ def record_embodied_video(session: Any, iteration: int) -> dict[str, Any]:
         "artifact": f"{VIDEO_ARTIFACT_DIR}/{name}",
         "eval/video_return": result["return"],
     }
-
-
-#: Video recorders per model category; categories without one (reasoning) record none.
-VIDEO_RECORDERS: dict[str, Callable[[Any, int], dict[str, Any]]] = {
-    "embodied": record_embodied_video,
-}
-
-
-def record_video(session: Any, iteration: int) -> dict[str, Any] | None:
-    """Record the evaluation video of ``session``'s category, if it has a recorder."""
-    recorder = VIDEO_RECORDERS.get(session.cfg.category)
-    return recorder(session, iteration) if recorder else None
 
 
 def add_video(session: Any, iteration: int, evaluation: dict[str, Any]) -> None:

@@ -13,4 +13,4 @@ from tasks.options import RETRYABLE_STEP_OPTIONS
 @task(name="weight_sync", task_run_name="weight_sync-{iteration}", **RETRYABLE_STEP_OPTIONS)
 def weight_sync(session_id: str, iteration: int) -> dict[str, Any]:
     """Push the trainer's current weights to every rollout worker."""
-    return get_session(session_id).runtime.weight_sync()
+    return get_session(session_id).runtime.weight_sync(iteration)

@@ -111,3 +111,23 @@ ENGINES.register("vllm", _vllm_engine)
 def make_engine(name: str, model_cfg: Any, rollout_cfg: Any) -> RolloutEngine:
     """Build the engine registered as ``name`` for the ``model`` and ``rollout`` sections."""
     return ENGINES.get(name)(model_cfg, rollout_cfg)
+
+
+def check_rollout_engine(cfg: Any) -> None:
+    """``rollout.engine: vllm`` needs vllm importable here (workers share this venv).
+
+    Raises:
+        ConfigError: vllm is selected but not installed.
+    """
+    import importlib.util
+    import sys
+
+    from rl_core.config import ConfigError
+
+    if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "rollout.engine = 'vllm': the vllm package is not installed in this environment "
+            f"({sys.executable}); install it (`pip install vllm` on a CUDA machine; on CPU "
+            "`bash scripts/setup_vllm_cpu.sh` and run with .venv-vllm/bin/python) or use "
+            "rollout.engine=hf"
+        )

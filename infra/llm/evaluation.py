@@ -29,14 +29,16 @@ def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list
     """
     start = time.perf_counter()
     n, k = len(runtime.eval_prompts), runtime.cfg.eval.pass_k
-    greedy, _ = runtime.generate(runtime.eval_prompts, runtime.sampling_params(greedy=True), seed=0)
+    greedy, _ = runtime.generate(
+        runtime.eval_prompts, runtime.sampling_params(greedy=True), seed=0, step="evaluate"
+    )
     eval_batch = ResponseBatch(runtime.eval_samples, runtime.eval_prompts, greedy["response_ids"])
     chunk = runtime.reward_chunk(eval_batch, list(range(n)))
     scores = score_chunk(runtime.config_dict["reward"], chunk)
     correct = math_verify_reward(**chunk)
     rows = [i for i in range(n) for _ in range(k)]
     sampled, _ = runtime.generate(
-        [runtime.eval_prompts[i] for i in rows], runtime.sampling_params(), seed=1
+        [runtime.eval_prompts[i] for i in rows], runtime.sampling_params(), seed=1, step="evaluate"
     )
     sampled_batch = ResponseBatch(
         [runtime.eval_samples[i] for i in rows],

@@ -171,6 +171,11 @@ class MlflowTracker:
             if op is not None:
                 self._pending.append(op)
 
+    def last_logged_step(self, key: str = "time/iteration") -> int:
+        """The highest step at which ``key`` was logged in this run (-1 if never)."""
+        history = self.client.get_metric_history(self.run_id, metric_name(key))
+        return max((m.step for m in history), default=-1)
+
     def flush(self) -> None:
         """Wait for asynchronously logged metrics."""
         for op in self._pending:

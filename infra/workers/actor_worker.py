@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -14,12 +15,17 @@ from infra.checkpoint.serialize import (
     object_to_bytes,
     tensors_to_bytes,
 )
-from infra.checkpoint.store import open_store
+from infra.checkpoint.store import CheckpointError, open_store
 from infra.weight_sync import bucket_nbytes, state_dict_to_buckets
-from infra.workers.base import Stopwatch, WorkerBase, worker_seed
+from infra.workers.base import Stopwatch, WorkerBase, step_method, worker_seed
 from rl_core.models import get_model
 from rl_core.rewards import build_reward
 from rl_core.training.batch import concat_batches, writable_tree
+from rl_core.training.nonfinite import (
+    SkippedUpdateGuard,
+    nonfinite_tensors,
+    nonfinite_weights_message,
+)
 from rl_core.training.ppo import compute_advantages, ppo_update
 from rl_core.training.schedules import lr_at
 
@@ -46,6 +52,7 @@ class ActorWorker(WorkerBase):
         self.optimizer = _OPTIMIZERS[actor.optimizer](self.policy.parameters(), **kwargs)
         self.generator = torch.Generator().manual_seed(seed)
         self.reward_fn = build_reward(self.cfg.reward)
+        self.guard = SkippedUpdateGuard(actor.max_skipped_updates_in_a_row)
         self.version = 0
         self.batch: dict[str, Any] | None = None
 
@@ -56,26 +63,31 @@ class ActorWorker(WorkerBase):
         self.batch = writable_tree(concat_batches(list(batches)))
         return {"seconds": watch.elapsed(), "samples": float(self.batch["rewards"].size)}
 
+    @step_method
     def apply_reward(self) -> dict[str, float]:
         """Apply the configured reward function to the batch's rewards."""
         watch = Stopwatch()
         batch = self._require_batch()
-        rewards = self.reward_fn(rewards=batch["rewards"], scale=self.cfg.reward.scale)
+        # The env's rewards are kept, so applying the reward again (a retry) is idempotent.
+        env_rewards = batch.setdefault("env_rewards", batch["rewards"])
+        rewards = self.reward_fn(rewards=env_rewards, scale=self.cfg.reward.scale)
         rewards = np.asarray(rewards, dtype=np.float32)
         if rewards.shape != batch["rewards"].shape:
             raise ValueError(
                 f"reward {self.cfg.reward.reward_type!r} returned shape {rewards.shape}; "
-                f"expected {batch['rewards'].shape} (one reward per env step)"
+                f"expected {env_rewards.shape} (one reward per env step)"
             )
         batch["rewards"] = rewards
         return {"seconds": watch.elapsed(), "rollout/reward_mean": float(batch["rewards"].mean())}
 
+    @step_method
     def compute_advantages(self) -> dict[str, float]:
         """Advantages and returns for the current batch."""
         watch = Stopwatch()
         metrics = compute_advantages(self.policy, self._require_batch(), self.cfg.algorithm)
         return {"seconds": watch.elapsed(), **metrics}
 
+    @step_method
     def update(self, iteration: int) -> dict[str, float]:
         """One policy update on the current batch; bumps the weight version."""
         watch = Stopwatch()
@@ -97,10 +109,32 @@ class ActorWorker(WorkerBase):
             self.cfg.algorithm,
             actor,
             self.generator,
+            guard=self.guard,
+            iteration=iteration,
         )
         self.batch = None
         self.version += 1
         return {"seconds": watch.elapsed(), "train/lr": lr, **metrics}
+
+    def snapshot(self) -> None:
+        """Keep model, optimizer, sampling generator, version, batch and skip streak."""
+        self._snapshot = (
+            copy.deepcopy(self.policy.state_dict()),
+            copy.deepcopy(self.optimizer.state_dict()),
+            self.generator.get_state(),
+            self.version,
+            self.batch,
+            self.guard.in_a_row,
+        )
+
+    def restore_snapshot(self) -> None:
+        """Put back what :meth:`snapshot` kept (an update that failed midway is undone)."""
+        model, optimizer, generator, version, batch, skipped_in_a_row = self._snapshot
+        self.policy.load_state_dict(model)
+        self.optimizer.load_state_dict(copy.deepcopy(optimizer))
+        self.generator.set_state(generator)
+        self.version, self.batch = version, batch
+        self.guard.in_a_row = skipped_in_a_row
 
     def _require_batch(self) -> dict[str, Any]:
         if self.batch is None:
@@ -108,6 +142,7 @@ class ActorWorker(WorkerBase):
         return self.batch
 
     # -- weights -------------------------------------------------------------------------
+    @step_method
     def get_weight_buckets(self, bucket_mb: float) -> dict[str, Any]:
         """Put the state dict in the object store as numpy buckets.
 
@@ -129,14 +164,27 @@ class ActorWorker(WorkerBase):
         return {k: v.detach().cpu().numpy().copy() for k, v in self.policy.state_dict().items()}
 
     # -- checkpoints ---------------------------------------------------------------------
+    @step_method
     def save_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
-        """Write model, optimizer and RNG state under ``folder`` of the store."""
+        """Write model, optimizer and RNG state under ``folder`` of the store.
+
+        Raises:
+            CheckpointError: A weight holds inf or NaN (nothing is written).
+        """
         watch = Stopwatch()
+        weights = self.policy.state_dict()
+        bad = nonfinite_tensors(weights.items())
+        if bad:
+            raise CheckpointError(nonfinite_weights_message(bad, self.version))
         store = open_store(store_uri)
         prefix = f"{folder}/actor_{self.rank}"
-        store.write_bytes(f"{prefix}/model.safetensors", tensors_to_bytes(self.policy.state_dict()))
+        store.write_bytes(f"{prefix}/model.safetensors", tensors_to_bytes(weights))
         store.write_bytes(f"{prefix}/optimizer.pt", object_to_bytes(self.optimizer.state_dict()))
-        state = {"generator": self.generator.get_state(), "version": self.version}
+        state = {
+            "generator": self.generator.get_state(),
+            "version": self.version,
+            "skipped_updates_in_a_row": self.guard.in_a_row,
+        }
         store.write_bytes(f"{prefix}/trainer_state.pt", object_to_bytes(state))
         return {"seconds": watch.elapsed()}
 
@@ -156,5 +204,6 @@ class ActorWorker(WorkerBase):
         )
         self.generator.set_state(state["generator"])
         self.version = int(state["version"])
+        self.guard.in_a_row = int(state.get("skipped_updates_in_a_row", 0))
         self.batch = None
         return {"version": self.version}

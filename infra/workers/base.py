@@ -2,18 +2,70 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+import ray
+
+from infra.processes import process_start_time
 from rl_core.config import RLPipeConfig, validate_config
 
 logger = logging.getLogger(__name__)
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def step_method(method: _Method) -> _Method:
+    """Mark a worker method as (part of) a pipeline step: an armed fault fires at its start.
+
+    See :meth:`WorkerBase.arm_fault` and ``RLPIPE_FAULTS`` (docs/reliability.md).
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: WorkerBase, *args: Any, **kwargs: Any) -> Any:
+        armed = self.__dict__.pop("_armed_fault", None)
+        if armed is not None:
+            from infra.reliability.faults import fire
+
+            fire(armed[0], f"{self.group} worker {self.rank} {method.__name__} ({armed[1]})")
+        return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+#: Ray concurrency group of control calls (``heartbeat``): a thread of its own, so they are
+#: answered while a step method runs. Step methods stay in Ray's default group: one call at
+#: a time, always on the same thread (training state is not thread-safe).
+CONTROL_GROUP = "control"
+#: ``concurrency_groups`` a worker actor is created with (``WorkerGroup`` does this).
+CONCURRENCY_GROUPS: dict[str, int] = {CONTROL_GROUP: 1}
+
+
+@dataclass(frozen=True)
+class WorkerProcess:
+    """The process of a worker, named so that exactly it can be killed.
+
+    Attributes:
+        pid: Process id on its node.
+        node_id: Ray node the process runs on.
+        start_time: Process start time in clock ticks since boot (None where unknown); a
+            reused pid has another one.
+    """
+
+    pid: int
+    node_id: str
+    start_time: int | None
 
 
 class WorkerBase:
     """Common start-up of a worker: thread limits, CPU pinning, config, seeding.
+
+    Every worker answers ``heartbeat`` (on the control thread, see :data:`CONTROL_GROUP`)
+    and ``ping``.
 
     Args:
         config: The resolved config as a plain dict (validated again in the worker).
@@ -43,6 +95,24 @@ class WorkerBase:
     def ping(self) -> int:
         """Liveness check; returns the process id (tests kill workers through it)."""
         return os.getpid()
+
+    def arm_fault(self, kind: str, name: str) -> None:
+        """Fire fault ``kind`` (``raise``/``kill``/``hang``) when the next step method starts."""
+        self._armed_fault = (kind, name)
+
+    def heartbeat(self) -> WorkerProcess:
+        """Liveness answer that does not wait for a running step.
+
+        Call it in the control group (``handle.heartbeat.options(concurrency_group=
+        CONTROL_GROUP)``) of an actor created with :data:`CONCURRENCY_GROUPS`; it reads no
+        training state.
+        """
+        process = getattr(self, "_process", None)
+        if process is None:
+            pid = os.getpid()
+            node = ray.get_runtime_context().get_node_id()
+            process = self._process = WorkerProcess(pid, node, process_start_time(pid))
+        return process
 
 
 def worker_seed(run_seed: int, group: str, rank: int) -> int:

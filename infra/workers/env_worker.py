@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from infra.workers.base import Stopwatch, WorkerBase, worker_seed
+from infra.workers.base import Stopwatch, WorkerBase, step_method, worker_seed
 from rl_core.envs import EnvSpaces, VectorEnvAdapter
 from rl_core.training.batch import stack_steps
 
@@ -40,6 +40,7 @@ class EnvWorker(WorkerBase):
         """Single-env observation/action spaces (for building models)."""
         return self.slices[0].spaces
 
+    @step_method
     def interact(self, rollout: Any, num_steps: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """Collect ``num_steps`` steps of every env, asking ``rollout`` for actions.
 
@@ -104,6 +105,19 @@ class EnvWorker(WorkerBase):
             "env_seconds": env_time,
         }
         return batch, stats
+
+    def snapshot(self) -> None:
+        """Keep the envs' state in memory (before a rollout)."""
+        self._snapshot = [env.get_state() for env in self.slices]
+        if any(s is None for s in self._snapshot):
+            raise RuntimeError(
+                f"env {self.cfg.env.env_id!r} cannot be snapshotted (its state does not pickle)"
+            )
+
+    def restore_snapshot(self) -> None:
+        """Put back the envs' state kept by :meth:`snapshot`."""
+        for env, data in zip(self.slices, self._snapshot, strict=True):
+            env.set_state(data)
 
     def get_state(self) -> list[bytes] | None:
         """Picklable env state for checkpoints (None if an env cannot be pickled)."""

@@ -5,6 +5,7 @@ Batches travel as dicts of numpy arrays (see :mod:`rl_core.training.llm_update` 
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
@@ -22,7 +23,7 @@ from infra.weight_sync import (
     from_wire,
     payload_nbytes,
 )
-from infra.workers.base import Stopwatch, WorkerBase, worker_seed
+from infra.workers.base import Stopwatch, WorkerBase, step_method, worker_seed
 from rl_core.llm.generation import SamplingParams
 from rl_core.models import get_model
 from rl_core.training.llm_update import (
@@ -31,6 +32,12 @@ from rl_core.training.llm_update import (
     llm_update,
     sft_update,
     split_rows,
+)
+from rl_core.training.nonfinite import (
+    SkippedUpdateGuard,
+    any_rank,
+    nonfinite_tensors,
+    nonfinite_weights_message,
 )
 from rl_core.training.schedules import lr_at
 
@@ -88,6 +95,7 @@ class LLMActorWorker(WorkerBase):
         self.device = _device()
         self.policy = get_model(self.cfg.model, None).to(self.device)
         self.optimizer: torch.optim.Optimizer | None = None
+        self.guard = SkippedUpdateGuard(self.cfg.actor.max_skipped_updates_in_a_row)
         self.version = 0
         rollout = self.cfg.rollout
         self.sender = WeightSender(
@@ -120,6 +128,7 @@ class LLMActorWorker(WorkerBase):
             group["lr"] = lr
         return lr
 
+    @step_method
     def compute_logprobs(self, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Log-probs (and values with a critic) of this rank's rows under current weights."""
         self.policy.eval()
@@ -131,6 +140,7 @@ class LLMActorWorker(WorkerBase):
             values=self.cfg.model.value_head,
         )
 
+    @step_method
     def update(
         self, shard: dict[str, np.ndarray], totals: list[tuple[float, int]], iteration: int
     ) -> dict[str, float]:
@@ -149,6 +159,8 @@ class LLMActorWorker(WorkerBase):
             self.world_size,
             self.cfg.rollout.temperature,
             self.cfg.algorithm.loss_agg_norm or self.cfg.rollout.max_new_tokens,
+            guard=self.guard,
+            iteration=iteration,
         )
         self.version += 1
         return {**metrics, "train/lr": lr / self.world_size, "seconds": watch.elapsed()}
@@ -173,6 +185,7 @@ class LLMActorWorker(WorkerBase):
         self.version += 1
         return {**metrics, "train/lr": lr / self.world_size, "seconds": watch.elapsed()}
 
+    @step_method
     def sync_payload(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """``(meta, payload)`` of a weight sync (collective; only rank 0 returns them).
 
@@ -187,14 +200,45 @@ class LLMActorWorker(WorkerBase):
         meta["nbytes"] = payload_nbytes(payload)
         return meta, payload
 
+    def snapshot(self) -> None:
+        """Keep this rank's model and optimizer state, the version and the skip streak."""
+        self._snapshot = (
+            copy.deepcopy(self.policy.state_dict()),
+            copy.deepcopy(self.optimizer.state_dict()),
+            self.version,
+            self.guard.in_a_row,
+        )
+
+    def restore_snapshot(self) -> None:
+        """Put back what :meth:`snapshot` kept (an update that failed midway is undone)."""
+        model, optimizer, version, skipped_in_a_row = self._snapshot
+        self.policy.load_state_dict(model)
+        self.optimizer.load_state_dict(copy.deepcopy(optimizer))
+        self.version = version
+        self.guard.in_a_row = skipped_in_a_row
+        self.sender.reset()
+
+    def reset_sync(self) -> None:
+        """Make the next weight sync a full one."""
+        self.sender.reset()
+
     def full_state(self) -> dict[str, np.ndarray] | None:
         """The whole policy state dict as numpy (collective; rank 0 returns it)."""
         state = fsdp.full_state_dict(self.policy)
         return {k: v.numpy() for k, v in state.items()} if self.rank == 0 else None
 
+    @step_method
     def save_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
-        """Sharded model+optimizer (DCP) plus, on rank 0, the full weights (collective)."""
+        """Sharded model+optimizer (DCP) plus, on rank 0, the full weights (collective).
+
+        Raises:
+            CheckpointError: A weight shard of any rank holds inf or NaN (every rank raises,
+                nothing is written).
+        """
         watch = Stopwatch()
+        bad = nonfinite_tensors(self.policy.state_dict().items())
+        if any_rank(bool(bad), self.device, self.world_size):
+            raise CheckpointError(nonfinite_weights_message(bad, self.version))
         store = open_store(store_uri)
         local = store.local_path(f"{folder}/actor_dcp")
         if local is None:
@@ -203,9 +247,8 @@ class LLMActorWorker(WorkerBase):
         state = fsdp.full_state_dict(self.policy)
         if self.rank == 0:
             store.write_bytes(f"{folder}/actor_0/model.safetensors", tensors_to_bytes(state))
-            store.write_bytes(
-                f"{folder}/actor_0/trainer_state.pt", object_to_bytes({"version": self.version})
-            )
+            state = {"version": self.version, "skipped_updates_in_a_row": self.guard.in_a_row}
+            store.write_bytes(f"{folder}/actor_0/trainer_state.pt", object_to_bytes(state))
         return {"seconds": watch.elapsed()}
 
     def load_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
@@ -214,7 +257,9 @@ class LLMActorWorker(WorkerBase):
         local = store.local_path(f"{folder}/actor_dcp")
         fsdp.load_sharded(self.policy, self.optimizer, local)
         path = f"{folder}/actor_0/trainer_state.pt"
-        self.version = int(bytes_to_object(store.read_bytes(path), path)["version"])
+        state = bytes_to_object(store.read_bytes(path), path)
+        self.version = int(state["version"])
+        self.guard.in_a_row = int(state.get("skipped_updates_in_a_row", 0))
         self.sender.reset()
         return {"version": self.version}
 
@@ -255,6 +300,7 @@ class LLMRolloutWorker(WorkerBase):
         self.version = int(payload["version"])
         return self.version
 
+    @step_method
     def generate(
         self, prompt_ids: list[list[int]], sampling: dict[str, Any], seed: int | None
     ) -> dict[str, Any]:

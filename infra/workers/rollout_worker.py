@@ -66,6 +66,15 @@ class RolloutWorker(WorkerBase):
         """Sampling RNG states per caller (checkpointed)."""
         return {caller: g.get_state() for caller, g in self.generators.items()}
 
+    def snapshot(self) -> None:
+        """Keep the sampling streams' state (before a rollout)."""
+        self._snapshot = self.get_rng_state()
+
+    def restore_snapshot(self) -> None:
+        """Put back the sampling streams kept by :meth:`snapshot`."""
+        self.generators = {}
+        self.set_rng_state(self._snapshot)
+
     def set_rng_state(self, state: dict[int, torch.Tensor]) -> None:
         """Restore the sampling RNG states."""
         for caller, value in state.items():

@@ -11,7 +11,12 @@ from rl_core.algorithms.advantages import (
     compute_group_advantages,
     normalize_advantages,
 )
-from rl_core.algorithms.aggregation import LOSS_AGGREGATIONS, aggregate_loss, aggregation_weights
+from rl_core.algorithms.aggregation import (
+    LOSS_AGGREGATIONS,
+    aggregate_loss,
+    aggregation_weights,
+    count_sequences,
+)
 from rl_core.algorithms.dapo import informative_groups, overlong_penalty
 from rl_core.algorithms.kl import KL_ESTIMATORS, kl_penalty
 from rl_core.algorithms.llm_advantages import (
@@ -45,6 +50,7 @@ __all__ = [
     "LOSS_AGGREGATIONS",
     "aggregate_loss",
     "aggregation_weights",
+    "count_sequences",
     "compute_dr_grpo_advantages",
     "compute_reinforce_plus_plus_advantages",
     "compute_reinforce_plus_plus_baseline_advantages",

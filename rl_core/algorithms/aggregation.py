@@ -1,13 +1,19 @@
 """Loss aggregation: a ``[B, L]`` matrix of per-token losses → one scalar.
 
-With ``m`` the response mask, ``B`` the number of responses and ``L`` the padded length
-(verl's ``agg_loss``; DAPO, Yu et al. 2025, §3.3; Dr. GRPO, Liu et al. 2025):
+With ``m`` the response mask and ``L`` the padded length (verl's ``agg_loss``; DAPO, Yu et
+al. 2025, §3.3; Dr. GRPO, Liu et al. 2025), ``mean_b`` is the mean over the *sequences*, the
+rows with at least one token: a fully masked row (no response token) is not counted, as in
+verl, so padding rows never dilute the loss.
 
 * ``token-mean``: ``sum(l * m) / sum(m)`` — every token weighs the same (DAPO).
 * ``seq-mean-token-sum``: ``mean_b(sum_t l * m)``.
 * ``seq-mean-token-mean``: ``mean_b(sum_t l * m / sum_t m)`` — original GRPO.
-* ``seq-mean-token-sum-norm``: ``sum_b(sum_t l * m) / norm`` with ``norm`` a constant
-  (default ``L``) — Dr. GRPO's length-unbiased form.
+* ``seq-mean-token-sum-norm``: ``mean_b(sum_t l * m / norm)`` with ``norm`` a constant
+  (default ``L``) — Dr. GRPO's length-unbiased form (Dr. GRPO's code and TRL's ``dr_grpo``
+  divide the token sum by ``batch size × max length``; verl's trainer scales its
+  micro-batch sums by ``micro / mini-batch size``, the same mean over sequences).
+
+An empty batch (no token at all) aggregates to 0.
 """
 
 from __future__ import annotations
@@ -22,6 +28,15 @@ Aggregator = Callable[..., torch.Tensor]
 LOSS_AGGREGATIONS: Registry[Aggregator] = Registry("loss aggregation mode")
 
 
+def count_sequences(mask: torch.Tensor) -> int:
+    """Rows of ``mask`` ``[B, L]`` with at least one token: the sequences a seq-mean counts."""
+    return int((mask.sum(dim=-1) > 0).sum())
+
+
+def _seq_mean(seq_losses: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return seq_losses.sum() / max(count_sequences(mask), 1)
+
+
 @LOSS_AGGREGATIONS.decorator("token-mean")
 def _token_mean(loss: torch.Tensor, mask: torch.Tensor, **_: object) -> torch.Tensor:
     return (loss * mask).sum() / mask.sum().clamp(min=1.0)
@@ -29,19 +44,19 @@ def _token_mean(loss: torch.Tensor, mask: torch.Tensor, **_: object) -> torch.Te
 
 @LOSS_AGGREGATIONS.decorator("seq-mean-token-sum")
 def _seq_mean_token_sum(loss: torch.Tensor, mask: torch.Tensor, **_: object) -> torch.Tensor:
-    return (loss * mask).sum(dim=-1).mean()
+    return _seq_mean((loss * mask).sum(dim=-1), mask)
 
 
 @LOSS_AGGREGATIONS.decorator("seq-mean-token-mean")
 def _seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, **_: object) -> torch.Tensor:
-    return ((loss * mask).sum(dim=-1) / mask.sum(dim=-1).clamp(min=1.0)).mean()
+    return _seq_mean((loss * mask).sum(dim=-1) / mask.sum(dim=-1).clamp(min=1.0), mask)
 
 
 @LOSS_AGGREGATIONS.decorator("seq-mean-token-sum-norm")
 def _seq_mean_token_sum_norm(
     loss: torch.Tensor, mask: torch.Tensor, norm: float | None = None, **_: object
 ) -> torch.Tensor:
-    return (loss * mask).sum() / float(norm or mask.shape[-1])
+    return _seq_mean((loss * mask).sum(dim=-1) / float(norm or mask.shape[-1]), mask)
 
 
 @LOSS_AGGREGATIONS.decorator("weighted-sum")
@@ -50,15 +65,18 @@ def _weighted_sum(loss: torch.Tensor, mask: torch.Tensor, **_: object) -> torch.
 
 
 #: Per-token weights ``w`` with ``aggregate(l) == sum(l * w)`` over a whole (global) batch:
-#: ``fn(mask, total_tokens, total_seqs, norm) -> w``. Weighting micro-batches and data-parallel
-#: shards by the *global* totals makes the sum of their losses equal the batch's loss.
+#: ``fn(mask, total_tokens, total_seqs, norm) -> w`` (``total_seqs``: the batch's rows with a
+#: token, :func:`count_sequences`). Weighting micro-batches and data-parallel shards by the
+#: *global* totals makes the sum of their losses equal the batch's loss.
 _WEIGHTS: dict[str, Callable[..., torch.Tensor]] = {
     "token-mean": lambda m, tokens, seqs, norm: m / max(tokens, 1.0),
     "seq-mean-token-sum": lambda m, tokens, seqs, norm: m / max(seqs, 1),
     "seq-mean-token-mean": lambda m, tokens, seqs, norm: (
         m / m.sum(dim=-1, keepdim=True).clamp(min=1.0) / max(seqs, 1)
     ),
-    "seq-mean-token-sum-norm": lambda m, tokens, seqs, norm: m / float(norm or m.shape[-1]),
+    "seq-mean-token-sum-norm": lambda m, tokens, seqs, norm: (
+        m / float(norm or m.shape[-1]) / max(seqs, 1)
+    ),
 }
 
 
@@ -71,15 +89,17 @@ def aggregation_weights(
 ) -> torch.Tensor:
     """Per-token weights that turn ``mode`` into a plain weighted sum.
 
-    ``aggregate_loss(l, m, mode) == (l * aggregation_weights(m, mode, m.sum(), B)).sum()``
-    for a whole batch; for a part of a batch pass the whole batch's ``total_tokens`` (sum of
-    its mask) and ``total_seqs``, and the parts' weighted sums add up to the batch's loss.
+    ``aggregate_loss(l, m, mode) == (l * aggregation_weights(m, mode, m.sum(),
+    count_sequences(m))).sum()`` for a whole batch; for a part of a batch pass the whole
+    batch's ``total_tokens`` (sum of its mask) and ``total_seqs``, and the parts' weighted
+    sums add up to the batch's loss.
 
     Args:
         mask: ``[B, L]`` response mask of this part.
         mode: A loss aggregation mode (not ``weighted-sum``).
         total_tokens: Response tokens in the whole batch.
-        total_seqs: Responses in the whole batch.
+        total_seqs: Responses with at least one token in the whole batch
+            (:func:`count_sequences`; fully masked rows do not count).
         norm: The constant of ``seq-mean-token-sum-norm`` (default: ``L``).
     """
     if mode not in _WEIGHTS:

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rl_core.config.limits import MAX_PROMPTS, MAX_TOKENS
 from rl_core.config.sections import Section
 
 
@@ -30,9 +31,15 @@ class DataConfig(Section):
     answer_key: str = Field("answer", min_length=1)
     arithmetic_max_operand: int = Field(99, ge=1)
     arithmetic_ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"])
-    eval_size: int = Field(128, ge=1, description="Held-out prompts scored per evaluation.")
-    prompts_per_batch: int = Field(16, ge=1, description="Prompts per training iteration.")
-    max_prompt_length: int = Field(64, ge=1, description="Longer prompts are rejected (tokens).")
+    eval_size: int = Field(
+        128, ge=1, le=MAX_PROMPTS, description="Held-out prompts scored per evaluation."
+    )
+    prompts_per_batch: int = Field(
+        16, ge=1, le=MAX_PROMPTS, description="Prompts per training iteration."
+    )
+    max_prompt_length: int = Field(
+        64, ge=1, le=MAX_TOKENS, description="Longer prompts are rejected (tokens)."
+    )
     prompt_template: str = Field(
         "{prompt}", description="Python format string around each prompt; must use {prompt}."
     )
@@ -85,7 +92,10 @@ class VLLMConfig(Section):
         True, description="Skip CUDA-graph capture (faster start; required on CPU)."
     )
     max_model_len: int | None = Field(
-        None, ge=1, description="Context length vLLM plans for (None: the model's own)."
+        None,
+        ge=1,
+        le=2 * MAX_TOKENS,
+        description="Context length vLLM plans for (None: the model's own).",
     )
     enable_sleep_mode: bool = Field(
         False, description="GPU: allow sleep()/wake() to free memory for a collocated trainer."

@@ -1,16 +1,28 @@
 """Config sections about running a job rather than the learning problem.
 
-What and where (``run``), the Ray cluster (``cluster``), evaluation (``eval``) and MLflow
-(``tracking``). Part of the one schema (:mod:`rl_core.config.schema` assembles it).
+What and where (``run``), the Ray cluster (``cluster``), evaluation (``eval``), MLflow
+(``tracking``) and step deadlines and worker liveness (``timeouts``). Part of the one
+schema (:mod:`rl_core.config.schema` assembles it).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from rl_core.config.limits import (
+    MAX_CPUS,
+    MAX_ENVS,
+    MAX_EPISODES,
+    MAX_EVAL_STEPS,
+    MAX_GROUP_SIZE,
+    MAX_ITERATIONS,
+    MAX_SAMPLE_ROWS,
+    MAX_VIDEO_FRAMES,
+    MAX_WORKERS,
+)
 from rl_core.config.placement import parse_component_placement
 from rl_core.config.sections import Section
 
@@ -42,12 +54,18 @@ class RunConfig(Section):
 
     name: str = Field("ppo-cartpole", min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     seed: int = Field(0, ge=0)
-    max_iterations: int = Field(100, ge=1)
+    max_iterations: int = Field(100, ge=1, le=MAX_ITERATIONS)
     checkpoint_interval: int = Field(
-        5, ge=0, description="Iterations between checkpoints; 0 = only at the end."
+        5,
+        ge=0,
+        le=MAX_ITERATIONS,
+        description="Iterations between checkpoints; 0 = only at the end.",
     )
     eval_interval: int = Field(
-        5, ge=0, description="Iterations between evaluations; 0 = never during training."
+        5,
+        ge=0,
+        le=MAX_ITERATIONS,
+        description="Iterations between evaluations; 0 = never during training.",
     )
     stop_at_eval_return: float | None = Field(
         None, description="Stop once an evaluation's mean return reaches this."
@@ -70,10 +88,12 @@ class RunConfig(Section):
         "model <output_dir>/<its run name>/model becomes model.model_path, and it is run "
         "first when that model does not exist yet.",
     )
-    fail_at_iteration: int | None = Field(
-        None,
-        ge=0,
-        description="Testing aid: raise inside this iteration on the first attempt of the run.",
+    lease_ttl_s: float = Field(
+        60.0,
+        ge=2,
+        le=86400,
+        description="Run lease: seconds without renewal after which a process on another "
+        "host may take a crashed run over (renewed every lease_ttl_s/4; docs/deployments.md).",
     )
 
     @field_validator("checkpoint_uri")
@@ -89,7 +109,7 @@ class ClusterConfig(Section):
         None, description="Ray address; None uses RAY_ADDRESS or starts a local cluster."
     )
     num_cpus: int | None = Field(
-        None, ge=1, description="CPUs of the local cluster (default: all)."
+        None, ge=1, le=MAX_CPUS, description="CPUs of the local cluster (default: all)."
     )
     component_placement: dict[str, str | int] = Field(
         default_factory=lambda: {"env,rollout,actor": "all"},
@@ -107,19 +127,28 @@ class ClusterConfig(Section):
 class EvalConfig(Section):
     """Evaluation episodes (deterministic actions by default)."""
 
-    num_episodes: int = Field(10, ge=1)
-    num_envs: int = Field(10, ge=1)
-    num_tasks: int = Field(1, ge=1, description="Parallel Ray tasks the episodes fan out to.")
+    num_episodes: int = Field(10, ge=1, le=MAX_EPISODES)
+    num_envs: int = Field(10, ge=1, le=MAX_ENVS)
+    num_tasks: int = Field(
+        1, ge=1, le=MAX_WORKERS, description="Parallel Ray tasks the episodes fan out to."
+    )
     deterministic: bool = True
-    max_steps: int = Field(100_000, ge=1, description="Safety cap on steps per evaluation.")
-    pass_k: int = Field(4, ge=1, description="Reasoning: samples per prompt for pass@k.")
+    max_steps: int = Field(
+        100_000, ge=1, le=MAX_EVAL_STEPS, description="Safety cap on steps per evaluation."
+    )
+    pass_k: int = Field(
+        4, ge=1, le=MAX_GROUP_SIZE, description="Reasoning: samples per prompt for pass@k."
+    )
     before_training: bool = Field(
         False,
         description="Evaluate the starting weights before the first iteration of a new run "
         "(logged at step 0), so the gain over a warm start shows in MLflow.",
     )
     sample_rows: int = Field(
-        16, ge=0, description="Reasoning: completions logged as an MLflow table per evaluation."
+        16,
+        ge=0,
+        le=MAX_SAMPLE_ROWS,
+        description="Reasoning: completions logged as an MLflow table per evaluation.",
     )
     video: bool = Field(
         True,
@@ -130,13 +159,16 @@ class EvalConfig(Section):
     video_interval: int = Field(
         0,
         ge=0,
+        le=MAX_ITERATIONS,
         description="Also record a video at the evaluations of iterations that are multiples "
         "of this (0 = final evaluation only).",
     )
     video_max_frames: int = Field(
-        125, ge=2, description="Most frames in a video (after frame skipping)."
+        125, ge=2, le=MAX_VIDEO_FRAMES, description="Most frames in a video (after frame skipping)."
     )
-    video_frame_skip: int = Field(4, ge=1, description="Keep every n-th rendered frame.")
+    video_frame_skip: int = Field(
+        4, ge=1, le=MAX_VIDEO_FRAMES, description="Keep every n-th rendered frame."
+    )
     video_scale: float = Field(
         0.5, gt=0.0, le=1.0, description="Frame size relative to the env's render size."
     )
@@ -154,6 +186,7 @@ class TrackingConfig(Section):
     log_checkpoint_interval: int = Field(
         0,
         ge=0,
+        le=MAX_ITERATIONS,
         description="Log a checkpoint as an artifact every N iterations (0 = only the final one).",
     )
     system_metrics: bool = Field(
@@ -197,3 +230,57 @@ class TrackingConfig(Section):
             if "/" in name or ":" in name:
                 raise ValueError("MLflow model names cannot contain '/' or ':'")
         return value
+
+
+#: A duration in seconds: positive and finite.
+Seconds = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+
+_ON_EXPIRY = (
+    ". On expiry the workers that have not answered are killed (SIGKILL) and the step fails "
+    "with StepTimeout; the iteration's retry respawns them."
+)
+
+
+class TimeoutsConfig(Section):
+    """Deadlines of pipeline steps and heartbeat liveness of workers (seconds)."""
+
+    weight_sync: Seconds = Field(
+        300.0, description="Deadline of a weight sync (trainer to rollout workers)" + _ON_EXPIRY
+    )
+    rollout: Seconds = Field(
+        1800.0, description="Deadline of a rollout (env interaction or generation)" + _ON_EXPIRY
+    )
+    reward: Seconds = Field(600.0, description="Deadline of reward scoring" + _ON_EXPIRY)
+    advantage: Seconds = Field(
+        300.0, description="Deadline of the advantage computation" + _ON_EXPIRY
+    )
+    update: Seconds = Field(1800.0, description="Deadline of a policy update" + _ON_EXPIRY)
+    evaluate: Seconds = Field(1800.0, description="Deadline of an evaluation" + _ON_EXPIRY)
+    checkpoint: Seconds = Field(
+        900.0, description="Deadline of saving or loading a checkpoint" + _ON_EXPIRY
+    )
+    worker_start: Seconds = Field(
+        600.0,
+        description="Time a worker may take to start (waiting for free CPUs included); on "
+        "expiry the run stops with WorkerStartError naming the group and rank.",
+    )
+    heartbeat_interval_s: Seconds = Field(
+        5.0,
+        description="While a step waits on its workers, how often it sends each busy worker a "
+        "heartbeat (answered on a control thread, also while the worker computes).",
+    )
+    heartbeat_timeout_s: Seconds = Field(
+        30.0,
+        description="A worker that does not answer a heartbeat within this is declared dead: "
+        "during a step it is killed and the step fails with StepTimeout; a repair respawns "
+        "it. A worker whose process died is reported at once. At least heartbeat_interval_s.",
+    )
+
+    @model_validator(mode="after")
+    def _heartbeat_timeout_covers_interval(self) -> TimeoutsConfig:
+        if self.heartbeat_timeout_s < self.heartbeat_interval_s:
+            raise ValueError(
+                f"timeouts.heartbeat_timeout_s ({self.heartbeat_timeout_s:g}) must be at least "
+                f"timeouts.heartbeat_interval_s ({self.heartbeat_interval_s:g})"
+            )
+        return self

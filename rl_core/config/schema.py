@@ -2,9 +2,10 @@
 
 Defaults live in this module and the section modules it assembles (``run_sections``,
 ``llm_sections``). Sections follow RLinf's layout (``run``, ``cluster``, ``env``, ``model``,
-``rollout``, ``algorithm``, ``actor``, ``reward``, ``eval``, ``tracking``). Unknown keys are
+``rollout``, ``algorithm``, ``actor``, ``reward``, ``eval``, ``tracking``) plus ``timeouts``. Unknown keys are
 rejected, and names of pluggable parts (env/model/advantage/loss/reward types) are checked against their
-registries so a typo fails before any worker starts.
+registries so a typo fails before any worker starts. Floats must be finite, counts and sizes
+have upper bounds (:mod:`rl_core.config.limits`) and the rollout batch must fit in memory.
 """
 
 from __future__ import annotations
@@ -21,10 +22,31 @@ from pydantic import (
     model_validator,
 )
 
+from rl_core.config import limits
+from rl_core.config.limits import (
+    MAX_BUCKET_MB,
+    MAX_ENVS,
+    MAX_EPOCHS,
+    MAX_EVAL_STEPS,
+    MAX_GROUP_SIZE,
+    MAX_ITERATIONS,
+    MAX_LAYER_WIDTH,
+    MAX_MINIBATCHES,
+    MAX_STEPS,
+    MAX_TOKENS,
+    MAX_WORKERS,
+)
 from rl_core.config.llm_sections import DataConfig, FSDPConfig, VLLMConfig
-from rl_core.config.run_sections import ClusterConfig, EvalConfig, RunConfig, TrackingConfig
+from rl_core.config.run_sections import (
+    ClusterConfig,
+    EvalConfig,
+    RunConfig,
+    TimeoutsConfig,
+    TrackingConfig,
+)
 from rl_core.config.sections import (
     Section,
+    check_finite_tree,
     check_regex,
     check_registered,
     check_reward_components,
@@ -46,15 +68,19 @@ class EnvConfig(Section):
 
     env_type: str = Field("gym", description="Registered env factory.")
     env_id: str = Field("CartPole-v1", description="gymnasium id (for env_type=gym).")
-    num_workers: int = Field(1, ge=1)
-    num_envs: int = Field(8, ge=1, description="Envs per env worker.")
+    num_workers: int = Field(1, ge=1, le=MAX_WORKERS)
+    num_envs: int = Field(8, ge=1, le=MAX_ENVS, description="Envs per env worker.")
     group_size: int = Field(
-        1, ge=1, description="Consecutive envs sharing a reset seed (GRPO-style groups)."
+        1,
+        ge=1,
+        le=MAX_ENVS,
+        description="Consecutive envs sharing a reset seed (GRPO-style groups).",
     )
     vectorization: Literal["sync", "async"] = "sync"
-    max_episode_steps: int | None = Field(None, ge=1)
-    kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Extra keyword arguments for the env."
+    max_episode_steps: int | None = Field(None, ge=1, le=MAX_EVAL_STEPS)
+    kwargs: Annotated[dict[str, Any], AfterValidator(check_finite_tree)] = Field(
+        default_factory=dict,
+        description="Extra keyword arguments for the env (numbers in it must be finite).",
     )
 
     @field_validator("env_type")
@@ -84,7 +110,11 @@ class EnvConfig(Section):
 class ModelConfig(BaseModel):
     """Policy model; custom models may add their own keys (extra keys are kept)."""
 
-    model_config = ConfigDict(extra="allow", validate_assignment=True)
+    model_config = ConfigDict(extra="allow", validate_assignment=True, allow_inf_nan=False)
+    #: Extra keys of custom models: any value, but the numbers in it must be finite.
+    __pydantic_extra__: dict[str, Annotated[Any, AfterValidator(check_finite_tree)]] = Field(
+        init=False
+    )
 
     model_type: str = "mlp_actor_critic"
     hidden_sizes: list[int] = Field(default_factory=lambda: [64, 64])
@@ -124,22 +154,25 @@ class ModelConfig(BaseModel):
     @field_validator("hidden_sizes")
     @classmethod
     def _positive_sizes(cls, value: list[int]) -> list[int]:
-        if not value or any(h < 1 for h in value):
-            raise ValueError("must be a non-empty list of positive layer widths")
+        if not value or any(not 1 <= h <= MAX_LAYER_WIDTH for h in value):
+            raise ValueError(
+                f"must be a non-empty list of layer widths from 1 to {MAX_LAYER_WIDTH}"
+            )
         return value
 
 
 class RolloutConfig(Section):
     """Policy inference workers and weight sync."""
 
-    num_workers: int = Field(1, ge=1)
-    num_steps: int = Field(128, ge=1, description="Env steps per env per iteration.")
+    num_workers: int = Field(1, ge=1, le=MAX_WORKERS)
+    num_steps: int = Field(128, ge=1, le=MAX_STEPS, description="Env steps per env per iteration.")
     weight_sync_bucket_mb: float = Field(
-        64.0, gt=0, description="Max size of one weight-sync bucket."
+        64.0, gt=0, le=MAX_BUCKET_MB, description="Max size of one weight-sync bucket."
     )
     pipeline_stages: int = Field(
         1,
         ge=1,
+        le=MAX_ENVS,
         description="Env slices with requests in flight at once (hides the Ray round trip); "
         "must divide env.num_envs.",
     )
@@ -147,10 +180,12 @@ class RolloutConfig(Section):
         "hf", description="Reasoning: generation engine (Hugging Face generate, or vLLM)."
     )
     vllm: VLLMConfig = Field(default_factory=lambda: VLLMConfig())
-    max_new_tokens: int = Field(16, ge=1, description="Reasoning: longest response (tokens).")
+    max_new_tokens: int = Field(
+        16, ge=1, le=MAX_TOKENS, description="Reasoning: longest response (tokens)."
+    )
     temperature: float = Field(1.0, gt=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    top_k: int = Field(0, ge=0, description="0 = no top-k truncation.")
+    top_k: int = Field(0, ge=0, le=MAX_TOKENS, description="0 = no top-k truncation.")
     weight_sync_mode: Literal["bucket", "patch"] = Field(
         "bucket",
         description="bucket: the full state dict in size-capped buckets; patch: only the "
@@ -160,7 +195,10 @@ class RolloutConfig(Section):
         None, description="Cast floating weights for the transfer (None: keep their dtype)."
     )
     patch_full_sync_interval: int = Field(
-        10, ge=1, description="patch mode: a full sync every this many syncs."
+        10,
+        ge=1,
+        le=MAX_ITERATIONS,
+        description="patch mode: a full sync every this many syncs.",
     )
 
 
@@ -185,7 +223,9 @@ class AlgorithmConfig(Section):
     kl_in_reward: bool = Field(
         False, description="Apply the KL as a per-token reward penalty instead of a loss term."
     )
-    group_size: int = Field(8, ge=1, description="Reasoning: responses sampled per prompt.")
+    group_size: int = Field(
+        8, ge=1, le=MAX_GROUP_SIZE, description="Reasoning: responses sampled per prompt."
+    )
     loss_agg_mode: Literal[
         "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
     ] = Field("token-mean", description="Reasoning: how per-token losses reduce to one.")
@@ -197,10 +237,16 @@ class AlgorithmConfig(Section):
         description="DAPO: drop groups whose responses all got the same reward and sample more.",
     )
     max_num_gen_batches: int = Field(
-        4, ge=1, description="DAPO: most generation rounds per iteration to fill the batch."
+        4,
+        ge=1,
+        le=MAX_EPOCHS,
+        description="DAPO: most generation rounds per iteration to fill the batch.",
     )
     overlong_buffer_length: int | None = Field(
-        None, ge=1, description="DAPO soft overlong punishment zone (tokens); None = off."
+        None,
+        ge=1,
+        le=MAX_TOKENS,
+        description="DAPO soft overlong punishment zone (tokens); None = off.",
     )
     overlong_penalty_factor: float = Field(1.0, ge=0.0)
     target_kl: float | None = Field(
@@ -224,6 +270,7 @@ class ActorConfig(Section):
     num_workers: int = Field(
         1,
         ge=1,
+        le=MAX_WORKERS,
         description="Trainer workers. The embodied MLP trainer is single-process; reasoning "
         "models train data-parallel with FSDP2 across this many workers.",
     )
@@ -232,16 +279,27 @@ class ActorConfig(Section):
     adam_eps: float = Field(1e-5, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_iterations: int = Field(0, ge=0)
-    update_epochs: int = Field(4, ge=1)
-    num_minibatches: int = Field(4, ge=1)
+    warmup_iterations: int = Field(0, ge=0, le=MAX_ITERATIONS)
+    update_epochs: int = Field(4, ge=1, le=MAX_EPOCHS)
+    num_minibatches: int = Field(4, ge=1, le=MAX_MINIBATCHES)
     max_grad_norm: float | None = Field(0.5, gt=0.0)
+    max_skipped_updates_in_a_row: int = Field(
+        3,
+        ge=1,
+        le=MAX_STEPS,
+        description="Optimizer updates whose loss or gradient norm is not finite are skipped "
+        "(train/skipped_updates); this many skipped in a row stop the run.",
+    )
     micro_batch_size: int = Field(
-        8, ge=1, description="Reasoning: sequences per forward/backward (gradient accumulation)."
+        8,
+        ge=1,
+        le=MAX_MINIBATCHES,
+        description="Reasoning: sequences per forward/backward (gradient accumulation).",
     )
     sft_steps_per_iteration: int = Field(
         1,
         ge=1,
+        le=MAX_EPOCHS,
         description="SFT (flows/sft.py): optimizer steps, each on a new batch, per iteration.",
     )
     fsdp_config: FSDPConfig = Field(default_factory=lambda: FSDPConfig())
@@ -253,7 +311,10 @@ class RewardConfig(Section):
     reward_type: str = Field("env", description="Registered reward; 'env' uses the env's reward.")
     scale: float = 1.0
     num_tasks: int = Field(
-        2, ge=1, description="Reasoning: parallel Ray tasks the scoring of a batch fans out to."
+        2,
+        ge=1,
+        le=MAX_WORKERS,
+        description="Reasoning: parallel Ray tasks the scoring of a batch fans out to.",
     )
     # Annotated validators (not @field_validator) keep scripts/gen_config_docs.py's table of
     # field validators unchanged; the descriptions state what they check.
@@ -293,6 +354,7 @@ class RLPipeConfig(Section):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
 
     @property
     def category(self) -> str:
@@ -316,7 +378,7 @@ class RLPipeConfig(Section):
                     f"actor.num_workers = {self.actor.num_workers}: the embodied MLP trainer is "
                     "single-process (data-parallel FSDP2 trainers are for reasoning models)"
                 )
-        else:
+        elif self.category == "reasoning":
             if adv == "gae":
                 raise ValueError(
                     "algorithm.adv_type = 'gae' is the per-env-step estimator; reasoning models "
@@ -382,4 +444,23 @@ class RLPipeConfig(Section):
                 f"divide into actor.num_minibatches*actor.num_workers = "
                 f"{self.actor.num_minibatches * self.actor.num_workers} equal minibatches"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _rollout_buffer_fits_memory(self) -> RLPipeConfig:
+        if self.category == "reasoning":
+            data = self.data
+            estimate = limits.reasoning_buffer(
+                data.prompts_per_batch,
+                self.algorithm.group_size,
+                data.max_prompt_length,
+                self.rollout.max_new_tokens,
+            )
+        else:
+            estimate = limits.embodied_buffer(
+                self.env.num_workers, self.env.num_envs, self.rollout.num_steps
+            )
+        memory = limits.machine_memory_bytes()
+        if memory is not None and estimate.bytes > memory:
+            raise ValueError(estimate.describe(memory))
         return self

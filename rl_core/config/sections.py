@@ -4,14 +4,45 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 
 class Section(BaseModel):
-    """A config section: unknown keys are rejected, assignments validated."""
+    """A config section: unknown keys are rejected, assignments validated, floats finite."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+def check_finite_tree(value: Any) -> Any:
+    """Validate that every float inside ``value`` (nested dicts, lists, tuples) is finite.
+
+    For free-form fields (``env.kwargs``, extra ``model`` keys) whose values pydantic does
+    not type; the error names the nested key of the first bad number.
+    """
+    bad = _first_nonfinite(value, "")
+    if bad is not None:
+        path, number = bad
+        where = f" at {path}" if path else ""
+        raise ValueError(f"numbers must be finite; found {number}{where}")
+    return value
+
+
+def _first_nonfinite(value: Any, path: str) -> tuple[str, float] | None:
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, value)
+    if isinstance(value, dict):
+        items = ((f"{path}[{k!r}]", v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for child_path, child in items:
+        bad = _first_nonfinite(child, child_path)
+        if bad is not None:
+            return bad
+    return None
 
 
 def check_registered(kind: str, name: str) -> str:
@@ -28,13 +59,14 @@ def check_registered(kind: str, name: str) -> str:
 
 
 def check_reward_components(value: dict[str, float]) -> dict[str, float]:
-    """Validate ``reward.components``: registered, non-composite names and finite weights."""
-    for name, weight in value.items():
+    """Validate ``reward.components``: registered, non-composite names.
+
+    The weights are floats of a :class:`Section`, so pydantic already rejects inf and NaN.
+    """
+    for name in value:
         check_registered("reward", name)
         if name.strip().lower() == "composite":
             raise ValueError("a composite reward cannot contain 'composite' (a cycle)")
-        if not math.isfinite(weight):
-            raise ValueError(f"weight of {name!r} must be finite, got {weight}")
     return value
 
 

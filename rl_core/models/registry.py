@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +13,9 @@ from rl_core.registry import Registry
 #: Builder signature: ``builder(model_cfg, spaces) -> BasePolicy`` where ``spaces`` has
 #: ``observation_space`` and ``action_space`` (single-env gymnasium spaces).
 ModelBuilder = Callable[[Any, Any], BasePolicy]
+#: Built-in categories; an extension may add its own (with a runtime registered for it).
 CATEGORIES = ("embodied", "reasoning")
+_CATEGORY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -46,18 +49,21 @@ def register_model(
     Args:
         model_type: Name used as ``model.model_type`` in configs (case-insensitive).
         builder: ``builder(model_cfg, spaces) -> BasePolicy``; omit it to get a decorator.
-        category: ``"embodied"`` or ``"reasoning"``.
+        category: ``"embodied"``, ``"reasoning"``, or a category an extension registers
+            a runtime for (``infra.step_runtime.register_category``).
         force: Replace an existing registration (e.g. to swap a built-in).
 
     Returns:
         ``builder`` when given, otherwise a decorator that registers and returns its argument.
 
     Raises:
-        ValueError: Unknown category.
+        ValueError: A category name that is not a lowercase identifier.
         rl_core.registry.RegistryError: Name taken and ``force`` is False.
     """
-    if category not in CATEGORIES:
-        raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
+    if not _CATEGORY_NAME.match(category):
+        raise ValueError(
+            f"category must be a lowercase identifier such as {CATEGORIES}, got {category!r}"
+        )
     if builder is None:
 
         def wrap(fn: ModelBuilder) -> ModelBuilder:

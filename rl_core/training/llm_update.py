@@ -20,15 +20,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl_core.algorithms import aggregation_weights, get_policy_loss, kl_penalty
+from rl_core.algorithms import aggregation_weights, count_sequences, get_policy_loss, kl_penalty
 from rl_core.models.base_policy import BasePolicy
+from rl_core.training.nonfinite import SkippedUpdateGuard, all_finite, any_rank
 
 FORWARD_KEYS = ("prompt_ids", "prompt_mask", "response_ids", "response_mask")
+#: Terms of the minibatch loss reported by :func:`accumulate_minibatch`.
+LOSS_TERMS = ("policy_loss", "entropy", "kl_loss", "value_loss")
 
 
 @dataclass(frozen=True)
 class MinibatchTotals:
-    """Size of one global minibatch (every rank's part of it)."""
+    """Size of one global minibatch (every rank's part of it).
+
+    Attributes:
+        tokens: Response tokens (sum of the response mask).
+        seqs: Responses with at least one token; fully masked rows do not count, as in the
+            seq-mean loss aggregations (:func:`~rl_core.algorithms.count_sequences`).
+    """
 
     tokens: float
     seqs: int
@@ -65,13 +74,16 @@ def rank_rows(num_rows: int, num_minibatches: int, world_size: int) -> list[list
 def minibatch_totals(
     shards: list[dict[str, torch.Tensor]], num_minibatches: int
 ) -> list[MinibatchTotals]:
-    """Global totals of minibatch ``k`` over the data-parallel shards (computed by the driver)."""
+    """Global totals of minibatch ``k`` over the data-parallel shards (computed by the driver).
+
+    Minibatch ``k`` is :func:`split_rows` part ``k`` of every shard (as in :func:`llm_update`),
+    so the totals count exactly the rows the ranks weight with them.
+    """
     totals = []
     for k in range(num_minibatches):
         parts = [split_rows(s, num_minibatches)[k]["response_mask"] for s in shards]
-        totals.append(
-            MinibatchTotals(float(sum(p.sum() for p in parts)), sum(p.shape[0] for p in parts))
-        )
+        tokens = float(sum(p.sum() for p in parts))
+        totals.append(MinibatchTotals(tokens, sum(count_sequences(p) for p in parts)))
     return totals
 
 
@@ -171,8 +183,16 @@ def llm_update(
     world_size: int = 1,
     temperature: float = 1.0,
     norm: float | None = None,
+    *,
+    guard: SkippedUpdateGuard | None = None,
+    iteration: int | None = None,
 ) -> dict[str, float]:
     """``actor.update_epochs`` passes over this rank's shard, one optimizer step per minibatch.
+
+    A minibatch whose loss (on any rank) or gradient norm is not finite is skipped on every
+    rank: the ranks all-reduce the flag, drop their gradients and leave weights and
+    optimizer state as they were. It counts in ``train/skipped_updates`` and not in the
+    other metrics.
 
     Args:
         policy: The (possibly FSDP-sharded) policy, in train mode.
@@ -184,14 +204,24 @@ def llm_update(
         world_size: Data-parallel ranks.
         temperature: Sampling temperature of the responses.
         norm: Constant of ``seq-mean-token-sum-norm``.
+        guard: Tracks skipped updates across calls (default: a new one from
+            ``actor.max_skipped_updates_in_a_row``).
+        iteration: Training iteration, named in the messages about skipped updates.
 
     Returns:
         Metrics under ``train/`` (this rank's share; the driver adds the ranks' shares).
+
+    Raises:
+        SkippedUpdatesError: ``actor.max_skipped_updates_in_a_row`` updates in a row were
+            skipped (on every rank at once).
     """
+    if guard is None:
+        guard = SkippedUpdateGuard(actor.max_skipped_updates_in_a_row)
+    device = next(policy.parameters()).device
     num_minibatches = len(totals)
     sums: dict[str, float] = {}
-    steps = 0
-    for _epoch in range(actor.update_epochs):
+    steps = skipped = 0
+    for epoch in range(actor.update_epochs):
         for k, minibatch in enumerate(split_rows(shard, num_minibatches)):
             metrics = accumulate_minibatch(
                 policy,
@@ -204,6 +234,14 @@ def llm_update(
                 norm,
             )
             metrics["grad_norm"] = _grad_norm(policy, actor.max_grad_norm) / world_size
+            checked = [metrics[t] for t in (*LOSS_TERMS, "grad_norm") if t in metrics]
+            nonfinite = any_rank(not all_finite(checked), device, world_size)
+            where = f"epoch {epoch + 1}, minibatch {k + 1}"
+            lr = optimizer.param_groups[0]["lr"]
+            if not guard.allow_step(not nonfinite, iteration, lr, where):
+                optimizer.zero_grad(set_to_none=True)
+                skipped += 1
+                continue
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             for name, value in metrics.items():
@@ -211,6 +249,7 @@ def llm_update(
             steps += 1
     out = {f"train/{k}": v / max(steps, 1) for k, v in sums.items()}
     out["train/optimizer_steps"] = float(steps) / world_size
+    out["train/skipped_updates"] = float(skipped) / world_size
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from rl_core.algorithms import (
 )
 from rl_core.models.base_policy import BasePolicy
 from rl_core.training.batch import to_torch_tree
+from rl_core.training.nonfinite import SkippedUpdateGuard
 
 
 @torch.no_grad()
@@ -71,8 +73,15 @@ def ppo_update(
     algo: Any,
     actor: Any,
     generator: torch.Generator,
+    *,
+    guard: SkippedUpdateGuard | None = None,
+    iteration: int | None = None,
 ) -> dict[str, float]:
     """Run ``actor.update_epochs`` epochs of minibatch updates on ``batch``.
+
+    A minibatch whose loss or gradient norm is not finite is skipped: its gradients are
+    dropped and ``optimizer.step()`` is not called, so weights and optimizer state stay as
+    they were. It counts in ``train/skipped_updates`` and not in the other metrics.
 
     Args:
         policy: The policy being trained.
@@ -82,9 +91,17 @@ def ppo_update(
         algo: The ``algorithm`` config section.
         actor: The ``actor`` config section.
         generator: Drives minibatch shuffling (checkpointed for exact resume).
+        guard: Tracks skipped updates across calls (default: a new one from
+            ``actor.max_skipped_updates_in_a_row``).
+        iteration: Training iteration, named in the messages about skipped updates.
 
     Returns:
-        Mean metrics over all minibatches, under ``train/``.
+        Mean metrics over the applied minibatch updates, under ``train/``, with
+        ``train/minibatch_updates`` (applied) and ``train/skipped_updates``.
+
+    Raises:
+        SkippedUpdatesError: ``actor.max_skipped_updates_in_a_row`` updates in a row were
+            skipped.
     """
     t, n_env = batch["rewards"].shape
     n = t * n_env
@@ -97,10 +114,12 @@ def ppo_update(
     }
     loss_fn = get_policy_loss(algo.loss_type)
     mb_size = n // actor.num_minibatches
+    if guard is None:
+        guard = SkippedUpdateGuard(actor.max_skipped_updates_in_a_row)
     sums: dict[str, float] = {}
-    count = 0
+    count = skipped = 0
     stop = False
-    for _epoch in range(actor.update_epochs):
+    for epoch in range(actor.update_epochs):
         perm = torch.randperm(n, generator=generator)
         for start in range(0, n, mb_size):
             mb = _index(flat, perm[start : start + mb_size])
@@ -124,6 +143,12 @@ def ppo_update(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = _clip_grads(policy, actor.max_grad_norm)
+            finite = math.isfinite(loss.item()) and math.isfinite(grad_norm)
+            where = f"epoch {epoch + 1}, minibatch {start // mb_size + 1}"
+            if not guard.allow_step(finite, iteration, optimizer.param_groups[0]["lr"], where):
+                optimizer.zero_grad(set_to_none=True)
+                skipped += 1
+                continue
             optimizer.step()
             with torch.no_grad():
                 kl = kl_penalty(out["logprobs"], mb["old_logprobs"], algo.kl_estimator).mean()
@@ -145,6 +170,7 @@ def ppo_update(
             break
     metrics = {f"train/{k}": v / count for k, v in sums.items()}
     metrics["train/minibatch_updates"] = float(count)
+    metrics["train/skipped_updates"] = float(skipped)
     return metrics
 
 

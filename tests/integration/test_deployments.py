@@ -60,6 +60,14 @@ def test_deploy_all_creates_every_deployment(prefect_api: str, tmp_path: Path) -
         (schedule,) = deployments["evaluate-latest"].schedules
         assert schedule.schedule.cron == "0 * * * *" and schedule.active
         assert all(not deployments[n].schedules for n in wanted if n != "evaluate-latest")
+        # training deployments: one flow run at a time, later starts wait for the slot
+        for name in wanted:
+            got = deployments[name]
+            if name == "evaluate-latest":
+                assert got.global_concurrency_limit is None
+                continue
+            assert got.global_concurrency_limit.limit == 1, name
+            assert got.concurrency_options.collision_strategy == "ENQUEUE", name
     after = subprocess.run(
         ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True
     ).stdout

@@ -122,7 +122,7 @@ def test_grpo_run_records_flows_tasks_metrics_and_exports(
             "score_rewards-0-0",
             "score_rewards-0-1",
             "reward-0",
-            "llm_evaluate-1",
+            "evaluate-1",
             "update-3",
         }
         names: set[str] = set()
@@ -200,18 +200,17 @@ def test_interrupted_llm_run_resumes_bit_identical(
 ) -> None:
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     run_train(straight, train_env, "--config", str(preset), "eval.pass_k=1")
+    fail_at_3 = {**train_env, "RLPIPE_FAULTS": "exit:weight_sync@3"}  # off when resuming
     failed = subprocess.run(
-        train_cmd(resumed, "--config", str(preset), "eval.pass_k=1", "run.fail_at_iteration=3"),
+        train_cmd(resumed, "--config", str(preset), "eval.pass_k=1"),
         cwd=ROOT,
-        env=train_env,
+        env=fail_at_3,
         capture_output=True,
         text=True,
         timeout=600,
     )
-    assert failed.returncode != 0 and "failing on purpose" in failed.stdout + failed.stderr
-    out = run_train(
-        resumed, train_env, "--config", str(preset), "eval.pass_k=1", "run.fail_at_iteration=3"
-    )
+    assert failed.returncode != 0 and "injected fault exit" in failed.stdout + failed.stderr
+    out = run_train(resumed, fail_at_3, "--config", str(preset), "eval.pass_k=1")
     assert "resumed_from: 2" in out
     final = "llm-it/checkpoints/step_000004"
     a = load_file(str(straight / final / "actor_0" / "model.safetensors"))

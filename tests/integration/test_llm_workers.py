@@ -123,3 +123,38 @@ def test_rollout_weights_equal_trainer_weights_after_each_sync(cluster, tiny_dir
         assert all(0 < n for _, n in sent)
     for h in [*ranks, rollout]:
         ray.kill(h)
+
+
+def test_fsdp_ranks_agree_to_skip_a_nonfinite_update_and_to_refuse_a_checkpoint(
+    cluster, tiny_dir, tmp_path
+):
+    cfg = config(tiny_dir, "actor.max_skipped_updates_in_a_row=10")
+    ranks = trainer(cfg, 2)
+    update(ranks, batch(), 0)  # a finite update first: the optimizer has state
+    before = full_state(ranks)
+    bad = batch(seed=1)
+    # NaN only in rows of rank 0 (rank_rows gives it rows 0,1 and 4,5): rank 1's own loss
+    # and gradients are finite, yet it must skip too
+    bad["advantages"][[0, 4], 0] = np.nan
+    outs = update(ranks, bad, 1)
+    assert sum(o["train/skipped_updates"] for o in outs) == 4.0  # 2 epochs x 2 minibatches
+    assert sum(o["train/optimizer_steps"] for o in outs) == 0.0
+    after = full_state(ranks)
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+
+    def poison_first_local_shard(worker) -> None:  # runs inside the worker (by value)
+        with torch.no_grad():
+            param = next(worker.policy.parameters())
+            local = param.to_local() if hasattr(param, "to_local") else param
+            local.view(-1)[0] = float("nan")
+
+    store = tmp_path / "store"
+    ray.get(ranks[1].__ray_call__.remote(poison_first_local_shard))
+    refs = [h.save_checkpoint.remote(str(store), "step_000002") for h in ranks]
+    for ref in refs:  # both ranks refuse (rank 0's own shards are finite)
+        with pytest.raises(ray.exceptions.RayTaskError, match="refusing to checkpoint"):
+            ray.get(ref, timeout=120)
+    assert not store.exists() or not any(store.rglob("*")), "nothing may be written"
+    for h in ranks:
+        ray.kill(h)

@@ -164,15 +164,18 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
         f"run.max_iterations={ITERATIONS}",
         "run.checkpoint_interval=2",
         "run.eval_interval=0",
-        "run.fail_at_iteration=2",  # after the checkpoint of step 2
         "rollout.num_steps=32",
     ]
+    # fail at iteration 2, after the checkpoint of step 2 (off when the retry resumes)
+    job_variables = {"env": {"RLPIPE_FAULTS": "exit:weight_sync@2"}}
     api_url = env["PREFECT_API_URL"]
     with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as api:
         deployment = api.read_deployment_by_name("train/train-ppo-cartpole")
         assert deployment.work_pool_name == "rlpipe-process"
         flow_run = api.create_flow_run_from_deployment(
-            deployment.id, parameters={"overrides": overrides, "run_name": "deploy-retry"}
+            deployment.id,
+            parameters={"overrides": overrides, "run_name": "deploy-retry"},
+            job_variables=job_variables,
         )
         failed = wait_state(api, flow_run.id, lambda s: s.is_final())
         assert failed.state.is_failed(), failed.state

@@ -23,8 +23,9 @@ SMALL = (
     "rollout.num_steps=32",
     "eval.num_episodes=2",  # the final evaluation
     "eval.num_envs=2",
-    "run.fail_at_iteration=3",  # after the checkpoint of step 2; off when resuming
 )
+#: Fail the run at iteration 3, after the checkpoint of step 2 (off when resuming).
+FAIL_AT_3 = {"RLPIPE_FAULTS": "exit:weight_sync@3"}
 CHECKPOINT_FILES = {
     "COMPLETE",
     "actor_0/model.safetensors",
@@ -61,19 +62,19 @@ def test_run_on_s3_fails_midway_and_resumes_from_the_bucket(
     failed = subprocess.run(
         train_cmd(tmp_path, *overrides),
         cwd=ROOT,
-        env=env,
+        env={**env, **FAIL_AT_3},
         capture_output=True,
         text=True,
         timeout=300,
         start_new_session=True,
     )
     output = failed.stdout + failed.stderr
-    assert failed.returncode != 0 and "failing on purpose" in output, output[-4000:]
+    assert failed.returncode != 0 and "injected fault exit:weight_sync@3" in output, output[-4000:]
     first = _manifest(s3, s3_bucket)
     assert (first["step"], first["dir"]) == (2, "step_000002")
     assert not (tmp_path / "s3run" / "checkpoints").exists()  # nothing written locally
 
-    out = run_train(tmp_path, env, *overrides, timeout=300)
+    out = run_train(tmp_path, {**env, **FAIL_AT_3}, *overrides, timeout=300)
     assert "resumed_from: 2" in out
     assert f"s3://{s3_bucket}/ckpts/s3run" in out  # the summary's checkpoint dir
     final = _manifest(s3, s3_bucket)

@@ -100,7 +100,7 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
             for s in ("weight_sync", "rollout", "reward", "advantage", "update")
         }
         expected |= {"checkpoint-1", "checkpoint-2", "eval_episodes-1-0", "eval_episodes-1-1"}
-        expected |= {"eval_video-2"}
+        expected |= {"eval_video-2-0"}
         names: set[str] = set()
         deadline = time.monotonic() + 30  # task runs arrive through Prefect's event pipeline
         while time.monotonic() < deadline and not expected <= names:

@@ -103,8 +103,9 @@ def test_token_gae_needs_values():
         ("token-mean", None, 7 / 3),
         ("seq-mean-token-sum", None, 3.5),
         ("seq-mean-token-mean", None, 2.75),
-        ("seq-mean-token-sum-norm", None, 7 / 3),
-        ("seq-mean-token-sum-norm", 7.0, 1.0),
+        # mean over the 2 sequences of (token sum / norm): (3/3 + 4/3) / 2, (3/7 + 4/7) / 2
+        ("seq-mean-token-sum-norm", None, 7 / 6),
+        ("seq-mean-token-sum-norm", 7.0, 0.5),
     ],
 )
 def test_loss_aggregation_modes(mode, norm, expected):

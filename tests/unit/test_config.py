@@ -130,7 +130,7 @@ def test_literal_field_lists_allowed_values():
 def test_bad_hidden_sizes():
     msg = error_of("model.hidden_sizes=[32,0]")
     assert "model.hidden_sizes = [32, 0]" in msg
-    assert "positive layer widths" in msg
+    assert "layer widths from 1 to 65536" in msg
 
 
 def test_every_error_listed_with_source():

@@ -140,8 +140,8 @@ def test_decorator_forms():
 
 
 def test_register_model_rejects_unknown_category():
-    with pytest.raises(ValueError, match="category must be one of"):
-        api.register_model("test_cat", _builder, category="robotics")
+    with pytest.raises(ValueError, match="category must be a lowercase identifier"):
+        api.register_model("test_cat", _builder, category="robotics/arm")
 
 
 def test_reward_class_is_instantiated_once_with_the_reward_config():

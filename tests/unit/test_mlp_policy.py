@@ -198,8 +198,8 @@ def test_register_model_duplicate_and_force():
 
 
 def test_register_model_bad_category():
-    with pytest.raises(ValueError, match="category must be one of"):
-        register_model("test_bad_category", lambda cfg, spaces: None, category="robot")
+    with pytest.raises(ValueError, match="category must be a lowercase identifier"):
+        register_model("test_bad_category", lambda cfg, spaces: None, category="Robot arm")
     assert "test_bad_category" not in MODELS
 
 

@@ -1,4 +1,5 @@
-"""Process helpers: liveness (zombies count as gone), ports, sessions, fate sharing."""
+"""Process helpers: liveness (zombies count as gone), ports, sessions, safe kills, fate
+sharing."""
 
 import os
 import signal
@@ -8,7 +9,16 @@ import sys
 import time
 from pathlib import Path
 
-from infra.processes import free_port, pid_alive, port_free, port_listening, session_pids
+from infra.processes import (
+    free_port,
+    kill_process,
+    pid_alive,
+    port_free,
+    port_listening,
+    process_start_time,
+    session_pids,
+    wait_gone,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,3 +82,33 @@ def test_a_server_in_its_own_session_dies_with_the_process_that_started_it() -> 
     finally:
         if pid_alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_kill_process_signals_only_the_process_that_started_then() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = process_start_time(child.pid)
+        assert started is not None
+        assert started == process_start_time(child.pid)
+        assert not kill_process(child.pid, started - 1)  # a reused pid: left alone
+        assert not kill_process(child.pid, None)
+        assert pid_alive(child.pid)
+        assert kill_process(child.pid, started)
+        assert child.wait(timeout=10) == -signal.SIGKILL
+        assert wait_gone(child.pid, timeout=1.0)
+        assert not kill_process(child.pid, started)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_wait_gone_times_out_on_a_running_process() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        start = time.monotonic()
+        assert not wait_gone(child.pid, timeout=0.3)
+        assert 0.3 <= time.monotonic() - start < 2.0
+    finally:
+        child.kill()
+        child.wait()

@@ -320,7 +320,7 @@ def test_unknown_component_lists_known_rewards():
     ("override", "text"),
     [
         ("reward.components={composite: 1.0}", "cannot contain 'composite'"),
-        ("reward.components={math_verify: .inf}", "must be finite"),
+        ("reward.components={math_verify: .inf}", "math_verify = inf: Input should be a finite"),
         ("reward.components={math_verify: abc}", "valid number"),
     ],
 )

@@ -1,0 +1,312 @@
+"""Fault matrix: every fault kind at every step, checked bit-identical to a fault-free run.
+
+For each preset it trains a reference run without faults, then one run per (fault kind,
+step) with ``RLPIPE_FAULTS=KIND:STEP@ITERATION``, all in this process (one Prefect API,
+one Ray cluster), and compares the final checkpoints: weights, optimizer state, sampler
+and env state, ``env_steps`` and the trainer's update count. ``--driver-kill`` adds, per
+step, a CLI run whose driver is SIGKILLed at that step and then relaunched.
+
+Prints a table: fault, step, completed, identical, extra seconds (against the reference).
+
+Usage:
+  python benchmarks/chaos.py [--presets ppo_cartpole,reasoning] [--kinds raise,kill,hang]
+                             [--steps weight_sync,...] [--driver-kill] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from infra.runtime_env import apply_base_env  # noqa: E402
+
+apply_base_env()
+
+import torch  # noqa: E402
+from safetensors.torch import load as load_safetensors  # noqa: E402
+
+from rl_core.reliability import FAULT_STEPS  # noqa: E402
+
+#: Iteration at which each step's fault fires (evaluate/checkpoint: where they are due).
+FAULT_ITERATION = {step: 1 for step in FAULT_STEPS}
+#: Short runs of each preset: 4 iterations, evaluation and checkpoint every 2.
+PRESETS: dict[str, tuple[str, list[str]]] = {
+    "ppo_cartpole": (
+        "ppo_cartpole",
+        [
+            "run.max_iterations=4",
+            "run.eval_interval=2",
+            "run.checkpoint_interval=2",
+            "run.stop_at_eval_return=null",
+            "eval.num_episodes=4",
+            "eval.video=false",
+            "tracking.learning_curve=false",
+            "tracking.registered_model_name=null",
+            "tracking.system_metrics=false",
+            *(f"timeouts.{step}=30" for step in FAULT_STEPS),  # hangs end after 30 s
+        ],
+    ),
+    "reasoning": (
+        "grpo_arith",
+        [
+            "run.max_iterations=4",
+            "run.eval_interval=2",
+            "run.checkpoint_interval=2",
+            "run.warm_start=null",
+            "model.tiny_init=true",
+            "data.prompts_per_batch=4",
+            "data.eval_size=8",
+            "algorithm.group_size=4",
+            "eval.pass_k=1",
+            "eval.before_training=false",
+            "actor.lr=1e-3",
+            "tracking.learning_curve=false",
+            "tracking.registered_model_name=null",
+            "tracking.system_metrics=false",
+            *(f"timeouts.{step}=60" for step in FAULT_STEPS),  # hangs end after 60 s
+        ],
+    ),
+}
+
+
+def env_fingerprint(obj: Any, depth: int = 0) -> Any:
+    """The state in a pickled env object, as comparable data.
+
+    Walks the object graph and keeps arrays, numbers, strings and RNG states; skips spaces
+    (their samplers are seeded from OS entropy on first use and never drive training) and
+    functions (the env constructors).
+    """
+    import numpy as np
+
+    if depth > 12 or callable(obj) and not hasattr(obj, "__dict__"):
+        return None
+    if isinstance(obj, np.random.Generator):
+        return obj.bit_generator.state
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (int, float, str, bool, bytes)) or obj is None:
+        return obj
+    if isinstance(obj, dict):
+        return {
+            str(k): env_fingerprint(v, depth + 1)
+            for k, v in obj.items()
+            if "space" not in str(k) and not callable(v)
+        }
+    if isinstance(obj, (list, tuple)):
+        return [env_fingerprint(v, depth + 1) for v in obj if not _is_function(v)]
+    if hasattr(obj, "__dict__"):
+        return {type(obj).__name__: env_fingerprint(vars(obj), depth + 1)}
+    return repr(obj)
+
+
+def _is_function(obj: Any) -> bool:
+    import types
+
+    return isinstance(obj, (types.FunctionType, types.MethodType))
+
+
+def _workers_state(data: bytes) -> Any:
+    """Env states (unpickled to their fingerprint) and rollout RNG states of workers.pt."""
+    import cloudpickle
+
+    from infra.checkpoint.serialize import unwrap_bytes
+
+    workers = unwrap_bytes(torch.load(io.BytesIO(data), weights_only=True))
+    envs = [
+        [env_fingerprint(cloudpickle.loads(s)) for s in worker] if worker else None
+        for worker in workers["env_states"]
+    ]
+    return {"env_states": envs, "rollout_rng": workers["rollout_rng"]}
+
+
+def final_state(run_dir: Path) -> dict[str, Any]:
+    """Everything a continuation depends on, from the run's latest committed checkpoint."""
+    ckpt = run_dir / "checkpoints"
+    manifest = json.loads((ckpt / "latest.json").read_text())
+    folder = ckpt / manifest["dir"]
+    state: dict[str, Any] = {
+        "step": manifest["step"],
+        "env_steps": manifest["state"]["env_steps"],
+    }
+    for path in sorted(folder.rglob("*")):
+        rel = str(path.relative_to(folder))
+        if path.suffix == ".safetensors":
+            state[rel] = load_safetensors(path.read_bytes())
+        elif path.name == "workers.pt":
+            state[rel] = _workers_state(path.read_bytes())
+        elif path.name == "driver_rng.json":
+            # Python's global RNG is also drawn by Prefect internals (retry jitter); rlpipe's
+            # driver draws from none of the global RNGs, so only numpy/torch are compared.
+            rng = json.loads(path.read_bytes())
+            state[rel] = {"numpy": rng["numpy"], "torch": rng["torch"]}
+        elif path.suffix == ".pt":
+            state[rel] = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
+        elif path.suffix in (".distcp", ".json") and path.name not in ("config.json",):
+            state[rel] = path.read_bytes()
+    return state
+
+
+def same(a: Any, b: Any) -> bool:
+    """Exact equality of nested checkpoint content (tensors bit for bit)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Names of the checkpoint entries that differ."""
+    keys = sorted(set(a) | set(b))
+    return [k for k in keys if k not in a or k not in b or not same(a[k], b[k])]
+
+
+def run_in_process(preset: str, overrides: list[str], faults: str) -> tuple[bool, float, str]:
+    """Train with ``RLPIPE_FAULTS=faults``; returns (completed, seconds, error)."""
+    from flows.train import train
+
+    os.environ["RLPIPE_FAULTS"] = faults
+    started = time.perf_counter()
+    try:
+        train(preset=preset, overrides=overrides)
+        return True, time.perf_counter() - started, ""
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        return False, time.perf_counter() - started, f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        os.environ.pop("RLPIPE_FAULTS", None)
+
+
+def run_driver_kill(preset: str, overrides: list[str], step: str, env: dict[str, str]) -> tuple:
+    """Kill the driver at ``step`` (a CLI process), relaunch; returns (completed, seconds, err)."""
+    cmd = [sys.executable, str(ROOT / "flows" / "train.py"), "--config", preset, *overrides]
+    started = time.perf_counter()
+    first = subprocess.run(
+        cmd,
+        env={**env, "RLPIPE_FAULTS": f"kill_driver:{step}@{FAULT_ITERATION[step]}"},
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+    )
+    if first.returncode != -9:
+        return False, time.perf_counter() - started, f"driver exited {first.returncode}"
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, start_new_session=True)
+    seconds = time.perf_counter() - started
+    if second.returncode != 0:
+        return False, seconds, (second.stdout + second.stderr)[-300:]
+    return True, seconds, ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the matrix and print the table; exit 1 if any case failed or differed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", default="ppo_cartpole,reasoning")
+    parser.add_argument("--kinds", default="raise,kill,hang")
+    parser.add_argument("--steps", default=",".join(FAULT_STEPS))
+    parser.add_argument(
+        "--cases", default="", help="only these KIND:STEP cases (instead of kinds × steps)"
+    )
+    parser.add_argument("--driver-kill", action="store_true", help="also kill the driver")
+    parser.add_argument("--out", default=None, help="output folder (default: a temp dir)")
+    parser.add_argument("--json", default=None, help="write the rows to this JSON file")
+    args = parser.parse_args(argv)
+    from flows.cli import _setup_logging, prefect_api
+
+    _setup_logging()
+    out = Path(args.out or tempfile.mkdtemp(prefix="rlpipe-chaos-")).resolve()
+    rows: list[dict[str, Any]] = []
+    kinds = [k for k in args.kinds.split(",") if k]
+    steps = [s for s in args.steps.split(",") if s]
+    with prefect_api(out):
+        for name in args.presets.split(","):
+            preset, base = PRESETS[name]
+            common = [*base, f"run.output_dir={out / name}", f"model.model_path={out / 'tiny'}"]
+            if name != "reasoning":
+                common.pop()
+            # Two fault-free runs: the first warms up (imports, Ray workers) and shows that
+            # clean runs agree; the second is the reference (state and time).
+            for run in ("warmup", "reference"):
+                ok, ref_seconds, err = run_in_process(preset, [*common, f"run.name={run}"], "")
+                if not ok:
+                    raise SystemExit(f"{name}: the fault-free {run} run failed: {err}")
+            reference = final_state(out / name / "reference")
+            clean = differences(reference, final_state(out / name / "warmup"))
+            if clean:
+                raise SystemExit(f"{name}: two fault-free runs differ in {clean}")
+            cases = [c.split(":") for c in args.cases.split(",") if c] or [
+                (kind, step) for kind in kinds for step in steps
+            ]
+            for kind, step in cases:
+                faults = f"{kind}:{step}@{FAULT_ITERATION[step]}"
+                ok, seconds, err = run_in_process(
+                    preset, [*common, f"run.name={kind}-{step}"], faults
+                )
+                rows.append(_row(name, faults, ok, seconds, ref_seconds, err, out, reference))
+                _print_row(rows[-1])
+            if args.driver_kill:
+                env = {**os.environ}
+                for step in steps:
+                    run = f"kill_driver-{step}"
+                    ok, seconds, err = run_driver_kill(
+                        preset, [*common, f"run.name={run}"], step, env
+                    )
+                    faults = f"kill_driver:{step}@{FAULT_ITERATION[step]}"
+                    rows.append(_row(name, faults, ok, seconds, ref_seconds, err, out, reference))
+                    _print_row(rows[-1])
+    _print_table(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0 if all(r["completed"] and r["identical"] for r in rows) else 1
+
+
+def _row(preset, faults, ok, seconds, ref_seconds, err, out, reference) -> dict[str, Any]:
+    kind, rest = faults.split(":", 1)
+    step = rest.split("@")[0]
+    run_dir = out / preset / f"{kind}-{step}"
+    diff = differences(reference, final_state(run_dir)) if ok else ["(run failed)"]
+    return {
+        "preset": preset,
+        "fault": faults,
+        "kind": kind,
+        "step": step,
+        "completed": ok,
+        "identical": ok and not diff,
+        "differs": diff[:5],
+        "extra_seconds": round(seconds - ref_seconds, 1),
+        "error": err,
+    }
+
+
+def _print_row(row: dict[str, Any]) -> None:
+    print(
+        f"{row['preset']:<13} {row['fault']:<26} completed={row['completed']} "
+        f"identical={row['identical']} extra={row['extra_seconds']:+.1f}s "
+        f"{row['error'] or ''}{' differs: ' + ', '.join(row['differs']) if row['differs'] else ''}",
+        flush=True,
+    )
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    print("\n| preset | fault | step | completed | identical | extra seconds |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(
+            f"| {r['preset']} | {r['kind']} | {r['step']} | {'yes' if r['completed'] else 'NO'} | "
+            f"{'yes' if r['identical'] else 'NO'} | {r['extra_seconds']:+.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

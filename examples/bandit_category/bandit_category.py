@@ -1,0 +1,177 @@
+"""A model category of its own: a softmax policy over the arms of a Bernoulli bandit.
+
+This module is all it takes to add a category to rlpipe: it registers a model type of
+category ``bandit`` and a runtime for that category (``register_category``). Load it with
+``RLPIPE_EXT_MODULE=bandit_category`` (with this folder on ``PYTHONPATH``) and train with
+``python flows/train.py --config examples/bandit_category/bandit.yaml``.
+
+The runtime has no Ray workers: the policy, its optimizer and the bandit live in the
+driver. Each iteration pulls ``env.num_envs`` arms, scores them, and takes one REINFORCE
+step with a mean-reward baseline.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from infra.checkpoint.serialize import (
+    bytes_to_object,
+    bytes_to_tensors,
+    object_to_bytes,
+    tensors_to_bytes,
+)
+from infra.checkpoint.store import open_store, step_dir_name
+from infra.step_runtime import Evaluation, StepRuntime, register_category
+from rl_core.api import BasePolicy, register_model
+
+#: Success probability of each arm.
+ARMS = (0.2, 0.5, 0.8)
+
+
+class SoftmaxArms(BasePolicy):
+    """Logits over the arms (the whole policy)."""
+
+    def __init__(self, model_cfg: Any, spaces: Any) -> None:
+        super().__init__()
+        self.logits = torch.nn.Parameter(torch.zeros(len(ARMS)))
+
+    def default_forward(self, **kwargs: Any) -> torch.Tensor:
+        """Log-probabilities of the arms."""
+        return torch.log_softmax(self.logits, dim=0)
+
+    def predict_action_batch(self, env_obs: Any, mode: str = "train", **kwargs: Any) -> Any:
+        """Greedy arm (the bandit has no observations)."""
+        return int(self.logits.argmax()), {}
+
+
+class BanditRuntime(StepRuntime):
+    """Trains :class:`SoftmaxArms` on the bandit, in the driver."""
+
+    category = "bandit"
+    score_metric = "eval/return_mean"
+
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg)
+        torch.manual_seed(cfg.run.seed)
+        self.policy = SoftmaxArms(cfg.model, None)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.actor.lr)
+        self.rng = np.random.default_rng(cfg.run.seed)
+        self.batch: dict[str, np.ndarray] = {}
+        self.version = 0
+
+    def weight_sync(self, iteration: int) -> dict[str, Any]:
+        """Nothing to sync: acting and training share the policy."""
+        return {"seconds": 0.0, "version": self.version}
+
+    def rollout(self, iteration: int) -> dict[str, Any]:
+        """Pull ``env.num_envs`` arms sampled from the policy."""
+        start = time.perf_counter()
+        with torch.no_grad():
+            probs = torch.softmax(self.policy.logits, dim=0).double().numpy()
+        arms = self.rng.choice(len(ARMS), size=self.cfg.env.num_envs, p=probs / probs.sum())
+        wins = self.rng.random(len(arms)) < np.asarray(ARMS)[arms]
+        self.batch = {"arms": arms, "rewards": wins.astype(np.float32)}
+        return {
+            "seconds": time.perf_counter() - start,
+            "env_steps": len(arms),
+            "env/episode_return_mean": float(wins.mean()),
+        }
+
+    def reward(self, iteration: int, results: list[Any] | None) -> dict[str, Any]:
+        """The bandit's wins are the rewards."""
+        return {"seconds": 0.0, "rollout/reward_mean": float(self.batch["rewards"].mean())}
+
+    def advantage(self, iteration: int) -> dict[str, Any]:
+        """Reward minus the batch mean."""
+        rewards = self.batch["rewards"]
+        self.batch["advantages"] = rewards - rewards.mean()
+        return {"seconds": 0.0, "train/advantage_mean": 0.0}
+
+    def update(self, iteration: int) -> dict[str, Any]:
+        """One REINFORCE step."""
+        start = time.perf_counter()
+        logp = self.policy()[torch.from_numpy(self.batch["arms"])]
+        loss = -(torch.from_numpy(self.batch["advantages"]) * logp).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.version += 1
+        return {"seconds": time.perf_counter() - start, "train/loss": float(loss)}
+
+    def evaluate(self, iteration: int, results: list[Any] | None) -> Evaluation:
+        """Expected reward of the greedy arm."""
+        arm, _ = self.policy.predict_action_batch(None)
+        return Evaluation({"seconds": 0.0, "eval/return_mean": ARMS[arm], "eval/arm": arm})
+
+    @classmethod
+    def evaluate_checkpoint(
+        cls, store_uri: str, checkpoint: dict[str, Any], episodes: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """Expected reward of the checkpoint's greedy arm."""
+        arm = int(torch.as_tensor(checkpoint["weights"]["logits"]).argmax())
+        return {"eval/return_mean": ARMS[arm]}, [], f"greedy arm {arm} ({ARMS[arm]:.0%})"
+
+    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+        """Policy weights, optimizer state, bandit RNG and update count."""
+        folder, store = step_dir_name(step), open_store(store_uri)
+        store.write_bytes(
+            f"{folder}/actor_0/model.safetensors", tensors_to_bytes(self.policy.state_dict())
+        )
+        store.write_bytes(f"{folder}/optimizer.pt", object_to_bytes(self.optimizer.state_dict()))
+        state = {"rng": self.rng.bit_generator.state, "version": self.version}
+        store.write_bytes(f"{folder}/bandit_state.json", json.dumps(state).encode())
+        return {"seconds": 0.0, "dir": folder}
+
+    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
+        """Restore what :meth:`save_checkpoint` wrote."""
+        store = open_store(store_uri)
+        path = f"{folder}/actor_0/model.safetensors"
+        self.policy.load_state_dict(bytes_to_tensors(store.read_bytes(path), path))
+        path = f"{folder}/optimizer.pt"
+        self.optimizer.load_state_dict(bytes_to_object(store.read_bytes(path), path))
+        state = json.loads(store.read_bytes(f"{folder}/bandit_state.json"))
+        self.rng.bit_generator.state = state["rng"]
+        self.version = int(state["version"])
+
+    def snapshot(self, step: str) -> None:
+        """Everything a rollout or an update changes."""
+        self._snapshot = copy.deepcopy(
+            (
+                self.policy.state_dict(),
+                self.optimizer.state_dict(),
+                self.rng.bit_generator.state,
+                self.batch,
+                self.version,
+            )
+        )
+
+    def restore(self, step: str) -> None:
+        """Put back what :meth:`snapshot` kept."""
+        model, optimizer, rng, batch, version = copy.deepcopy(self._snapshot)
+        self.policy.load_state_dict(model)
+        self.optimizer.load_state_dict(optimizer)
+        self.rng.bit_generator.state = rng
+        self.batch, self.version = batch, version
+
+    def repair(self) -> dict[str, list[int]]:
+        """No workers, nothing to repair."""
+        return {}
+
+    def worker_pids(self) -> dict[str, list[int]]:
+        """No worker processes."""
+        return {}
+
+    def shutdown(self) -> None:
+        """Nothing to stop."""
+
+
+def register() -> None:
+    """Called by rlpipe when the module is loaded (``RLPIPE_EXT_MODULE``)."""
+    register_model("bandit_softmax", SoftmaxArms, category="bandit", force=True)
+    register_category(BanditRuntime, force=True)

@@ -1,0 +1,348 @@
+"""EmbodiedRuntime: env, rollout and trainer worker groups of a control-policy run.
+
+Env workers step vectorized gymnasium envs with actions from rollout workers; the trainer
+(actor) applies the reward, computes advantages and runs PPO-style updates. Evaluation
+episodes and videos are stateless fan-out jobs on the run's fixed evaluation seeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import ray
+
+from infra import ray_cluster
+from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_bytes, wrap_bytes
+from infra.checkpoint.store import open_store, step_dir_name
+from infra.deadlines import Liveness, wait_for
+from infra.eval_video import render_episode
+from infra.evaluation import eval_seeds, run_episodes
+from infra.placement import plan_placement
+from infra.step_runtime import Evaluation, FanoutJob, StepRuntime
+from infra.worker_group import WorkerGroup
+from infra.workers.actor_worker import ActorWorker
+from infra.workers.base import worker_seed
+from infra.workers.env_worker import EnvWorker
+from infra.workers.rollout_worker import RolloutWorker
+from rl_core.config import RLPipeConfig
+
+logger = logging.getLogger(__name__)
+
+
+class EmbodiedRuntime(StepRuntime):
+    """Creates and drives the env, rollout and actor worker groups of a run.
+
+    Args:
+        cfg: The validated run config.
+    """
+
+    category = "embodied"
+    score_metric = "eval/return_mean"
+
+    def __init__(self, cfg: RLPipeConfig) -> None:
+        super().__init__(cfg)
+        resources = ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
+        cluster_cpus = int(resources.get("CPU", 1))
+        sizes = {
+            "env": cfg.env.num_workers,
+            "rollout": cfg.rollout.num_workers,
+            "actor": cfg.actor.num_workers,
+        }
+        self.placement = plan_placement(cfg.cluster.component_placement, sizes, cluster_cpus)
+        self.timeouts = cfg.timeouts
+        liveness = Liveness.from_config(cfg.timeouts)
+        for name, plan in self.placement.items():
+            logger.info("placement %s: %d worker(s) on %s", name, sizes[name], plan.mode)
+        self.env = WorkerGroup(
+            "env",
+            EnvWorker,
+            sizes["env"],
+            self.placement["env"],
+            lambda r: (self.config_dict, r, self.placement["env"].cpus),
+            liveness,
+        )
+        self.env.wait_started(cfg.timeouts.worker_start)
+        self.spaces = ray.get(self.env[0].spaces.remote())
+        self.rollout_group = WorkerGroup(
+            "rollout",
+            RolloutWorker,
+            sizes["rollout"],
+            self.placement["rollout"],
+            lambda r: (self.config_dict, r, self.placement["rollout"].cpus, self.spaces),
+            liveness,
+        )
+        self.actor = WorkerGroup(
+            "actor",
+            ActorWorker,
+            sizes["actor"],
+            self.placement["actor"],
+            lambda r: (self.config_dict, r, self.placement["actor"].cpus, self.spaces),
+            liveness,
+        )
+        self._warm = [
+            _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
+        ]
+        # Wait for every worker to finish start-up (fails fast on config/extension errors).
+        for group in (self.rollout_group, self.actor):
+            group.wait_started(cfg.timeouts.worker_start)
+
+    @property
+    def groups(self) -> list[WorkerGroup]:
+        """Every worker group of the run."""
+        return [self.env, self.rollout_group, self.actor]
+
+    # -- steps ---------------------------------------------------------------------------
+    def weight_sync(self, iteration: int) -> dict[str, Any]:
+        """Push the trainer's weights to every rollout worker."""
+        start = time.perf_counter()
+        self.faults.arm("weight_sync", iteration, self.actor[0])
+        timeout = self.timeouts.weight_sync
+        (out,) = self.actor.get(
+            [self.actor[0].get_weight_buckets.remote(self.cfg.rollout.weight_sync_bucket_mb)],
+            timeout,
+            "weight_sync",
+            ranks=[0],
+        )
+        versions = self.rollout_group.call_within(
+            "weight_sync", timeout, "load_weights", out["refs"], out["version"]
+        )
+        return {
+            "seconds": time.perf_counter() - start,
+            "version": out["version"],
+            "rollout_versions": versions,
+            "rollout/weight_sync_bytes": out["bytes"],
+            "rollout/weight_sync_buckets": len(out["refs"]),
+        }
+
+    def rollout(self, iteration: int) -> dict[str, Any]:
+        """Run every env worker's rollout loop and hand the batches to the trainer."""
+        start = time.perf_counter()
+        self.faults.arm("rollout", iteration, self.env[0])
+        pairs = [
+            h.interact.options(num_returns=2).remote(
+                self.rollout_group[i % len(self.rollout_group)], self.cfg.rollout.num_steps
+            )
+            for i, h in enumerate(self.env.handles)
+        ]
+        batch_refs = [p[0] for p in pairs]
+        # an env worker waits on its rollout worker: a deadline kills both
+        owners = [
+            (self.env.owners([i])[0], self.rollout_group.owners([i % len(self.rollout_group)])[0])
+            for i in range(len(self.env))
+        ]
+        timeout = self.timeouts.rollout
+        stats = wait_for([p[1] for p in pairs], owners, timeout, "rollout", self.env.liveness)
+        self.actor.call_within("rollout", timeout, "receive_batch", *batch_refs)
+        returns = [r for s in stats for r in s["episode_returns"]]
+        lengths = [n for s in stats for n in s["episode_lengths"]]
+        env_steps = sum(s["env_steps"] for s in stats)
+        seconds = time.perf_counter() - start
+        metrics: dict[str, Any] = {
+            "seconds": seconds,
+            "env_steps": env_steps,
+            "env/episodes": len(returns),
+            "rollout/steps_per_second": env_steps / max(seconds, 1e-9),
+            "env/step_seconds": max(s["env_seconds"] for s in stats),
+        }
+        if returns:
+            metrics["env/episode_return_mean"] = float(np.mean(returns))
+            metrics["env/episode_length_mean"] = float(np.mean(lengths))
+        return metrics
+
+    def reward(self, iteration: int, results: list[Any] | None = None) -> dict[str, Any]:
+        """Apply the reward function on the trainer's batch (``results`` is unused)."""
+        self.faults.arm("reward", iteration, self.actor[0])
+        return self._timed_actor_call("reward", "apply_reward")
+
+    def advantage(self, iteration: int) -> dict[str, Any]:
+        """Compute advantages and returns on the trainer."""
+        self.faults.arm("advantage", iteration, self.actor[0])
+        return self._timed_actor_call("advantage", "compute_advantages")
+
+    def update(self, iteration: int) -> dict[str, Any]:
+        """Update the policy on the trainer."""
+        self.faults.arm("update", iteration, self.actor[0])
+        return self._timed_actor_call("update", "update", iteration)
+
+    def _timed_actor_call(self, step: str, method: str, *args: Any) -> dict[str, Any]:
+        start = time.perf_counter()
+        results = self.actor.call_within(step, getattr(self.timeouts, step), method, *args)
+        out = dict(results[0])
+        out["seconds"] = time.perf_counter() - start
+        return out
+
+    def policy_weights_ref(self) -> Any:
+        """ObjectRef of the trainer's weights (numpy state dict) for evaluation tasks."""
+        return self.actor[0].get_state_dict.remote()
+
+    # -- evaluation ----------------------------------------------------------------------
+    def evaluation_jobs(self, iteration: int) -> list[FanoutJob]:
+        """Deterministic episodes on the fixed evaluation seeds, in ``eval.num_tasks`` parts."""
+        num = self.cfg.eval.num_episodes
+        seeds = eval_seeds(self.cfg.run.seed, num)
+        weights = self.policy_weights_ref()
+        fault = self.faults.task_fault("evaluate", iteration)
+        parts = [list(p) for p in np.array_split(seeds, min(self.cfg.eval.num_tasks, num))]
+        return [
+            FanoutJob(
+                "eval_episodes",
+                run_episodes,
+                {"config": self.config_dict, "state_dict": weights, "seeds": [int(s) for s in p]},
+                fault if i == 0 else None,
+            )
+            for i, p in enumerate(parts)
+        ]
+
+    def evaluate(self, iteration: int, results: list[Any] | None) -> Evaluation:
+        """Combine the episode jobs' returns and lengths into ``eval/*`` metrics."""
+        results = results or []
+        returns = [r for res in results for r in res["returns"]]
+        lengths = [n for res in results for n in res["lengths"]]
+        return Evaluation(
+            {
+                "seconds": max(res["seconds"] for res in results),
+                "eval/return_mean": float(np.mean(returns)),
+                "eval/return_std": float(np.std(returns)),
+                "eval/return_min": float(np.min(returns)),
+                "eval/length_mean": float(np.mean(lengths)),
+                "eval/episodes": len(returns),
+            }
+        )
+
+    def video_job(self, iteration: int) -> FanoutJob | None:
+        """Render the current policy on the first evaluation seed."""
+        seed = eval_seeds(self.cfg.run.seed, 1)[0]
+        return FanoutJob(
+            "eval_video",
+            render_episode,
+            {"config": self.config_dict, "state_dict": self.policy_weights_ref(), "seed": seed},
+        )
+
+    @classmethod
+    def evaluate_checkpoint(
+        cls, store_uri: str, checkpoint: dict[str, Any], episodes: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """Deterministic episodes of the checkpoint's policy, split like in training.
+
+        Seeds are split into ``eval.num_tasks`` parts exactly as in training, so batch
+        shapes (and therefore float rounding) match the in-training evaluation.
+        """
+        config = checkpoint["config"]
+        config = {**config, "eval": {**config["eval"], "deterministic": True}}
+        seeds = eval_seeds(int(config["run"]["seed"]), episodes)
+        parts = np.array_split(seeds, min(int(config["eval"]["num_tasks"]), episodes))
+        weights = checkpoint["weights"]
+        results = [run_episodes(config, weights, [int(s) for s in part]) for part in parts]
+        returns = [r for res in results for r in res["returns"]]
+        metrics = {
+            "eval/return_mean": sum(returns) / len(returns),
+            "eval/return_min": min(returns),
+            "eval/return_max": max(returns),
+            "eval/episodes": len(returns),
+        }
+        headline = f"mean return {metrics['eval/return_mean']:.1f} over {len(returns)} episodes"
+        return metrics, [], headline
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+        """Write every worker's state for ``step`` (not yet committed)."""
+        start = time.perf_counter()
+        self.faults.arm("checkpoint", step - 1, self.actor[0])
+        folder = step_dir_name(step)
+        store = open_store(store_uri)
+        timeout = self.timeouts.checkpoint
+        refs = self.actor.call("save_checkpoint", store_uri, folder)
+        env_states = self.env.call_within("checkpoint", timeout, "get_state")
+        rng_states = self.rollout_group.call_within("checkpoint", timeout, "get_rng_state")
+        # the trainer's files first: it refuses non-finite weights, and then nothing else is
+        # written into the step folder
+        self.actor.get(refs, timeout, "checkpoint")
+        workers = {"env_states": env_states, "rollout_rng": rng_states}
+        store.write_bytes(f"{folder}/workers.pt", object_to_bytes(wrap_bytes(workers)))
+        return {"seconds": time.perf_counter() - start, "dir": folder}
+
+    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
+        """Restore every worker from a committed checkpoint folder."""
+        store = open_store(store_uri)
+        timeout = self.timeouts.checkpoint
+        self.actor.call_within("checkpoint", timeout, "load_checkpoint", store_uri, folder)
+        workers = bytes_to_object(store.read_bytes(f"{folder}/workers.pt"), f"{folder}/workers.pt")
+        env_states = [unwrap_bytes(s) for s in workers["env_states"]]
+        self.env.get(
+            [
+                h.set_state.remote(
+                    env_states[i] if i < len(env_states) else None, self._reseed(i, step)
+                )
+                for i, h in enumerate(self.env.handles)
+            ],
+            timeout,
+            "checkpoint",
+        )
+        rng = workers["rollout_rng"]
+        self.rollout_group.get(
+            [
+                h.set_rng_state.remote(rng[i % len(rng)])
+                for i, h in enumerate(self.rollout_group.handles)
+            ],
+            timeout,
+            "checkpoint",
+        )
+
+    def _reseed(self, rank: int, step: int) -> int:
+        return worker_seed(self.cfg.run.seed, "env", rank) * self.cfg.env.num_envs + 7919 * step
+
+    # -- retries -------------------------------------------------------------------------
+    def _step_groups(self, step: str) -> list[WorkerGroup]:
+        return {"rollout": [self.env, self.rollout_group], "update": [self.actor]}[step]
+
+    def snapshot(self, step: str) -> None:
+        """Env and sampling state before a rollout; trainer state before an update."""
+        for group in self._step_groups(step):
+            group.call_within(step, getattr(self.timeouts, step), "snapshot")
+
+    def restore(self, step: str) -> None:
+        """Put back the state kept by :meth:`snapshot`."""
+        for group in self._step_groups(step):
+            group.call_within(step, getattr(self.timeouts, step), "restore_snapshot")
+
+    # -- recovery ------------------------------------------------------------------------
+    def repair(self) -> dict[str, list[int]]:
+        """Respawn dead workers (blank: the caller restores a checkpoint)."""
+        rebuilt: dict[str, list[int]] = {}
+        for group in self.groups:
+            dead = group.dead_ranks()
+            for rank in dead:
+                group.respawn(rank)
+            if dead:
+                rebuilt[group.name] = dead
+        for group in self.groups:
+            group.wait_started(self.timeouts.worker_start)
+        return rebuilt
+
+    def worker_pids(self) -> dict[str, list[int]]:
+        """Process ids per group (for tests and debugging)."""
+        return {g.name: g.call_sync("ping") for g in self.groups}
+
+    def shutdown(self) -> None:
+        """Stop all workers."""
+        for group in self.groups:
+            group.shutdown()
+
+
+@ray.remote
+def _warm_task_worker() -> int:
+    """Warm a Ray worker for fan-out tasks (imports and a Prefect client).
+
+    The first evaluation then finds warm workers instead of paying a cold start (≈ 2 s).
+    """
+    import prefect_ray  # noqa: F401
+    from prefect.client.orchestration import get_client
+
+    import infra.evaluation  # noqa: F401
+
+    with get_client(sync_client=True) as client:
+        client.api_healthcheck()
+    return 0

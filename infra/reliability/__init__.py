@@ -1,0 +1,1 @@
+"""Exactly-once iterations: step journal, fault injection, recovery."""

@@ -1,0 +1,204 @@
+"""The step contract: what every kind of training (a model category) implements.
+
+A run's driver holds one :class:`StepRuntime`. The iteration flow calls its steps in order
+(weight_sync → rollout → reward → advantage → update, then evaluate and checkpoint when
+due); each returns a small dict of metrics and ``seconds`` of worker time, while tensors
+stay in Ray. Stateless fan-out work (reward scoring, evaluation episodes, a video) is
+returned as :class:`FanoutJob` lists that the tasks layer runs as parallel Prefect tasks on
+the Ray cluster. A category is registered once (:func:`register_category`); nothing else in
+rlpipe branches on the category.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from infra.reliability.faults import FaultInjector
+from rl_core.config import ConfigError, RLPipeConfig
+from rl_core.registry import Registry
+
+#: Steps of a training iteration, in order (``evaluate``/``checkpoint`` run when due).
+ITERATION_STEPS = (
+    "weight_sync",
+    "rollout",
+    "reward",
+    "advantage",
+    "update",
+    "evaluate",
+    "checkpoint",
+)
+#: Steps that change worker state: snapshotted before they start, restored on a retry.
+STATEFUL_STEPS = ("rollout", "update")
+
+
+@dataclass
+class FanoutJob:
+    """Stateless work for one Ray task: ``fn(**kwargs)``.
+
+    Attributes:
+        name: Task name shown in the Prefect UI (``<name>-<iteration>-<part>``).
+        fn: A module-level function (importable in Ray workers).
+        kwargs: Its keyword arguments (ObjectRefs are resolved by Ray).
+        fault: An injected fault for this job (``RLPIPE_FAULTS``), else None.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    fault: dict[str, str] | None = None
+
+
+@dataclass
+class Evaluation:
+    """Result of an evaluation: metrics (``eval/*`` and ``seconds``) and sample rows."""
+
+    metrics: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+class StepRuntime(ABC):
+    """Worker groups of one run and the steps the iteration flow calls on them.
+
+    Subclasses set :attr:`category` and :attr:`score_metric`, build their worker groups
+    in ``__init__(cfg)`` and implement the abstract methods.
+    """
+
+    #: Model category this runtime trains (``embodied``, ``reasoning``...).
+    category: ClassVar[str]
+    #: Metric whose value ranks checkpoints and registered model versions.
+    score_metric: ClassVar[str]
+    #: Env spaces the model was built for (None for models that take none).
+    spaces: Any = None
+
+    def __init__(self, cfg: RLPipeConfig) -> None:
+        self.cfg = cfg
+        self.config_dict = cfg.model_dump(mode="json")
+        self.faults = FaultInjector()
+
+    # -- checks before anything starts -----------------------------------------------------
+    @classmethod
+    def preflight(cls, cfg: RLPipeConfig) -> None:  # noqa: B027 - optional hook
+        """Read and check inputs (data files, engines) before any server or worker starts."""
+        return None
+
+    # -- the steps of an iteration --------------------------------------------------------
+    @abstractmethod
+    def weight_sync(self, iteration: int) -> dict[str, Any]:
+        """Push the trainer's weights to the rollout workers."""
+
+    @abstractmethod
+    def rollout(self, iteration: int) -> dict[str, Any]:
+        """Collect experience; the result has ``env_steps`` (samples this iteration)."""
+
+    def reward_jobs(self, iteration: int) -> list[FanoutJob]:
+        """Scoring jobs to fan out before :meth:`reward` (none by default)."""
+        return []
+
+    @abstractmethod
+    def reward(self, iteration: int, results: list[Any] | None) -> dict[str, Any]:
+        """Apply rewards (``results``: the outputs of :meth:`reward_jobs`' tasks)."""
+
+    @abstractmethod
+    def advantage(self, iteration: int) -> dict[str, Any]:
+        """Compute advantages (and returns)."""
+
+    @abstractmethod
+    def update(self, iteration: int) -> dict[str, Any]:
+        """Update the policy once."""
+
+    # -- evaluation ----------------------------------------------------------------------
+    def evaluation_jobs(self, iteration: int) -> list[FanoutJob]:
+        """Evaluation work to fan out before :meth:`evaluate` (none by default)."""
+        return []
+
+    @abstractmethod
+    def evaluate(self, iteration: int, results: list[Any] | None) -> Evaluation:
+        """Evaluation metrics (``results``: the outputs of :meth:`evaluation_jobs`' tasks)."""
+
+    def video_job(self, iteration: int) -> FanoutJob | None:
+        """A job rendering one evaluation episode to a GIF, if this category has videos."""
+        return None
+
+    @classmethod
+    @abstractmethod
+    def evaluate_checkpoint(
+        cls, store_uri: str, checkpoint: dict[str, Any], episodes: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """Evaluate a committed checkpoint in this process (``evaluate-latest``).
+
+        Returns:
+            ``(metrics, sample rows, one-line headline)``.
+        """
+
+    # -- state ---------------------------------------------------------------------------
+    @abstractmethod
+    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+        """Write every worker's state for ``step`` (the caller commits the manifest)."""
+
+    @abstractmethod
+    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
+        """Restore every worker from a committed checkpoint folder."""
+
+    @abstractmethod
+    def snapshot(self, step: str) -> None:
+        """Keep in memory the state ``step`` (one of :data:`STATEFUL_STEPS`) will change."""
+
+    @abstractmethod
+    def restore(self, step: str) -> None:
+        """Put back what :meth:`snapshot` kept, before ``step`` is tried again."""
+
+    def before_retry(self, step: str) -> None:  # noqa: B027 - optional hook
+        """Prepare a stateless step for another attempt (e.g. force a full weight sync)."""
+        return None
+
+    # -- workers -------------------------------------------------------------------------
+    @abstractmethod
+    def repair(self) -> dict[str, list[int]]:
+        """Respawn dead workers; returns the rebuilt ranks per group (their state is lost)."""
+
+    @abstractmethod
+    def worker_pids(self) -> dict[str, list[int]]:
+        """Process ids per worker group."""
+
+    @abstractmethod
+    def shutdown(self) -> None:
+        """Stop every worker."""
+
+
+CATEGORIES: Registry[type[StepRuntime]] = Registry("model category")
+
+
+def register_category(runtime: type[StepRuntime], force: bool = False) -> type[StepRuntime]:
+    """Register a runtime class for its ``category`` (usable as a class decorator).
+
+    Args:
+        runtime: The :class:`StepRuntime` subclass.
+        force: Replace a runtime already registered for that category.
+    """
+    CATEGORIES.register(runtime.category, runtime, force=force)
+    return runtime
+
+
+def runtime_class(cfg: RLPipeConfig) -> type[StepRuntime]:
+    """The runtime class of ``cfg``'s model category.
+
+    Raises:
+        ConfigError: No runtime is registered for that category.
+    """
+    from infra import runtimes  # noqa: F401 - registers the built-in categories
+
+    if cfg.category not in CATEGORIES:
+        raise ConfigError(
+            f"model.model_type = {cfg.model.model_type!r} has category {cfg.category!r}, which "
+            f"has no runtime; registered categories: {', '.join(CATEGORIES.names())} "
+            "(an extension module registers one with infra.step_runtime.register_category)"
+        )
+    return CATEGORIES.get(cfg.category)
+
+
+def make_runtime(cfg: RLPipeConfig) -> StepRuntime:
+    """Build the worker groups of ``cfg`` with the runtime of its model's category."""
+    return runtime_class(cfg)(cfg)

@@ -1,0 +1,67 @@
+"""Exactly-once iterations under injected faults: a representative part of the fault matrix.
+
+Each case trains a short run with ``RLPIPE_FAULTS`` and compares its final checkpoint with
+a fault-free run of the same seed, bit for bit (``benchmarks/chaos.py`` runs them all).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def run_matrix(tmp_path: Path, env: dict[str, str], *args: str) -> list[dict]:
+    rows_file = tmp_path / "rows.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "chaos.py"), *args, "--out", str(tmp_path)]
+        + ["--json", str(rows_file)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        start_new_session=True,
+    )
+    output = proc.stdout + proc.stderr
+    assert rows_file.exists(), output[-6000:]
+    rows = json.loads(rows_file.read_text())
+    bad = [r for r in rows if not (r["completed"] and r["identical"])]
+    assert not bad and proc.returncode == 0, json.dumps(bad, indent=1) + output[-3000:]
+    return rows
+
+
+def test_embodied_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
+    rows = run_matrix(
+        tmp_path,
+        train_env,
+        "--presets=ppo_cartpole",
+        "--cases=raise:update,raise:evaluate,kill:rollout,kill:checkpoint,hang:advantage",
+        "--steps=update",
+        "--driver-kill",  # the driver killed at the update step, then relaunched
+    )
+    assert [r["fault"] for r in rows] == [
+        "raise:update@1",
+        "raise:evaluate@1",
+        "kill:rollout@1",
+        "kill:checkpoint@1",
+        "hang:advantage@1",
+        "kill_driver:update@1",
+    ]
+
+
+def test_reasoning_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
+    rows = run_matrix(
+        tmp_path,
+        train_env,
+        "--presets=reasoning",
+        "--cases=raise:update,kill:reward,raise:weight_sync",
+    )
+    assert len(rows) == 3

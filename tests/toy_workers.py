@@ -1,0 +1,43 @@
+"""A worker for liveness and deadline tests: steps that sleep, hang or hold the GIL.
+
+It lives in an importable module (not a test file) so that Ray workers can load it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any
+
+from infra.workers.base import WorkerBase
+
+
+class ToyWorker(WorkerBase):
+    """Records each step call's thread and time span."""
+
+    group = "toy"
+
+    def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...] = ()) -> None:
+        super().__init__(config, rank, cpus)
+        self.spans: list[tuple[int, float, float]] = []
+
+    def work(self, seconds: float) -> int:
+        """Sleep ``seconds`` (a busy step); returns the rank."""
+        start = time.monotonic()
+        time.sleep(seconds)
+        self.spans.append((threading.get_ident(), start, time.monotonic()))
+        return self.rank
+
+    def hang(self) -> None:
+        """Never return (the GIL is released: heartbeats are still answered)."""
+        while True:
+            time.sleep(0.05)
+
+    def hold_gil(self) -> bool:
+        """Backtrack in a regex for minutes without releasing the GIL (no heartbeats)."""
+        return re.match(r"(a+)+$", "a" * 40 + "b") is not None
+
+    def step_spans(self) -> list[tuple[int, float, float]]:
+        """(thread id, start, end) of every finished ``work`` call."""
+        return list(self.spans)
