@@ -17,6 +17,7 @@ import ray
 from infra import ray_cluster
 from infra.placement import GroupPlacement
 from infra.worker_group import WorkerGroup
+from rl_core.config import load_config
 from tests.fixtures.store_probe_workers import (
     CheckpointWriterProbe,
     PlainWorkerProbe,
@@ -26,8 +27,10 @@ from tests.fixtures.store_probe_workers import (
 pytestmark = pytest.mark.integration
 SECRET = "probe-secret-access-key-0123456789"
 NAMES = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "OMP_NUM_THREADS"]
-S3_RUN = {"run": {"checkpoint_uri": "s3://bucket/ckpts"}}
-LOCAL_RUN = {"run": {"checkpoint_uri": None}}
+S3_RUN = load_config("ppo_cartpole", ["run.checkpoint_uri=s3://bucket/ckpts"]).model_dump(
+    mode="json"
+)
+LOCAL_RUN = load_config("ppo_cartpole").model_dump(mode="json")
 
 
 @pytest.fixture()
