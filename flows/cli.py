@@ -1,4 +1,8 @@
-"""Command line of ``flows/train.py``: arguments, local services, progress and summary."""
+"""Command line of ``flows/train.py``: arguments, local services, progress and summary.
+
+Exit codes (docs/faq.md, "Exit codes"): :data:`EXIT_FINISHED`, :data:`EXIT_FAILED`,
+:data:`EXIT_BAD_INPUT`, :data:`EXIT_STOPPED`.
+"""
 
 from __future__ import annotations
 
@@ -21,17 +25,31 @@ from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.placement import PlacementError
 from infra.prefect_api import ensure_prefect_api
-from infra.reliability.faults import RunAbortedByFault
-from infra.reliability.guard import RewindLimitError
 from infra.runtime_env import apply_base_env
+from infra.tracking.secrets import install_log_redaction, redact_text
 from infra.worker_group import WorkerStartError
 from rl_core.config import ConfigError, available_presets, load_config
 from rl_core.config.loader import DEFAULT_PRESET
 from rl_core.data import DataFileError
-from rl_core.training.nonfinite import SkippedUpdatesError
 
 console = Console(stderr=True)
 logger = logging.getLogger("rlpipe.cli")
+
+EXIT_FINISHED = 0  #: the run finished (or had nothing left to do)
+EXIT_FAILED = 1  #: any other failure
+EXIT_BAD_INPUT = 2  #: config, data, extension, placement, checkpoint refused, run held
+EXIT_STOPPED = 130  #: stopped on request (Ctrl-C) after a committed checkpoint
+
+#: Errors that mean bad input: the CLI prints one line and exits with EXIT_BAD_INPUT.
+BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    ExtensionError,
+    DataFileError,
+    CheckpointError,
+    LeaseError,
+    PlacementError,
+    WorkerStartError,
+)
 
 
 def build_parser(
@@ -64,11 +82,16 @@ def run_cli(
     default_preset: str = DEFAULT_PRESET,
     prog: str = "python flows/train.py",
 ) -> int:
-    """Validate the config, make sure a Prefect API exists, run the flow."""
+    """Validate the config, make sure a Prefect API exists, run the flow.
+
+    Returns:
+        The exit code: 0 finished, 1 failed, 2 bad input, 130 stopped on request.
+    """
     # intermixed: overrides may come before and after options (`a.b=1 --config X c.d=2`)
     args = build_parser(default_preset, prog).parse_intermixed_args(argv)
     apply_base_env()
     _setup_logging()
+    install_log_redaction()
     overrides = list(args.overrides)
     if args.run_name:
         overrides.append(f"run.name={args.run_name}")
@@ -80,28 +103,30 @@ def run_cli(
         load_extension_modules()
         cfg = load_config(args.config, overrides)  # fail before any server or worker starts
         preflight(cfg)
-    except (ConfigError, ExtensionError, DataFileError) as exc:
+    except BAD_INPUT_ERRORS as exc:
         print_error(exc)
-        return 2
+        return EXIT_BAD_INPUT
     _install_stop_handlers()
     try:
         with prefect_api(Path(cfg.run.output_dir)):
             summary = train_flow(preset=args.config, overrides=overrides)
-    except (
-        CheckpointError,
-        ConfigError,
-        ExtensionError,
-        LeaseError,
-        PlacementError,
-        WorkerStartError,
-    ) as exc:
+    except BAD_INPUT_ERRORS as exc:
         print_error(exc)
-        return 2
-    except (RewindLimitError, RunAbortedByFault, SkippedUpdatesError) as exc:
-        print_error(exc)  # the run failed; its last checkpoint is kept
-        return 1
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 - Prefect logged it with its traceback
+        print_error(exc)  # e.g. the rewind limit or diverged updates: the checkpoint is kept
+        return EXIT_FAILED
     _print_summary(summary)
-    return 0
+    from infra.session import STOP_REQUESTED
+
+    if STOP_REQUESTED.is_set():
+        console.print(
+            f"[yellow]stopped on request after iteration {summary.get('iterations')}, whose "
+            "checkpoint is committed; rerun the same command to continue[/yellow]",
+            soft_wrap=True,
+        )
+        return EXIT_STOPPED
+    return EXIT_FINISHED
 
 
 def preflight(cfg: Any) -> None:
@@ -112,8 +137,9 @@ def preflight(cfg: Any) -> None:
 
 
 def print_error(exc: BaseException) -> None:
-    """One unwrapped ``error: ...`` line (the text is not read as rich markup)."""
-    console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
+    """One unwrapped ``error: ...`` line, secrets masked (the text is not read as rich markup)."""
+    text = escape(redact_text(str(exc)))
+    console.print(f"[red]error:[/red] {text}", soft_wrap=True, highlight=False)
 
 
 @contextmanager
@@ -192,6 +218,7 @@ def _setup_logging() -> None:
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
+    summary = {k: redact_text(v) if isinstance(v, str) else v for k, v in summary.items()}
     console.rule("rlpipe run finished")
     for key in (
         "run_name",

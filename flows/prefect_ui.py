@@ -4,7 +4,7 @@
   ``algorithm:...``, ``run:...``); child flows and task runs inherit the tags.
 - A progress artifact (``<run name>-progress``) moves with every iteration.
 - A markdown artifact (``<run name>-summary``) ends the run with the key metrics, the MLflow
-  run (a link when MLflow is served over HTTP) and the checkpoint location.
+  run (a link when MLflow is served over HTTP) and the checkpoint location, secrets masked.
 
 Every call here is best-effort: the UI is a view, so an API error is logged and training
 goes on.
@@ -22,6 +22,8 @@ from prefect.artifacts import (
 )
 from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
+
+from infra.tracking.secrets import redact_text, url_without_credentials
 
 logger = logging.getLogger("rlpipe.ui")
 
@@ -95,11 +97,10 @@ def mlflow_run_link(tracking_uri: str | None, experiment_id: str | None, run_id:
     if not run_id:
         return "MLflow tracking disabled"
     if tracking_uri and tracking_uri.startswith(("http://", "https://")):
-        url = f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
-        return f"[{run_id}]({url})"
-    return (
-        f"`{run_id}` in `{tracking_uri}` (view with `mlflow ui --backend-store-uri {tracking_uri}`)"
-    )
+        base = url_without_credentials(tracking_uri).rstrip("/")
+        return f"[{run_id}]({base}/#/experiments/{experiment_id}/runs/{run_id})"
+    shown = redact_text(str(tracking_uri))
+    return f"`{run_id}` in `{shown}` (view with `mlflow ui --backend-store-uri {shown}`)"
 
 
 def summary_markdown(cfg: Any, result: dict[str, Any], experiment_id: str | None) -> str:
@@ -123,10 +124,10 @@ def summary_markdown(cfg: Any, result: dict[str, Any], experiment_id: str | None
     link = mlflow_run_link(result.get("tracking_uri"), experiment_id, result.get("mlflow_run_id"))
     lines += [
         f"| MLflow run | {link} |",
-        f"| checkpoints | `{result.get('checkpoint_dir')}` |",
+        f"| checkpoints | `{redact_text(str(result.get('checkpoint_dir')))}` |",
     ]
     if result.get("model_dir"):
-        lines.append(f"| exported model | `{result['model_dir']}` |")
+        lines.append(f"| exported model | `{redact_text(result['model_dir'])}` |")
     return "\n".join(lines) + "\n"
 
 

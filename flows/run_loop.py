@@ -19,11 +19,13 @@ from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
 from flows.iteration import STEPS, baseline_evaluation_flow, iteration_flow
+from flows.masked_flow import warn_if_secret_parameters
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from infra.extensions import load_extension_modules
 from infra.provenance import git_commit
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
+from infra.tracking.secrets import install_log_redaction
 from rl_core.config import RLPipeConfig, load_config
 from tasks.learning_curve import learning_curve
 from tasks.register_model import register_model
@@ -69,7 +71,9 @@ def train_session(
     The MLflow run ends FINISHED when the block completes, FAILED when it raises.
     """
     apply_base_env()
+    install_log_redaction()
     load_extension_modules()  # deployments and scripts call the flows without the CLI
+    warn_if_secret_parameters({"preset": preset, "overrides": overrides, "run_name": run_name})
     extra = [f"run.name={run_name}"] if run_name else []
     cfg = (prepare or prepare_model_files)(load_config(preset, [*(overrides or []), *extra]))
     tags = {

@@ -24,8 +24,10 @@ from prefect.runtime import flow_run
 from prefect_ray import RayTaskRunner
 
 from flows.iteration import finish_iteration
+from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, run_training, train_session
 from infra.session import get_session
+from infra.tracking.secrets import redacted_errors
 from tasks.sft import export_model, sft_update
 
 logger = logging.getLogger("rlpipe.sft")
@@ -52,7 +54,9 @@ def sft_iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     )
 
 
-@flow(name="sft", flow_run_name=flow_run_namer("sft"), persist_result=False, log_prints=False)
+@masked_flow(
+    name="sft", flow_run_name=flow_run_namer("sft"), persist_result=False, log_prints=False
+)
 def sft(
     preset: str = "sft_arith", overrides: list[str] | None = None, run_name: str | None = None
 ) -> dict[str, Any]:
@@ -61,7 +65,7 @@ def sft(
     Returns:
         The training summary plus ``model_dir``, the exported model directory.
     """
-    with train_session(preset, overrides, run_name) as session:
+    with redacted_errors(), train_session(preset, overrides, run_name) as session:
         summary = run_training(
             session, first_attempt=(flow_run.run_count or 1) <= 1, step_flow=sft_iteration_flow
         )

@@ -15,17 +15,20 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from prefect import flow
 from prefect.runtime import flow_run
 
+from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, prepare_model_files, run_training, train_session
 from flows.sft import sft
+from infra.tracking.secrets import redacted_errors
 from rl_core.config import RLPipeConfig, load_config
 
 logger = logging.getLogger("rlpipe.train")
 
 
-@flow(name="train", flow_run_name=flow_run_namer("train"), persist_result=False, log_prints=False)
+@masked_flow(
+    name="train", flow_run_name=flow_run_namer("train"), persist_result=False, log_prints=False
+)
 def train(
     preset: str = "ppo_cartpole",
     overrides: list[str] | None = None,
@@ -41,7 +44,10 @@ def train(
     Returns:
         Summary: MLflow run id and tracking URI, checkpoint dir, final metrics.
     """
-    with train_session(preset, overrides, run_name, prepare=prepare_model) as session:
+    with (
+        redacted_errors(),
+        train_session(preset, overrides, run_name, prepare=prepare_model) as session,
+    ):
         return run_training(session, first_attempt=(flow_run.run_count or 1) <= 1)
 
 

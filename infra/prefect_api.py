@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
-from infra.processes import executable, free_port
+from infra.processes import die_with_parent, executable, free_port, signal_group
+from infra.runtime_env import all_store_access_vars
 
 logger = logging.getLogger(__name__)
 
 
 class LocalPrefectServer:
     """A ``prefect server start`` subprocess on 127.0.0.1 (stopped by :meth:`stop`).
+
+    The server runs in its own session, so a Ctrl-C in the terminal (sent to the whole
+    foreground process group) does not stop it while the run finishes its iteration and
+    reports its final state; it gets SIGTERM when the process that started it exits, so it
+    never outlives it. Create it from the main thread (see
+    :func:`~infra.processes.die_with_parent`).
 
     Args:
         log_path: Where the server's output goes.
@@ -45,8 +53,16 @@ class LocalPrefectServer:
             "PREFECT_UI_ENABLED": "true",
         }
         env.update(extra_env or {})
-        env.pop("PREFECT_API_URL", None)
-        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        for key in ("PREFECT_API_URL", *all_store_access_vars()):  # it needs no bucket
+            env.pop(key, None)
+        self.process = subprocess.Popen(
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),  # from the main thread: see the docstring
+        )
 
     def wait_healthy(self, timeout: float = 60.0) -> None:
         """Block until ``/health`` answers.
@@ -71,13 +87,13 @@ class LocalPrefectServer:
         )
 
     def stop(self) -> None:
-        """Terminate the server process."""
+        """Terminate the server and anything it started (its process group)."""
         if self.process.poll() is None:
-            self.process.terminate()
+            signal_group(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                signal_group(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self._log.close()
 

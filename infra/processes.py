@@ -5,12 +5,16 @@ Everything binds 127.0.0.1; processes are addressed by id, never by name.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1  # prctl(2) option: signal this process when its parent dies
 
 
 def executable(name: str) -> str:
@@ -79,6 +83,26 @@ def session_pids(session_id: int) -> list[int]:
         if int(fields[3]) == session_id:  # field 6 of /proc/<pid>/stat: session id
             pids.append(int(entry.name))
     return pids
+
+
+def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` for ``subprocess.Popen``: the child gets ``sig`` when we exit.
+
+    For servers started in their own session (out of reach of a terminal's Ctrl-C) that
+    must still never outlive the process that started them, even if it is killed. Linux
+    only (elsewhere a no-op). The kernel sends the signal when the *thread* that started
+    the child exits: start such servers from the main thread.
+    """
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if sys.platform.startswith("linux"):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
 
 
 def process_start_time(pid: int) -> int | None:

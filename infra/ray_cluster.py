@@ -10,7 +10,7 @@ from pathlib import Path
 
 import ray
 
-from infra.runtime_env import apply_base_env, worker_env_vars
+from infra.runtime_env import all_store_access_vars, apply_base_env, without_vars, worker_env_vars
 
 logger = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +58,11 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str
             kwargs.pop("include_dashboard")
         logger.info("connecting to Ray (%s)", target)
         previous_sigterm = signal.getsignal(signal.SIGTERM)
-        ray.init(**kwargs)
+        # A new local cluster's processes, and so its workers, inherit this environment:
+        # store credentials reach only the workers that open the store (worker_group).
+        hidden = all_store_access_vars() if target == "local" else ()
+        with without_vars(hidden):
+            ray.init(**kwargs)
         if callable(previous_sigterm):  # Ray replaces it; keep the application's own handler
             signal.signal(signal.SIGTERM, previous_sigterm)
         if str(PROJECT_ROOT) not in sys.path:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from infra.processes import executable, port_free, port_listening, session_pids
+from infra.runtime_env import all_store_access_vars
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,8 @@ class LocalRayHead:
         temp_dir: Ray's temp/session folder (default: a new short folder under the system
             temp dir; Ray's socket paths must stay under ~100 characters).
         log_path: Where the ``ray start`` output goes (default: ``<temp_dir>/ray-start.log``).
-        env: Environment of the head (default: this process's, without
-            :data:`NOT_INHERITED`).
+        env: Environment of the head (default: this process's), without
+            :data:`NOT_INHERITED` and checkpoint store credentials.
     """
 
     def __init__(
@@ -70,7 +71,7 @@ class LocalRayHead:
         cmd += [f"--min-worker-port={worker_base}"]
         cmd += [f"--max-worker-port={worker_base + _WORKER_PORTS - 1}"]
         base_env = dict(os.environ) if env is None else dict(env)
-        for key in NOT_INHERITED:
+        for key in (*NOT_INHERITED, *all_store_access_vars()):  # workers get them per group
             base_env.pop(key, None)
         # Single-machine mode: every Ray server of this head binds 127.0.0.1 only.
         base_env.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0")

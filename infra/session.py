@@ -175,12 +175,12 @@ class TrainSession:
     def _open_tracker(self, tags: dict[str, str]) -> MlflowTracker:
         track = self.cfg.tracking
         uri = resolve_tracking_uri(track.tracking_uri, self.output_dir)
-        run_id = self.manifest.get("mlflow_run_id") if self.manifest else None
+        manifest = self.manifest or {}
         tracker = MlflowTracker(
             tracking_uri=uri,
             experiment_name=track.experiment_name or self.cfg.preset,
             run_name=self.cfg.run.name,
-            run_id=run_id,
+            run_id=manifest.get("mlflow_run_id"),
             tags={
                 "rlpipe.run_name": self.cfg.run.name,
                 "rlpipe.preset": self.cfg.preset,
@@ -190,6 +190,7 @@ class TrainSession:
             },
             artifact_location=track.artifact_location
             or default_artifact_location(uri, self.output_dir),
+            previous_tracking_uri=manifest.get("mlflow_tracking_uri"),
         )
         tracker.log_params(flatten_config(self.cfg.model_dump(mode="json")))
         if not tracker.resumed:
@@ -214,6 +215,7 @@ class TrainSession:
             {
                 "run_name": self.cfg.run.name,
                 "mlflow_run_id": self.tracker.run_id if self.tracker else None,
+                "mlflow_tracking_uri": self.tracker.masked_tracking_uri if self.tracker else None,
                 "config_hash": self.config_hash,
                 "state": asdict(self.state),
             },

@@ -13,6 +13,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from infra.deadlines import Liveness, Owner, StepTimeout, wait_for
 from infra.placement import GroupPlacement
 from infra.processes import kill_process, wait_gone
+from infra.runtime_env import store_access_env
 from infra.workers.base import CONCURRENCY_GROUPS, CONTROL_GROUP, WorkerProcess
 
 __all__ = ["Liveness", "Owner", "StepTimeout", "WorkerGroup", "WorkerStartError", "wait_for"]
@@ -36,6 +37,20 @@ def startup_failure_reason(error: RayActorError) -> str:
     text = _ANSI.sub("", getattr(error, "error_msg", "") or str(error))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else type(error).__name__
+
+
+def store_access_options(cls: type, args: tuple) -> dict[str, Any]:
+    """Ray options that give a worker the credentials of the run's checkpoint store.
+
+    Only worker classes with ``opens_checkpoint_store`` (the trainers, which save and load
+    checkpoints) get them, and only when the run's ``run.checkpoint_uri`` names a remote
+    store (``s3://``); workers receive the run's config dict as their first argument.
+    """
+    config = args[0] if args and isinstance(args[0], dict) else {}
+    if not getattr(cls, "opens_checkpoint_store", False):
+        return {}
+    env = store_access_env((config.get("run") or {}).get("checkpoint_uri"))
+    return {"runtime_env": {"env_vars": env}} if env else {}
 
 
 def _remote(cls: type) -> Any:
@@ -85,6 +100,7 @@ class WorkerGroup:
                 num_cpus=self.placement.num_cpus_per_worker,
                 max_restarts=0,
                 max_task_retries=0,
+                **store_access_options(self.cls, self.make_args(rank)),
             )
             .remote(*self.make_args(rank))
         )

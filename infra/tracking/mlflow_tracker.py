@@ -17,14 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from infra.tracking.secrets import MASK, redact_config, redacted_json_files
+from infra.tracking.secrets import MASK, redact_config, redact_text, redacted_json_files
 from infra.tracking.system_metrics import start_system_metrics
 
 logger = logging.getLogger(__name__)
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_\-. /:]")
 MAX_PARAM_LEN = 6000
+#: Tags of a run that continues a training run whose MLflow run is in another store.
+PREVIOUS_RUN_TAG = "rlpipe.previous_mlflow_run_id"
+PREVIOUS_URI_TAG = "rlpipe.previous_tracking_uri"
 
 
 def flatten_config(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -56,9 +60,14 @@ class MlflowTracker:
         tracking_uri: MLflow tracking URI.
         experiment_name: Experiment (created if missing).
         run_name: Display name of a new run.
-        run_id: Re-attach to this existing run instead of creating one (resume).
-        tags: Tags set on the run.
+        run_id: Re-attach to this existing run instead of creating one (resume). If the
+            store has no such run (the tracking URI changed since, e.g. a checkpoint made
+            with a local SQLite store resumed against a tracking server), a new run is
+            created and linked to it by the tags :data:`PREVIOUS_RUN_TAG` and
+            :data:`PREVIOUS_URI_TAG`, with a warning.
+        tags: Tags set on the run (values masked).
         artifact_location: Artifact root of a newly created experiment (None: MLflow's).
+        previous_tracking_uri: Where ``run_id`` was logged (for the link and the warning).
     """
 
     def __init__(
@@ -69,6 +78,7 @@ class MlflowTracker:
         run_id: str | None = None,
         tags: dict[str, str] | None = None,
         artifact_location: str | None = None,
+        previous_tracking_uri: str | None = None,
     ) -> None:
         self.tracking_uri = tracking_uri
         self.client = MlflowClient(tracking_uri)
@@ -80,16 +90,26 @@ class MlflowTracker:
         else:
             self.experiment_id = experiment.experiment_id
             _warn_if_other_location(experiment, artifact_location)
-        if run_id:
-            self.run_id = self.client.get_run(run_id).info.run_id
+        #: The checkpoint's MLflow run, when it was not found here and a new run continues it.
+        self.previous_run_id: str | None = None
+        self.resumed = bool(run_id) and self._run_exists(str(run_id))
+        if self.resumed:
+            self.run_id = str(run_id)
             self.client.update_run(self.run_id, status=RunStatus.to_string(RunStatus.RUNNING))
-            self.resumed = True
+            if tags:
+                self.set_tags(tags)
         else:
-            run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags or {})
+            new_tags = dict(tags or {})
+            if run_id:
+                self.previous_run_id = run_id
+                new_tags[PREVIOUS_RUN_TAG] = run_id
+                new_tags[PREVIOUS_URI_TAG] = previous_tracking_uri or "unknown"
+            run = self.client.create_run(
+                self.experiment_id, run_name=run_name, tags=_masked_tags(new_tags)
+            )
             self.run_id = run.info.run_id
-            self.resumed = False
-        if tags and run_id:
-            self.set_tags(tags)
+            if run_id:
+                self._warn_continued(run_id, previous_tracking_uri)
         self._pending: list[Any] = []
         self._system_monitor: Any = None
 
@@ -104,9 +124,37 @@ class MlflowTracker:
         for i in range(0, len(fresh), 100):
             self.client.log_batch(self.run_id, params=fresh[i : i + 100])
 
+    @property
+    def masked_tracking_uri(self) -> str:
+        """The tracking URI with credentials masked (for manifests, tags and messages)."""
+        return redact_text(self.tracking_uri)
+
+    def _run_exists(self, run_id: str) -> bool:
+        """Whether this tracking store has run ``run_id`` (other errors are raised)."""
+        try:
+            self.client.get_run(run_id)
+        except MlflowException as exc:
+            if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return False
+            raise
+        return True
+
+    def _warn_continued(self, previous_run_id: str, previous_uri: str | None) -> None:
+        logger.warning(
+            "MLflow run %s of this run's checkpoint is not in the tracking store %s (it was "
+            "logged to %s); continuing in a new MLflow run %s, tagged %s=%s",
+            previous_run_id,
+            self.masked_tracking_uri,
+            redact_text(previous_uri) if previous_uri else "a store the checkpoint does not name",
+            self.run_id,
+            PREVIOUS_RUN_TAG,
+            previous_run_id,
+        )
+
     def set_tags(self, tags: dict[str, str]) -> None:
-        """Set run tags."""
-        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        """Set run tags (values masked)."""
+        batch = [RunTag(k, v) for k, v in _masked_tags(tags).items()]
+        self.client.log_batch(self.run_id, tags=batch)
 
     def log_metrics(self, metrics: dict[str, float], step: int, synchronous: bool = False) -> None:
         """Log numeric metrics at ``step`` (non-numeric values are skipped)."""
@@ -196,6 +244,11 @@ class MlflowTracker:
             self._system_monitor = start_system_metrics(
                 self.run_id, self.tracking_uri, interval, resume=self.resumed
             )
+
+
+def _masked_tags(tags: dict[str, Any]) -> dict[str, str]:
+    """Tag values as strings, secrets masked (URIs with credentials, tokens)."""
+    return {key: redact_text(str(value)) for key, value in tags.items()}
 
 
 def _normalized_location(location: str) -> str:

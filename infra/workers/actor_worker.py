@@ -36,6 +36,7 @@ class ActorWorker(WorkerBase):
     """Trains the policy on rollout batches; serves weights to rollout workers."""
 
     group = "actor"
+    opens_checkpoint_store = True
 
     def __init__(
         self, config: dict[str, Any], rank: int, cpus: tuple[int, ...], spaces: Any

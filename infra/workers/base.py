@@ -74,6 +74,9 @@ class WorkerBase:
     """
 
     group: str = "worker"
+    #: Whether this worker reads or writes the run's checkpoint store (it then gets the
+    #: store's credentials, see ``infra.worker_group.store_access_options``).
+    opens_checkpoint_store: bool = False
 
     def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...] = ()) -> None:
         from infra.extensions import load_extension_modules

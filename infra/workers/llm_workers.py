@@ -84,6 +84,7 @@ class LLMActorWorker(WorkerBase):
     """
 
     group = "actor"
+    opens_checkpoint_store = True
 
     def __init__(
         self, config: dict[str, Any], rank: int, cpus: tuple[int, ...], world_size: int

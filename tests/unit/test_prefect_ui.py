@@ -44,3 +44,19 @@ def test_summary_lists_metrics_and_locations():
     assert "eval before training" not in text  # None rows are left out
     assert "(http://127.0.0.1:5000/#/experiments/7/runs/r9)" in text
     assert "`/o/s/checkpoints`" in text
+
+
+def test_summary_masks_credentials_and_links_without_them():
+    cfg = load_config("ppo_cartpole", ["run.name=s"])
+    result = {
+        "iterations": 1,
+        "mlflow_run_id": "r9",
+        "tracking_uri": "https://alice:pw-123456@mlflow.example.invalid",
+        "checkpoint_dir": "s3://bucket/ckpts/s?X-Amz-Signature=abcdef",
+    }
+    text = summary_markdown(cfg, result, "7")
+    assert "pw-123456" not in text and "abcdef" not in text
+    assert "(https://mlflow.example.invalid/#/experiments/7/runs/r9)" in text
+    assert "`s3://bucket/ckpts/s?X-Amz-Signature=***`" in text
+    local = mlflow_run_link("postgresql://u:pw-123456@db/mlflow", "1", "r")
+    assert "pw-123456" not in local and "postgresql://***@db/mlflow" in local

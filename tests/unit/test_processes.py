@@ -1,10 +1,13 @@
-"""Process helpers: liveness (zombies count as gone), ports, sessions, safe kills."""
+"""Process helpers: liveness (zombies count as gone), ports, sessions, safe kills, fate
+sharing."""
 
+import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from infra.processes import (
     free_port,
@@ -16,6 +19,8 @@ from infra.processes import (
     session_pids,
     wait_gone,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_exited_but_unreaped_child_is_not_alive() -> None:
@@ -46,6 +51,37 @@ def test_ports_report_bound_and_listening() -> None:
         server.bind(("127.0.0.1", port))
         server.listen()
         assert not port_free(port) and port_listening(port)
+
+
+def test_a_server_in_its_own_session_dies_with_the_process_that_started_it() -> None:
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "from infra.processes import die_with_parent\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+            "    start_new_session=True, preexec_fn=die_with_parent())\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = int(starter.stdout.readline())
+    try:
+        assert pid_alive(child) and os.getpgid(child) == child != os.getpgid(starter.pid)
+        starter.send_signal(signal.SIGKILL)  # no chance to clean up: the kernel does it
+        starter.wait()
+        deadline = time.monotonic() + 20
+        while pid_alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pid_alive(child)
+    finally:
+        if pid_alive(child):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_kill_process_signals_only_the_process_that_started_then() -> None:

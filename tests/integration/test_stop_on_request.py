@@ -1,0 +1,110 @@
+"""Ctrl-C in a terminal: the whole foreground process group gets SIGINT. The run finishes
+its iteration, commits a checkpoint, reports its final state to the Prefect API it started
+(which must survive the Ctrl-C) and exits 130; a rerun against another MLflow store
+resumes from that checkpoint in a new MLflow run linked to the first one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from infra.processes import port_listening, session_pids
+from tests.integration.conftest import ROOT, kill_process_group, run_train, train_cmd
+
+pytestmark = pytest.mark.integration
+TOKEN = "hf_secret0123456789"
+OVERRIDES = (
+    "run.name=stopped",
+    "run.max_iterations=6",
+    "run.eval_interval=0",
+    "run.checkpoint_interval=100",  # only the stop's checkpoint and the final one
+    "env.num_envs=4",
+    "rollout.num_steps=32",
+    f"model.hf_token={TOKEN}",  # a secret that must not reach Prefect
+)
+
+
+def _wait_for_text(log: Path, pattern: str, proc: subprocess.Popen, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        if re.search(pattern, text):
+            return text
+        if proc.poll() is not None:
+            raise AssertionError(f"training exited early ({proc.returncode}):\n{text[-4000:]}")
+        time.sleep(0.2)
+    raise AssertionError(f"{pattern!r} not seen within {timeout}s")
+
+
+def _flow_run_states(db: Path) -> dict[str, str]:
+    with sqlite3.connect(db) as conn:
+        return dict(conn.execute("SELECT name, state_type FROM flow_run").fetchall())
+
+
+def test_ctrl_c_commits_the_iteration_and_a_rerun_on_another_store_resumes(
+    tmp_path: Path, train_env: dict[str, str]
+) -> None:
+    home = tmp_path / "prefect-home"
+    env = {k: v for k, v in train_env.items() if k != "PREFECT_API_URL"}  # as in a terminal
+    env["PREFECT_HOME"] = str(home)
+    log = tmp_path / "first.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            train_cmd(tmp_path, *OVERRIDES),
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, like a terminal's job
+        )
+    try:
+        text = _wait_for_text(log, r"iter 1/6", proc, timeout=480)
+        port = int(re.search(r"local Prefect API at http://127.0.0.1:(\d+)/api", text)[1])
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
+        code = proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            kill_process_group(proc)
+    first = log.read_text(errors="replace")
+    assert code == 130, first[-5000:]
+
+    manifest = json.loads((tmp_path / "stopped" / "checkpoints" / "latest.json").read_text())
+    step = manifest["step"]
+    assert 1 <= step < 6 and f"stopped on request after iteration {step}," in first
+    assert (tmp_path / "stopped" / "checkpoints" / f"step_{step:06d}" / "COMPLETE").exists()
+    states = _flow_run_states(home / "prefect.db")  # the API lived to record them
+    assert states.pop("train-stopped") == "COMPLETED", states
+    assert sorted(states) == [f"iteration-{i}" for i in range(step)]
+    assert set(states.values()) == {"COMPLETED"}
+    deadline = time.monotonic() + 30
+    while (port_listening(port) or session_pids(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not port_listening(port), "the Prefect API outlived the run that started it"
+    assert session_pids(proc.pid) == [], "the run left processes behind"
+    for path in home.glob("prefect.db*"):
+        assert TOKEN.encode() not in path.read_bytes(), f"the secret reached {path.name}"
+    assert TOKEN not in first
+
+    second_store = f"sqlite:///{tmp_path / 'server' / 'mlflow.db'}"
+    (tmp_path / "server").mkdir()
+    rerun = run_train(tmp_path, {**train_env, "MLFLOW_TRACKING_URI": second_store}, *OVERRIDES)
+    words = " ".join(rerun.split())  # the terminal wraps long log lines
+    assert f"resumed_from: {step}" in words
+    assert manifest["mlflow_run_id"] in words and "continuing in a new MLflow run" in words
+    final = json.loads((tmp_path / "stopped" / "checkpoints" / "latest.json").read_text())
+    assert final["step"] == 6 and final["mlflow_tracking_uri"] == second_store
+    run = MlflowClient(second_store).get_run(final["mlflow_run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["rlpipe.previous_mlflow_run_id"] == manifest["mlflow_run_id"]
+    assert run.data.tags["rlpipe.previous_tracking_uri"] == manifest["mlflow_tracking_uri"]
+    assert run.data.params["model.hf_token"] == "***"

@@ -1,0 +1,82 @@
+"""Exit codes of the train CLI: 0 finished, 1 failed, 2 bad input, 130 stopped on request.
+
+The flow is replaced by a function (no Prefect, Ray or MLflow is started); the error line
+and the summary never show a secret.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FINISHED, EXIT_STOPPED, run_cli
+from infra.checkpoint.store import CheckpointError
+from infra.session import STOP_REQUESTED
+
+SECRET_URI = "https://alice:pw-123456@mlflow.example.invalid"
+
+
+@pytest.fixture()
+def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Run the CLI with ``flow`` against a Prefect API that is never called."""
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    handler = signal.getsignal(signal.SIGINT)
+    STOP_REQUESTED.clear()
+
+    def run(flow: Any) -> int:
+        return run_cli(flow, [f"run.output_dir={tmp_path}", "run.name=codes"])
+
+    yield run
+    signal.signal(signal.SIGINT, handler)
+    STOP_REQUESTED.clear()
+
+
+def summary(**kwargs: Any) -> dict[str, Any]:
+    return {"run_name": "codes", "iterations": 3, "tracking_uri": SECRET_URI}
+
+
+def test_a_finished_run_exits_0_and_its_summary_masks_credentials(cli, capsys) -> None:
+    assert cli(summary) == EXIT_FINISHED
+    err = capsys.readouterr().err
+    assert "https://***@mlflow.example.invalid" in err and "pw-123456" not in err
+
+
+def test_ctrl_c_stops_after_the_iteration_with_130(cli, capsys) -> None:
+    def interrupted(**kwargs: Any) -> dict[str, Any]:
+        os.kill(os.getpid(), signal.SIGINT)  # like a terminal's Ctrl-C: the handler runs
+        assert STOP_REQUESTED.is_set()  # the run finishes its iteration and checkpoints
+        return summary()
+
+    assert cli(interrupted) == EXIT_STOPPED
+    err = capsys.readouterr().err
+    assert "stopped on request after iteration 3" in err and "rerun the same command" in err
+
+
+def test_any_other_failure_exits_1_with_one_masked_line(cli, capsys) -> None:
+    def failing(**kwargs: Any) -> dict[str, Any]:
+        raise RuntimeError(f"cannot reach {SECRET_URI}/api/2.0/mlflow/runs/get")
+
+    assert cli(failing) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "error: cannot reach https://***@mlflow.example.invalid/api" in err
+    assert "pw-123456" not in err
+
+
+def test_a_refused_checkpoint_is_bad_input(cli, capsys) -> None:
+    def refused(**kwargs: Any) -> dict[str, Any]:
+        raise CheckpointError("run 'codes' has no committed checkpoint and run.resume=must")
+
+    assert cli(refused) == EXIT_BAD_INPUT
+    assert "error: run 'codes' has no committed checkpoint" in capsys.readouterr().err
+
+
+def test_bad_config_is_bad_input_before_the_flow(cli, capsys) -> None:
+    def never(**kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("the flow must not start")
+
+    assert run_cli(never, ["actor.lr=-1", "run.name=codes"]) == EXIT_BAD_INPUT
+    assert "actor.lr" in capsys.readouterr().err
