@@ -18,8 +18,9 @@ import numpy as np
 import ray
 from _runs import bare_loop, flow_run_metrics
 
-from infra.evaluation import eval_seeds, run_episodes
+from infra.evaluation import run_episodes
 from rl_core.config import load_config
+from rl_core.seeding import eval_seeds
 
 
 def main() -> None:

@@ -19,15 +19,15 @@ from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_
 from infra.checkpoint.store import open_store, step_dir_name
 from infra.deadlines import Liveness, wait_for
 from infra.eval_video import render_episode
-from infra.evaluation import eval_seeds, run_episodes
+from infra.evaluation import run_episodes
 from infra.placement import plan_placement
 from infra.step_runtime import Evaluation, FanoutJob, StepRuntime
 from infra.worker_group import WorkerGroup
 from infra.workers.actor_worker import ActorWorker
-from infra.workers.base import worker_seed
 from infra.workers.env_worker import EnvWorker
 from infra.workers.rollout_worker import RolloutWorker
 from rl_core.config import RLPipeConfig
+from rl_core.seeding import env_reseed, eval_seeds
 
 logger = logging.getLogger(__name__)
 
@@ -292,7 +292,7 @@ class EmbodiedRuntime(StepRuntime):
         )
 
     def _reseed(self, rank: int, step: int) -> int:
-        return worker_seed(self.cfg.run.seed, "env", rank) * self.cfg.env.num_envs + 7919 * step
+        return env_reseed(self.cfg.run.seed, rank, self.cfg.env.num_envs, step)
 
     # -- retries -------------------------------------------------------------------------
     def _step_groups(self, step: str) -> list[WorkerGroup]:

@@ -13,13 +13,6 @@ from rl_core.config import validate_config
 from rl_core.envs import VectorEnvAdapter
 from rl_core.models import get_model
 
-EVAL_SEED_OFFSET = 10_000_000
-
-
-def eval_seeds(run_seed: int, num_episodes: int) -> list[int]:
-    """The fixed episode seeds of every evaluation of a run (same set each time)."""
-    return [EVAL_SEED_OFFSET + run_seed * 1000 + i for i in range(num_episodes)]
-
 
 def run_episodes(
     config: dict[str, Any], state_dict: dict[str, np.ndarray], seeds: list[int]

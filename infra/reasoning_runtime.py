@@ -27,7 +27,6 @@ from infra.placement import plan_placement
 from infra.processes import free_port
 from infra.step_runtime import Evaluation, FanoutJob, StepRuntime
 from infra.worker_group import WorkerGroup
-from infra.workers.base import worker_seed
 from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker
 from rl_core.algorithms import overlong_penalty
 from rl_core.algorithms.dapo import fill_with_informative_groups
@@ -35,6 +34,7 @@ from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
 from rl_core.llm import pad_left, pad_right
 from rl_core.llm.prompting import encode_prompts, load_task_samples
+from rl_core.seeding import generation_rank_seed, generation_round_seed, update_shuffle_seed
 from rl_core.training.llm_advantage import compute_llm_advantages
 from rl_core.training.llm_update import minibatch_totals, rank_rows
 
@@ -166,7 +166,7 @@ class ReasoningRuntime(StepRuntime):
         ranks = [rank for rank, part in enumerate(parts) if len(part)]
         refs = [
             self.rollout_group[rank].generate.remote(
-                [prompts[i] for i in parts[rank]], sampling, seed * 1009 + rank
+                [prompts[i] for i in parts[rank]], sampling, generation_rank_seed(seed, rank)
             )
             for rank in ranks
         ]
@@ -181,7 +181,7 @@ class ReasoningRuntime(StepRuntime):
         indices = self.sampler.next_indices()
         k = self.cfg.algorithm.group_size
         rows = [i for i in indices for _ in range(k)]
-        seed = worker_seed(self.cfg.run.seed, "rollout", 0) * 7919 + consumed * 31 + round_index
+        seed = generation_round_seed(self.cfg.run.seed, consumed, round_index)
         out, _ = self.generate([self.train_prompts[i] for i in rows], self.sampling_params(), seed)
         batch = ResponseBatch(
             samples=[self.train_samples[i] for i in rows],
@@ -327,9 +327,9 @@ class ReasoningRuntime(StepRuntime):
         """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks."""
         start = time.perf_counter()
         self.faults.arm("update", iteration, self.actor[0])
-        order = np.random.default_rng(self.cfg.run.seed * 100_003 + iteration).permutation(
-            len(self.batch)
-        )
+        order = np.random.default_rng(
+            update_shuffle_seed(self.cfg.run.seed, iteration)
+        ).permutation(len(self.batch))
         arrays = {k: v[order] for k, v in self.batch.arrays.items()}
         rows = rank_rows(len(order), self.cfg.actor.num_minibatches, len(self.actor))
         shards = [{k: v[r] for k, v in arrays.items()} for r in rows]

@@ -3,7 +3,7 @@
 :class:`CheckpointEvaluator` offers what :func:`infra.llm.evaluation.evaluate_heldout`
 needs from a runtime (prompts, ``generate``, ``reward_chunk``, ``sampling_params``), backed
 by the checkpoint's policy and Hugging Face ``generate``. Generation seeds follow the
-training runtime's (``seed * 1009 + rank``, one rank here), so a run trained with one rollout
+training runtime's (``rl_core.seeding.generation_rank_seed``, one rank here), so a run trained with one rollout
 worker scores the same as its in-training evaluation.
 """
 
@@ -19,6 +19,7 @@ from infra.llm.responses import ResponseBatch, reward_chunk, sampling_params
 from rl_core.config import validate_config
 from rl_core.llm import SamplingParams, hf_generate
 from rl_core.llm.prompting import encode_prompts, load_task_samples
+from rl_core.seeding import generation_rank_seed
 
 
 class CheckpointEvaluator:
@@ -43,16 +44,23 @@ class CheckpointEvaluator:
         return sampling_params(self.cfg.rollout, int(self.tokenizer.eos_token_id), greedy)
 
     def generate(
-        self, prompts: list[list[int]], sampling: dict[str, Any], seed: int
+        self,
+        prompts: list[list[int]],
+        sampling: dict[str, Any],
+        seed: int,
+        step: str = "evaluate",
     ) -> tuple[dict[str, list], float]:
-        """One response per prompt (as one rollout worker of rank 0 would sample it)."""
+        """One response per prompt (as one rollout worker of rank 0 would sample it).
+
+        ``step`` is accepted for the runtime's signature; nothing runs remotely here.
+        """
         start = time.perf_counter()
         out = hf_generate(
             self.model,
             prompts,
             SamplingParams(**sampling),
             int(self.tokenizer.pad_token_id),
-            seed * 1009,
+            generation_rank_seed(seed, 0),
         )
         result = {
             "response_ids": out.response_ids,

@@ -17,9 +17,10 @@ from infra.checkpoint.serialize import (
 )
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.weight_sync import bucket_nbytes, state_dict_to_buckets
-from infra.workers.base import Stopwatch, WorkerBase, step_method, worker_seed
+from infra.workers.base import Stopwatch, WorkerBase, step_method
 from rl_core.models import get_model
 from rl_core.rewards import build_reward
+from rl_core.seeding import worker_seed
 from rl_core.training.batch import concat_batches, writable_tree
 from rl_core.training.nonfinite import (
     SkippedUpdateGuard,

@@ -115,12 +115,6 @@ class WorkerBase:
         return process
 
 
-def worker_seed(run_seed: int, group: str, rank: int) -> int:
-    """Deterministic per-worker seed derived from the run seed."""
-    offsets = {"env": 1_000, "rollout": 2_000, "actor": 3_000, "eval": 4_000}
-    return run_seed * 100_003 + offsets.get(group, 9_000) + rank
-
-
 class Stopwatch:
     """Measures worker compute time of a call (returned to the driver with results)."""
 

@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 import ray
 
-from infra.workers.base import Stopwatch, WorkerBase, step_method, worker_seed
+from infra.workers.base import Stopwatch, WorkerBase, step_method
 from rl_core.envs import EnvSpaces, VectorEnvAdapter
+from rl_core.seeding import env_base_seed
 from rl_core.training.batch import stack_steps
 
 
@@ -22,7 +23,7 @@ class EnvWorker(WorkerBase):
         env = self.cfg.env
         self.num_envs = env.num_envs
         self.stages = self.cfg.rollout.pipeline_stages
-        self.seed = worker_seed(self.cfg.run.seed, "env", rank) * env.num_envs
+        self.seed = env_base_seed(self.cfg.run.seed, rank, env.num_envs)
         width = env.num_envs // self.stages
         # One vectorized env per pipeline stage; env i keeps seed + i // group_size.
         self.slices = [

@@ -23,9 +23,10 @@ from infra.weight_sync import (
     from_wire,
     payload_nbytes,
 )
-from infra.workers.base import Stopwatch, WorkerBase, step_method, worker_seed
+from infra.workers.base import Stopwatch, WorkerBase, step_method
 from rl_core.llm.generation import SamplingParams
 from rl_core.models import get_model
+from rl_core.seeding import worker_seed
 from rl_core.training.llm_update import (
     FORWARD_KEYS,
     MinibatchTotals,

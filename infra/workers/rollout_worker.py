@@ -8,8 +8,9 @@ import ray
 import torch
 
 from infra.weight_sync import buckets_to_state_dict
-from infra.workers.base import WorkerBase, worker_seed
+from infra.workers.base import WorkerBase
 from rl_core.models import get_model
+from rl_core.seeding import sampling_seed, worker_seed
 from rl_core.training.batch import to_numpy_tree
 
 
@@ -32,7 +33,9 @@ class RolloutWorker(WorkerBase):
 
     def _generator(self, caller: int) -> torch.Generator:
         if caller not in self.generators:
-            self.generators[caller] = torch.Generator().manual_seed(self.seed * 1009 + caller)
+            self.generators[caller] = torch.Generator().manual_seed(
+                sampling_seed(self.seed, caller)
+            )
         return self.generators[caller]
 
     @torch.no_grad()
