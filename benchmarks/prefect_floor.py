@@ -22,7 +22,7 @@ from prefect.settings import (  # noqa: E402
     temporary_settings,
 )
 
-from infra.prefect_api import ensure_prefect_api  # noqa: E402
+from infra.ops.prefect_api import ensure_prefect_api  # noqa: E402
 
 
 @task(cache_policy=NO_CACHE, persist_result=False, task_run_name="step-{i}")

@@ -23,8 +23,8 @@ from rich.markup import escape
 from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
+from infra.ops.prefect_api import ensure_prefect_api
 from infra.placement import PlacementError
-from infra.prefect_api import ensure_prefect_api
 from infra.runtime_env import apply_base_env
 from infra.tracking.secrets import install_log_redaction, redact_text
 from infra.worker_group import WorkerStartError

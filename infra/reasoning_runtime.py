@@ -23,8 +23,8 @@ from infra.llm.engines import check_rollout_engine
 from infra.llm.evaluation import evaluate_heldout
 from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk, sampling_params
 from infra.llm.reward_scoring import score_chunk
+from infra.ops.processes import free_port
 from infra.placement import plan_placement
-from infra.processes import free_port
 from infra.step_runtime import Evaluation, FanoutJob, StepRuntime
 from infra.worker_group import WorkerGroup
 from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker

@@ -11,8 +11,8 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from infra.deadlines import Liveness, Owner, StepTimeout, wait_for
+from infra.ops.processes import kill_process, wait_gone
 from infra.placement import GroupPlacement
-from infra.processes import kill_process, wait_gone
 from infra.runtime_env import store_access_env
 from infra.workers.base import CONCURRENCY_GROUPS, CONTROL_GROUP, WorkerProcess
 

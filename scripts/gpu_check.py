@@ -23,7 +23,7 @@ def main() -> int:
         print(json.dumps({"cuda": False}))
         return 0
     from infra.llm import distributed as fsdp
-    from infra.processes import free_port
+    from infra.ops.processes import free_port
     from rl_core.config import load_config
     from rl_core.llm import SamplingParams, hf_generate, pad_left, pad_right
     from rl_core.models.tiny_lm import create_tiny_lm

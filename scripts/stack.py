@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
 
-from infra.stack import LocalStack, StackError, StackSettings, read_state, stop_running  # noqa: E402
+from infra.ops.stack import LocalStack, StackError, StackSettings, read_state, stop_running  # noqa: E402
 
 console = Console()
 

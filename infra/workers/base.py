@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import ray
 
-from infra.processes import process_start_time
+from infra.ops.processes import process_start_time
 from rl_core.config import RLPipeConfig, validate_config
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.prefect_api import LocalPrefectServer
+from infra.ops.prefect_api import LocalPrefectServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import pytest
 import ray
 import torch
 
-from infra.processes import free_port
+from infra.ops.processes import free_port
 from infra.ray_cluster import connect, shutdown
 from infra.workers.llm_workers import LLMActorWorker, LLMRolloutWorker
 from rl_core.config import load_config

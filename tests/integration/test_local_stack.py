@@ -25,8 +25,8 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlo
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import AwaitingRetry
 
-from infra.processes import free_port, pid_alive, signal_group
-from infra.stack import read_state
+from infra.ops.processes import free_port, pid_alive, signal_group
+from infra.ops.stack import read_state
 from tests.integration.conftest import ROOT, kill_process_group
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from infra.processes import port_listening, session_pids
+from infra.ops.processes import port_listening, session_pids
 from tests.integration.conftest import ROOT, kill_process_group, run_train, train_cmd
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,8 @@ import ray
 from ray.exceptions import RayActorError
 
 from infra.deadlines import Liveness, StepTimeout, wait_for
+from infra.ops.processes import pid_alive
 from infra.placement import GroupPlacement
-from infra.processes import pid_alive
 from infra.ray_cluster import connect, shutdown
 from infra.worker_group import WorkerGroup
 from rl_core.config import RLPipeConfig

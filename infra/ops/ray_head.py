@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from infra.processes import executable, port_free, port_listening, session_pids
+from infra.ops.processes import executable, port_free, port_listening, session_pids
 from infra.runtime_env import all_store_access_vars
 
 logger = logging.getLogger(__name__)

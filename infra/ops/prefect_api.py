@@ -10,7 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from infra.processes import die_with_parent, executable, free_port, signal_group
+from infra.ops.processes import die_with_parent, executable, free_port, signal_group
 from infra.runtime_env import all_store_access_vars
 
 logger = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ class LocalPrefectServer:
     foreground process group) does not stop it while the run finishes its iteration and
     reports its final state; it gets SIGTERM when the process that started it exits, so it
     never outlives it. Create it from the main thread (see
-    :func:`~infra.processes.die_with_parent`).
+    :func:`~infra.ops.processes.die_with_parent`).
 
     Args:
         log_path: Where the server's output goes.

@@ -24,13 +24,13 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.prefect_api import LocalPrefectServer
-from infra.processes import executable, pid_alive, port_free, signal_group
-from infra.ray_head import LocalRayHead
+from infra.ops.prefect_api import LocalPrefectServer
+from infra.ops.processes import executable, pid_alive, port_free, signal_group
+from infra.ops.ray_head import LocalRayHead
 from infra.runtime_env import BASE_ENV
 
 logger = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STATE_FILE = "stack.json"
 POOL = "rlpipe-process"
 
