@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from rl_core.config.category_fields import category_field_problems
 from rl_core.config.schema import RLPipeConfig
 
 PRESET_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -94,7 +95,12 @@ def load_config(
     data.setdefault("preset", path.stem)
     for text in overrides:
         apply_override(data, *parse_override(text))
-    return validate_config(data, source=str(path))
+    cfg = validate_config(data, source=str(path))
+    problems = category_field_problems(data, cfg)
+    if problems:
+        lines = "\n  ".join(problems)
+        raise ConfigError(f"invalid configuration ({path}):\n  {lines}")
+    return cfg
 
 
 def validate_config(data: dict[str, Any], source: str = "config") -> RLPipeConfig:

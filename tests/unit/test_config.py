@@ -373,3 +373,18 @@ def test_hf_model_needs_a_local_model_directory(tmp_path):
     assert "model.model_path is required" in msg
     msg = error_of(*base, f"model.model_path={tmp_path}")
     assert "is not a local Hugging Face model directory" in msg and "build_tiny_lm.py" in msg
+
+
+def test_fields_of_the_other_category_are_refused_naming_who_reads_them():
+    with pytest.raises(ConfigError) as err:
+        load_config("ppo_cartpole", ["rollout.max_new_tokens=8", "data.eval_size=4"])
+    assert str(err.value).splitlines()[1:] == [
+        "  data.eval_size: read by reasoning runs only; this run's model (mlp_actor_critic) "
+        "is embodied",
+        "  rollout.max_new_tokens: read by reasoning runs only; this run's model "
+        "(mlp_actor_critic) is embodied",
+    ]
+    with pytest.raises(ConfigError, match=r"env.num_envs: read by embodied runs only"):
+        load_config("grpo_arith", ["env.num_envs=4"])
+    # a field written with its default value changes nothing and passes
+    load_config("grpo_arith", ["env.num_envs=8", "rollout.num_steps=128"])

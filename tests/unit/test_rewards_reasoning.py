@@ -24,7 +24,8 @@ def error_of(*overrides: str) -> str:
 
 
 def reward_cfg(*overrides: str):
-    return load_config(overrides=list(overrides)).reward
+    # the reasoning preset: reasoning-only reward fields are refused on embodied configs
+    return load_config("grpo_arith", list(overrides)).reward
 
 
 def batch(completions, answers):

@@ -67,7 +67,7 @@ def test_flatten_config_keeps_max_new_tokens_and_masks_tokens(monkeypatch) -> No
         "grpo_arith",
         [
             "model.hf_token=hf_abcdefgh",
-            "env.kwargs.endpoint=https://user:pw@example.invalid/x?k=s3cr3t-value-123",
+            "model.extra.endpoint=https://user:pw@example.invalid/x?k=s3cr3t-value-123",
         ],
     )
     params = flatten_config(cfg.model_dump(mode="json"))
@@ -75,7 +75,7 @@ def test_flatten_config_keeps_max_new_tokens_and_masks_tokens(monkeypatch) -> No
     assert params["model.hf_token"] == MASK
     text = json.dumps(params)
     assert "hf_abcdefgh" not in text and "s3cr3t-value-123" not in text and ":pw@" not in text
-    assert params["env.kwargs.endpoint"] == '"https://***@example.invalid/x?k=***"'
+    assert params["model.extra.endpoint"] == '"https://***@example.invalid/x?k=***"'
 
 
 def test_secret_env_values_skip_short_and_ordinary_variables() -> None:
