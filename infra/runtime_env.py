@@ -20,6 +20,7 @@ BASE_ENV = {
 #: Variables forwarded from the driver to workers when set (extension modules, tracking).
 FORWARDED_VARS = (
     "RLPIPE_EXT_MODULE",
+    "RLPIPE_KEY_FILE",
     "MLFLOW_TRACKING_URI",
     "MLFLOW_S3_ENDPOINT_URL",
     "AWS_ACCESS_KEY_ID",
