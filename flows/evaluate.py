@@ -34,14 +34,18 @@ logger = logging.getLogger("rlpipe.evaluate")
 
 
 @task(name="load_checkpoint", cache_policy=NO_CACHE, persist_result=False)
-def load_checkpoint(store_uri: str, step: int | None) -> dict[str, Any]:
-    """Read config, weights and manifest of a committed checkpoint."""
-    ref = locate_checkpoint(store_uri, step)
+def load_checkpoint(store_uri: str, step: int | None, trust: bool = False) -> dict[str, Any]:
+    """Read config, weights and manifest of a committed checkpoint.
+
+    ``trusted`` in the result: the caller trusts the checkpoint (``--trust-checkpoint``).
+    """
+    ref = locate_checkpoint(store_uri, step, trust)
     return {
         "config": read_config(ref),
         "weights": {k: v.numpy() for k, v in read_policy_weights(ref).items()},
         "manifest": ref.manifest,
         "step": ref.step,
+        "trusted": ref.trusted,
     }
 
 
@@ -62,21 +66,27 @@ def evaluate(
     episodes: int = 10,
     step: int | None = None,
     checkpoint_uri: str | None = None,
+    trust_checkpoint: bool = False,
 ) -> dict[str, Any]:
     """Evaluate a run's checkpoint and log ``eval/*`` metrics to a child MLflow run.
 
     Args:
-        run_name: Training run name.
+        run_name: Training run name (validated: one folder name, see ``run.name``).
         output_dir: Output directory the run wrote to.
         episodes: Number of episodes (embodied runs).
         step: Checkpoint step (default: the latest committed one).
         checkpoint_uri: The run's ``run.checkpoint_uri`` (e.g. ``s3://bucket/ckpts``);
             None: its checkpoints are under ``output_dir``.
+        trust_checkpoint: Trust the checkpoint's source: its config may ask for the model's
+            own code (``model.trust_remote_code``).
+
+    Raises:
+        CheckpointError: Invalid run name, no usable checkpoint, or one that is not trusted.
     """
+    store_uri = run_store_uri(output_dir, run_name, checkpoint_uri)  # validates run_name
     apply_base_env()
     load_extension_modules()
-    store_uri = run_store_uri(output_dir, run_name, checkpoint_uri)
-    ckpt = load_checkpoint(store_uri, step)
+    ckpt = load_checkpoint(store_uri, step, trust_checkpoint)
     cfg = validate_config(ckpt["config"], source=f"{store_uri} config.json")
     metrics, rows, headline = evaluate_checkpoint(store_uri, ckpt, episodes, cfg)
     summary: dict[str, Any] = {"run_name": run_name, "step": ckpt["step"], **metrics}
@@ -103,8 +113,10 @@ def evaluate(
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
+    from flows.cli import add_trust_checkpoint_flag, prefect_api, print_error, run_name_arg
+
     parser = argparse.ArgumentParser(prog="python flows/evaluate.py", description=__doc__)
-    parser.add_argument("--run-name", required=True)
+    parser.add_argument("--run-name", required=True, type=run_name_arg)
     parser.add_argument("--output-dir", default="outputs")
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--step", type=int, default=None)
@@ -113,14 +125,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the run's run.checkpoint_uri (a path or s3://bucket/prefix), if it set one",
     )
+    add_trust_checkpoint_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from flows.cli import prefect_api, print_error
-
     try:
         with prefect_api(Path(args.output_dir)):
             summary = evaluate(
-                args.run_name, args.output_dir, args.episodes, args.step, args.checkpoint_uri
+                args.run_name,
+                args.output_dir,
+                args.episodes,
+                args.step,
+                args.checkpoint_uri,
+                args.trust_checkpoint,
             )
     except (CheckpointError, ConfigError, ExtensionError) as exc:
         print_error(exc)

@@ -71,7 +71,9 @@ def sft(
         )
     if session.store.latest() is not None:
         out = Path(session.run_dir) / "model"
-        exported = export_model(session.store_uri, str(out), session.cfg.run.name)
+        cfg = session.cfg
+        trust = cfg.run.trust_checkpoint or cfg.model.trust_remote_code  # the run's own model
+        exported = export_model(session.store_uri, str(out), cfg.run.name, trust)
         summary["model_dir"] = exported["model_dir"]
     return summary
 

@@ -15,8 +15,8 @@ import numpy as np
 import ray
 
 from infra import ray_cluster
-from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_bytes, wrap_bytes
 from infra.checkpoint.store import open_store, step_dir_name
+from infra.checkpoint.worker_state import WORKERS_FILE, decode_workers_state, encode_workers_state
 from infra.deadlines import Liveness, wait_for
 from infra.eval_video import render_episode
 from infra.evaluation import run_episodes
@@ -260,17 +260,18 @@ class EmbodiedRuntime(StepRuntime):
         # the trainer's files first: it refuses non-finite weights, and then nothing else is
         # written into the step folder
         self.actor.get(refs, timeout, "checkpoint")
-        workers = {"env_states": env_states, "rollout_rng": rng_states}
-        store.write_bytes(f"{folder}/workers.pt", object_to_bytes(wrap_bytes(workers)))
+        store.write_bytes(f"{folder}/{WORKERS_FILE}", encode_workers_state(env_states, rng_states))
         return {"seconds": time.perf_counter() - start, "dir": folder}
 
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
         """Restore every worker from a committed checkpoint folder."""
         store = open_store(store_uri)
         timeout = self.timeouts.checkpoint
+        path = f"{folder}/{WORKERS_FILE}"  # verified before any worker loads anything
+        env_states, rng = decode_workers_state(
+            store.read_bytes(path), f"{store.uri}/{path}", self.cfg.run.trust_checkpoint
+        )
         self.actor.call_within("checkpoint", timeout, "load_checkpoint", store_uri, folder)
-        workers = bytes_to_object(store.read_bytes(f"{folder}/workers.pt"), f"{folder}/workers.pt")
-        env_states = [unwrap_bytes(s) for s in workers["env_states"]]
         self.env.get(
             [
                 h.set_state.remote(
@@ -281,7 +282,6 @@ class EmbodiedRuntime(StepRuntime):
             timeout,
             "checkpoint",
         )
-        rng = workers["rollout_rng"]
         self.rollout_group.get(
             [
                 h.set_rng_state.remote(rng[i % len(rng)])

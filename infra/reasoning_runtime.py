@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from infra import ray_cluster
+from infra.checkpoint import signed_dcp
 from infra.checkpoint.store import open_store, step_dir_name
 from infra.deadlines import Liveness
 from infra.llm.engines import check_rollout_engine
@@ -416,8 +417,9 @@ class ReasoningRuntime(StepRuntime):
         from infra.checkpoint.reader import locate_checkpoint
         from infra.llm.checkpoint_eval import CheckpointEvaluator
 
-        step = checkpoint["step"]
-        metrics, rows = CheckpointEvaluator(locate_checkpoint(store_uri, step)).evaluate(step)
+        step, trusted = checkpoint["step"], checkpoint.get("trusted", False)
+        ref = locate_checkpoint(store_uri, step, trusted)
+        metrics, rows = CheckpointEvaluator(ref).evaluate(step)
         metrics.pop("seconds", None)
         prompts = int(metrics["eval/prompts"])
         headline = f"accuracy {metrics['eval/accuracy']:.1%} on {prompts} held-out prompts"
@@ -438,6 +440,9 @@ class ReasoningRuntime(StepRuntime):
 
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
         """Restore trainer shards, optimizer and data cursor; the next sync is a full one."""
+        local = open_store(store_uri).local_path(f"{folder}/actor_dcp")
+        if local is not None:  # refused here in one line, before any trainer rank loads
+            signed_dcp.check_folder(local, self.cfg.run.trust_checkpoint)
         self.actor.call_within(
             "checkpoint", self.timeouts.checkpoint, "load_checkpoint", store_uri, folder
         )

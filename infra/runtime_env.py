@@ -22,6 +22,7 @@ BASE_ENV = {
 #: Variables forwarded from the driver to every worker when set (extension modules, tracking).
 FORWARDED_VARS = (
     "RLPIPE_EXT_MODULE",
+    "RLPIPE_KEY_FILE",
     "MLFLOW_TRACKING_URI",
     "MLFLOW_S3_ENDPOINT_URL",
     "PREFECT_API_URL",

@@ -129,6 +129,10 @@ class StepRuntime(ABC):
     ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
         """Evaluate a committed checkpoint in this process (``evaluate-latest``).
 
+        ``checkpoint`` is what the evaluate flow read: ``config``, ``weights``, ``manifest``,
+        ``step`` and ``trusted`` (``--trust-checkpoint``: pass it on to ``locate_checkpoint``
+        when reading more of the checkpoint).
+
         Returns:
             ``(metrics, sample rows, one-line headline)``.
         """

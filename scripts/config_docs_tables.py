@@ -24,6 +24,10 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
     ("model", "hidden_sizes"): "non-empty, each from 1 to {max_layer_width}",
     ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
+    ("run", "name"): (
+        "1 to 128 letters, digits, `.`, `_` or `-`, starting with a letter or digit (one "
+        "folder name)"
+    ),
     ("tracking", "artifact_location"): "a local path or an MLflow artifact URI; no credentials",
     ("tracking", "registered_model_name"): (
         "only `{{preset}}` and `{{run_name}}` placeholders; no `/` or `:` (MLflow model names)"

@@ -294,10 +294,11 @@ layers, each overriding the one before:
 .venv/bin/python flows/train.py --config my_experiment.yaml --run-name try-2
 ```
 
-`--run-name X` is `run.name=X`, `--resume` is `run.resume=must` and `--fresh` is
-`run.resume=never`. The resolved config is validated before any server or worker starts;
-an error names each offending field, the value given and what is allowed. Unknown keys are
-rejected in every section except `model`, which keeps extra keys for custom models.
+`--run-name X` is `run.name=X`, `--resume` is `run.resume=must`, `--fresh` is
+`run.resume=never` and `--trust-checkpoint` is `run.trust_checkpoint=true`. The resolved
+config is validated before any server or worker starts; an error names each offending
+field, the value given and what is allowed. Unknown keys are rejected in every section
+except `model`, which keeps extra keys for custom models.
 
 Numbers must be finite: `.inf`, `-.inf` and `.nan` are rejected in every field, also inside
 `env.kwargs`, `reward.components` and the extra keys of `model`. Counts and sizes have upper

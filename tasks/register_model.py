@@ -41,8 +41,9 @@ def register_model(session_id: str, run_name: str) -> dict[str, Any]:
         "preset": cfg.preset,
         "config_hash": session.config_hash,
     }
+    trust = cfg.run.trust_checkpoint or cfg.model.trust_remote_code  # the run's own model
     result = register_run_model(
-        tracker, session.store_uri, name, session.runtime.score_metric, tags
+        tracker, session.store_uri, name, session.runtime.score_metric, tags, trust
     )
     if "skipped" in result:
         logger.info("model registry: %s", result["skipped"])

@@ -17,12 +17,18 @@ def sft_update(session_id: str, iteration: int) -> dict[str, Any]:
 
 
 @task(name="export_model", task_run_name="export_model-{run_name}", **STEP_OPTIONS)
-def export_model(store_uri: str, out_dir: str, run_name: str) -> dict[str, Any]:
-    """Write the latest checkpoint's policy as a standalone (Hugging Face) model directory."""
+def export_model(
+    store_uri: str, out_dir: str, run_name: str, trust: bool = False
+) -> dict[str, Any]:
+    """Write the latest checkpoint's policy as a standalone (Hugging Face) model directory.
+
+    ``trust``: the checkpoint's config may ask for the model's own code (see
+    ``locate_checkpoint``).
+    """
     from infra.checkpoint.export import export_policy, policy_from_checkpoint
     from infra.checkpoint.reader import locate_checkpoint
 
-    ref = locate_checkpoint(store_uri)
+    ref = locate_checkpoint(store_uri, trust=trust)
     policy, config, spaces = policy_from_checkpoint(ref)
     source = {"run_name": run_name, "step": ref.step, "checkpoint": ref.location}
     path = export_policy(policy, config["model"], spaces, out_dir, source=source, overwrite=True)

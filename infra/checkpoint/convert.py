@@ -26,7 +26,7 @@ from infra.checkpoint.reader import locate_checkpoint
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.runtime_env import apply_base_env
-from rl_core.config import ConfigError
+from rl_core.config import ConfigError, check_run_name
 from rl_core.registry import RegistryError
 
 console = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Turn a training checkpoint into a standalone model directory.",
     )
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--run-name", help="training run whose checkpoints to read")
+    where.add_argument("--run-name", type=_run_name, help="training run whose checkpoints to read")
     where.add_argument(
         "--checkpoint",
         help="a checkpoint store (holds latest.json; a path or s3://...) or one step_* folder",
@@ -51,7 +51,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
     parser.add_argument("--out", required=True, help="model directory to write")
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    parser.add_argument(
+        "--trust-checkpoint",
+        action="store_true",
+        help="trust the checkpoint's source: its config may ask for the model's own code "
+        "(model.trust_remote_code)",
+    )
     return parser
+
+
+def _run_name(value: str) -> str:
+    try:
+        return check_run_name(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     apply_base_env()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    path = args.checkpoint or run_store_uri(args.output_dir, args.run_name, args.checkpoint_uri)
     try:
+        path = args.checkpoint or run_store_uri(args.output_dir, args.run_name, args.checkpoint_uri)
         load_extension_modules()
-        ref = locate_checkpoint(path, args.step)
+        ref = locate_checkpoint(path, args.step, args.trust_checkpoint)
         policy, config, spaces = policy_from_checkpoint(ref)
         out = export_policy(
             policy,

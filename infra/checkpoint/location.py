@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from infra.checkpoint.store import CheckpointError
+from rl_core.config import check_run_name
+
 
 def is_remote(uri: str) -> bool:
     """Whether ``uri`` names a store by scheme (``s3://...``) rather than a local path."""
@@ -22,7 +25,14 @@ def run_store_uri(output_dir: str | Path, run_name: str, checkpoint_uri: str | N
 
     Returns:
         An absolute local path or a URI such as ``s3://bucket/prefix/<run_name>``.
+
+    Raises:
+        CheckpointError: ``run_name`` is not a valid run name (one path component).
     """
+    try:
+        check_run_name(run_name)
+    except ValueError as exc:
+        raise CheckpointError(str(exc)) from None
     if checkpoint_uri is None:
         return str(Path(output_dir).resolve() / run_name / "checkpoints")
     if is_remote(checkpoint_uri):

@@ -11,6 +11,7 @@ import torch
 
 from infra.checkpoint.location import split_store_uri
 from infra.checkpoint.serialize import bytes_to_tensors
+from infra.checkpoint.signing import TRUST_HINT
 from infra.checkpoint.store import (
     MANIFEST,
     CheckpointError,
@@ -27,12 +28,17 @@ POLICY_WEIGHTS = "actor_0/model.safetensors"
 
 @dataclass
 class CheckpointRef:
-    """One complete checkpoint folder of a store."""
+    """One complete checkpoint folder of a store.
+
+    ``trusted``: the caller trusts the checkpoint's source (``--trust-checkpoint``), so its
+    config may ask for the model's own code (``model.trust_remote_code``).
+    """
 
     store: CheckpointStore
     folder: str
     step: int
     manifest: dict[str, Any]
+    trusted: bool = False
 
     @property
     def location(self) -> str:
@@ -40,13 +46,16 @@ class CheckpointRef:
         return f"{self.store.uri}/{self.folder}"
 
 
-def locate_checkpoint(path: str | Path, step: int | None = None) -> CheckpointRef:
+def locate_checkpoint(
+    path: str | Path, step: int | None = None, trust: bool = False
+) -> CheckpointRef:
     """Find a complete checkpoint from a store root or one of its ``step_*`` folders.
 
     Args:
         path: A run's checkpoint store (the folder or ``s3://`` prefix holding
             ``latest.json``) or one checkpoint folder inside it (``.../step_000010``).
         step: With a store root, the step to take (default: the latest committed one).
+        trust: The checkpoint comes from a trusted source (see :class:`CheckpointRef`).
 
     Raises:
         CheckpointError: Nothing committed there, or the folder is incomplete/missing.
@@ -72,16 +81,28 @@ def locate_checkpoint(path: str | Path, step: int | None = None) -> CheckpointRe
         step_done = int(folder.split("_")[-1])
     except ValueError:
         raise CheckpointError(f"{store.uri}/{folder} is not a step_* checkpoint folder") from None
-    return CheckpointRef(store, folder, step_done, manifest)
+    return CheckpointRef(store, folder, step_done, manifest, trust)
 
 
 def read_config(ref: CheckpointRef) -> dict[str, Any]:
-    """The resolved run config saved in the checkpoint (plain dict)."""
+    """The resolved run config saved in the checkpoint (plain dict).
+
+    Raises:
+        CheckpointError: Not JSON, or it sets ``model.trust_remote_code`` (building the
+            model would run the model directory's own code) and ``ref`` is not trusted.
+    """
     path = f"{ref.folder}/{CONFIG_FILE}"
     try:
-        return json.loads(ref.store.read_bytes(path))
+        config = json.loads(ref.store.read_bytes(path))
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{ref.store.uri}/{path} is not valid JSON: {exc}") from None
+    model = config.get("model") if isinstance(config, dict) else None
+    if isinstance(model, dict) and model.get("trust_remote_code") and not ref.trusted:
+        raise CheckpointError(
+            f"{ref.store.uri}/{path} sets model.trust_remote_code: true, so loading its model "
+            f"would run code from {model.get('model_path')!r}; it was not loaded ({TRUST_HINT})"
+        )
+    return config
 
 
 def read_policy_weights(ref: CheckpointRef) -> dict[str, torch.Tensor]:

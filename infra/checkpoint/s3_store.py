@@ -37,7 +37,7 @@ from botocore.exceptions import (
 )
 
 from infra.checkpoint.retry import call_with_retries
-from infra.checkpoint.store import MANIFEST, CheckpointError, CheckpointStore
+from infra.checkpoint.store import MANIFEST, CheckpointError, CheckpointStore, check_relpath
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -183,8 +183,8 @@ class S3CheckpointStore(CheckpointStore):
         return None
 
     def list_files(self, folder: str) -> list[str]:  # noqa: D102
-        start = self._key(folder.strip("/") + "/")
-        root = len(self._key(""))
+        start = self._key(folder.rstrip("/") + "/")
+        root = len(self.prefix) + 1 if self.prefix else 0
 
         def listing() -> list[str]:
             pages = self.client.get_paginator("list_objects_v2").paginate(
@@ -196,6 +196,8 @@ class S3CheckpointStore(CheckpointStore):
 
     # -- helpers -------------------------------------------------------------------------
     def _key(self, relpath: str) -> str:
+        """The object key of ``relpath`` (checked by :func:`check_relpath`)."""
+        check_relpath(relpath)
         return f"{self.prefix}/{relpath}" if self.prefix else relpath
 
     def _check_bucket(self) -> None:

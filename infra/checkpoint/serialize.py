@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
@@ -52,9 +53,12 @@ def bytes_to_object(data: bytes, what: str) -> Any:
 
 
 def wrap_bytes(obj: Any) -> Any:
-    """Wrap raw ``bytes`` (nested in dicts/lists) as uint8 tensors for ``torch.save``.
+    """Wrap raw ``bytes`` and numpy arrays (in dicts/lists/tuples) as tensors for ``torch.save``.
 
-    ``torch.load(weights_only=True)`` refuses ``bytes``; tensors load fine.
+    ``torch.load(weights_only=True)`` refuses ``bytes`` and numpy arrays; tensors load fine.
+
+    Raises:
+        CheckpointError: A numpy array of a dtype torch has no tensor for (e.g. objects).
     """
     if isinstance(obj, bytes):
         data = (
@@ -63,10 +67,18 @@ def wrap_bytes(obj: Any) -> Any:
             else torch.empty(0, dtype=torch.uint8)
         )
         return {"__bytes__": data}
+    if isinstance(obj, np.ndarray):
+        try:
+            return {"__ndarray__": torch.from_numpy(np.array(obj, order="C", copy=True))}
+        except TypeError:
+            raise CheckpointError(
+                f"cannot store a numpy array of dtype {obj.dtype} in a checkpoint; expected "
+                "numbers or booleans"
+            ) from None
     if isinstance(obj, dict):
         return {k: wrap_bytes(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [wrap_bytes(v) for v in obj]
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(wrap_bytes(v) for v in obj)
     return obj
 
 
@@ -74,8 +86,10 @@ def unwrap_bytes(obj: Any) -> Any:
     """Inverse of :func:`wrap_bytes`."""
     if isinstance(obj, dict) and set(obj) == {"__bytes__"}:
         return obj["__bytes__"].numpy().tobytes()
+    if isinstance(obj, dict) and set(obj) == {"__ndarray__"}:
+        return obj["__ndarray__"].numpy()
     if isinstance(obj, dict):
         return {k: unwrap_bytes(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [unwrap_bytes(v) for v in obj]
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(unwrap_bytes(v) for v in obj)
     return obj

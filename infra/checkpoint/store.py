@@ -7,6 +7,11 @@ Layout under the store root (one store per run)::
 
 A checkpoint becomes visible only when ``latest.json`` is replaced (temp file + rename), after
 all its files are written, so a crash mid-save never leaves a half checkpoint as latest.
+
+Every path a store reads or writes is checked by :func:`check_relpath` (relative, ``/``
+-separated, no ``.``/``..``/empty parts; a local store also refuses symbolic links that lead
+out of its root), and the manifest's ``dir`` must be the step folder name of its ``step``,
+so nothing read from a manifest or a bucket can reach a path outside the store.
 """
 
 from __future__ import annotations
@@ -34,8 +39,48 @@ def step_dir_name(step: int) -> str:
     return f"step_{step:06d}"
 
 
+def check_relpath(relpath: str) -> str:
+    """Validate a path inside a store (every store read and write goes through this).
+
+    A single trailing ``/`` (a folder prefix) is allowed.
+
+    Returns:
+        ``relpath`` unchanged.
+
+    Raises:
+        CheckpointError: Not a relative ``/``-separated path of non-empty names other than
+            ``.`` and ``..`` (absolute paths, backslashes and NUL bytes are refused too).
+    """
+    parts = relpath.removesuffix("/").split("/") if isinstance(relpath, str) else [""]
+    if any(p in ("", ".", "..") or "\\" in p or "\0" in p for p in parts):
+        raise CheckpointError(
+            f"{relpath!r} is not a path inside a checkpoint store: expected a relative path "
+            "of '/'-separated names, none of them empty, '.' or '..'"
+        )
+    return relpath
+
+
+def check_manifest_dir(folder: Any, step: int, where: str) -> str:
+    """The manifest's ``dir``, which must be ``step_dir_name(step)`` (a folder of the store).
+
+    Raises:
+        CheckpointError: Anything else (another name, separators, ``..``, absolute paths).
+    """
+    expected = step_dir_name(step)
+    if step < 0 or folder != expected:
+        raise CheckpointError(
+            f"{where} names dir {folder!r} for step {step}; a manifest may only name that "
+            f"step's folder {expected!r} of its own store, refusing to resume"
+        )
+    return folder
+
+
 class CheckpointStore(abc.ABC):
-    """Where a run's checkpoints live; workers and the driver open it from its URI."""
+    """Where a run's checkpoints live; workers and the driver open it from its URI.
+
+    Implementations pass every ``relpath`` they are given through :func:`check_relpath`
+    before using it, so no path from a manifest or a listing leaves the store.
+    """
 
     uri: str
 
@@ -68,11 +113,29 @@ class CheckpointStore(abc.ABC):
 
         Returns:
             ``dest`` as a path; ``dest/<file relative to folder>`` for each file.
+
+        Raises:
+            CheckpointError: A listed file would land outside ``dest`` (a name with ``..``,
+                an absolute part or a symbolic link out of ``dest``); nothing is written then.
         """
-        target = Path(dest)
-        prefix = folder.rstrip("/") + "/"
+        target = Path(dest).resolve()
+        prefix = check_relpath(folder).rstrip("/") + "/"
+        plan: list[tuple[str, Path]] = []
         for relpath in self.list_files(folder):
-            path = target / relpath[len(prefix) :]
+            if relpath.endswith("/"):
+                continue  # an S3 "folder" marker object, not a file
+            inner = relpath[len(prefix) :] if relpath.startswith(prefix) else ""
+            try:
+                path = target / check_relpath(inner)
+            except CheckpointError:
+                path = None
+            if path is None or not _is_within(path, target):
+                raise CheckpointError(
+                    f"{self.uri}/{relpath} would be written outside {target}; refusing to "
+                    f"download {folder}"
+                )
+            plan.append((relpath, path))
+        for relpath, path in plan:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(self.read_bytes(relpath))
         return target
@@ -99,7 +162,7 @@ class CheckpointStore(abc.ABC):
         raw = self.read_bytes(MANIFEST)
         try:
             manifest = json.loads(raw)
-            step, folder = int(manifest["step"]), str(manifest["dir"])
+            step, folder = int(manifest["step"]), manifest["dir"]
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(
                 f"{self.uri}/{MANIFEST} is corrupt ({exc}); refusing to resume"
@@ -108,6 +171,7 @@ class CheckpointStore(abc.ABC):
             raise CheckpointError(
                 f"{self.uri}/{MANIFEST} has format {manifest.get('format')!r}; this rlpipe reads {FORMAT_VERSION}"
             )
+        check_manifest_dir(folder, step, f"{self.uri}/{MANIFEST}")
         if not self.exists(f"{folder}/COMPLETE"):
             raise CheckpointError(f"{self.uri}/{folder} named by {MANIFEST} is incomplete")
         manifest["step"] = step
@@ -122,28 +186,29 @@ class LocalCheckpointStore(CheckpointStore):
         self.uri = str(self.root)
 
     def write_bytes(self, relpath: str, data: bytes) -> None:  # noqa: D102
-        path = self.root / relpath
+        path = self._path(relpath)
         path.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(path, data)
 
     def read_bytes(self, relpath: str) -> bytes:  # noqa: D102
+        path = self._path(relpath)
         try:
-            return (self.root / relpath).read_bytes()
+            return path.read_bytes()
         except FileNotFoundError:
-            raise CheckpointError(f"checkpoint file {self.root / relpath} is missing") from None
+            raise CheckpointError(f"checkpoint file {path} is missing") from None
 
     def exists(self, relpath: str) -> bool:  # noqa: D102
-        return (self.root / relpath).exists()
+        return self._path(relpath).exists()
 
     def _replace_manifest(self, data: bytes) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         _atomic_write(self.root / MANIFEST, data)
 
     def local_path(self, relpath: str) -> Path:  # noqa: D102
-        return self.root / relpath
+        return self._path(relpath)
 
     def list_files(self, folder: str) -> list[str]:  # noqa: D102
-        base = self.root / folder
+        base = self._path(folder)
         return sorted(
             p.relative_to(self.root).as_posix()
             for p in base.rglob("*")
@@ -159,6 +224,21 @@ class LocalCheckpointStore(CheckpointStore):
         for child in self.root.glob("step_*"):
             if child.is_dir() and child.name not in keep:
                 shutil.rmtree(child, ignore_errors=True)
+
+    def _path(self, relpath: str) -> Path:
+        """``root/relpath`` after :func:`check_relpath`; refuses links out of the root."""
+        path = self.root / check_relpath(relpath)
+        if not _is_within(path, self.root):
+            raise CheckpointError(
+                f"{path} leads outside the checkpoint store {self.root} (through a symbolic "
+                "link); refusing to use it"
+            )
+        return path
+
+
+def _is_within(path: Path, root: Path) -> bool:
+    """Whether ``path`` (symbolic links followed) is ``root`` (a resolved path) or inside it."""
+    return path.resolve().is_relative_to(root)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -22,6 +21,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch.distributed.fsdp import fully_shard
+
+from infra.checkpoint import signed_dcp
 
 logger = logging.getLogger(__name__)
 
@@ -89,21 +90,36 @@ def load_full_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor])
 
 
 def save_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path: Path) -> None:
-    """Write model and optimizer shards with torch.distributed.checkpoint (collective)."""
+    """Write model and optimizer shards with torch.distributed.checkpoint (collective).
+
+    The folder's metadata is signed (:mod:`infra.checkpoint.signed_dcp`).
+    """
     state = {
         "model": get_model_state_dict(model),
         "optim": get_optimizer_state_dict(model, optimizer),
     }
-    dcp.save(state, checkpoint_id=str(path))
+    signed_dcp.save(state, path)
 
 
-def load_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path: Path) -> None:
-    """Restore what :func:`save_sharded` wrote (collective)."""
+def load_sharded(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, path: Path, trust: bool = False
+) -> None:
+    """Restore what :func:`save_sharded` wrote (collective).
+
+    Args:
+        model: The sharded model.
+        optimizer: Its optimizer.
+        path: The DCP folder.
+        trust: Load metadata not signed with this user's key (with a warning).
+
+    Raises:
+        CheckpointError: The metadata's signature is missing or wrong (without ``trust``).
+    """
     state = {
         "model": get_model_state_dict(model),
         "optim": get_optimizer_state_dict(model, optimizer),
     }
-    dcp.load(state, checkpoint_id=str(path))
+    signed_dcp.load(state, path, trust)
     set_model_state_dict(model, state["model"])
     set_optimizer_state_dict(model, optimizer, state["optim"])
 

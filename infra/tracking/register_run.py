@@ -54,6 +54,7 @@ def register_run_model(
     name: str,
     score_metric: str,
     tags: dict[str, str],
+    trust: bool = False,
 ) -> dict[str, Any]:
     """Export, log and register the run's latest checkpoint (once per checkpoint step).
 
@@ -63,6 +64,8 @@ def register_run_model(
         name: Registered model name.
         score_metric: Metric whose last value scores the version (e.g. ``eval/return_mean``).
         tags: Version tags (run name, preset, config hash, ...).
+        trust: The checkpoint's config may ask for the model's own code
+            (``model.trust_remote_code``; see ``locate_checkpoint``).
 
     Returns:
         ``registered_model`` (``models:/<name>/<version>``), ``version``, ``aliases``,
@@ -72,7 +75,7 @@ def register_run_model(
     from infra.checkpoint.reader import locate_checkpoint
 
     client, run_id = tracker.client, tracker.run_id
-    ref = locate_checkpoint(store_uri)
+    ref = locate_checkpoint(store_uri, trust=trust)
     step = int(ref.step)
     if client.get_run(run_id).data.tags.get(REGISTERED_STEP_TAG) == f"{name}:{step}":
         return {"skipped": f"checkpoint step {step} is already registered as {name}"}

@@ -120,12 +120,16 @@ class EnvWorker(WorkerBase):
         for env, data in zip(self.slices, self._snapshot, strict=True):
             env.set_state(data)
 
-    def get_state(self) -> list[bytes] | None:
-        """Picklable env state for checkpoints (None if an env cannot be pickled)."""
+    def get_state(self) -> list[dict[str, Any]] | None:
+        """Env state per slice for checkpoints (None if an env cannot be pickled).
+
+        Each slice's ``envs`` bytes are a pickle: the driver signs them when it saves the
+        checkpoint and verifies them before it sends them back to :meth:`set_state`.
+        """
         states = [env.get_state() for env in self.slices]
         return None if any(s is None for s in states) else states
 
-    def set_state(self, state: list[bytes] | None, fallback_seed: int) -> None:
+    def set_state(self, state: list[dict[str, Any] | bytes] | None, fallback_seed: int) -> None:
         """Restore env state, or reseed deterministically when none was saved."""
         if state is None or len(state) != len(self.slices):
             width = self.num_envs // self.stages

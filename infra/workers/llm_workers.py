@@ -256,7 +256,9 @@ class LLMActorWorker(WorkerBase):
         """Restore what :meth:`save_checkpoint` wrote (collective)."""
         store = open_store(store_uri)
         local = store.local_path(f"{folder}/actor_dcp")
-        fsdp.load_sharded(self.policy, self.optimizer, local)
+        if local is None:
+            raise CheckpointError("sharded trainer checkpoints need a local checkpoint store")
+        fsdp.load_sharded(self.policy, self.optimizer, local, self.cfg.run.trust_checkpoint)
         path = f"{folder}/actor_0/trainer_state.pt"
         state = bytes_to_object(store.read_bytes(path), path)
         self.version = int(state["version"])

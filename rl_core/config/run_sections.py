@@ -27,6 +27,29 @@ from rl_core.config.placement import parse_component_placement
 from rl_core.config.sections import Section
 
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+#: A run name: it becomes a folder (and an S3 key part), so one path component only.
+RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+RUN_NAME_RULE = "use 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def is_valid_run_name(value: object) -> bool:
+    """Whether ``value`` is a valid run name (see :data:`RUN_NAME_PATTERN`; never ``.``/``..``)."""
+    return (
+        isinstance(value, str)
+        and value not in (".", "..")
+        and RUN_NAME_PATTERN.fullmatch(value) is not None
+    )
+
+
+def check_run_name(value: str) -> str:
+    """Return ``value`` if it is a valid run name.
+
+    Raises:
+        ValueError: It is not (one line naming the value and what is allowed).
+    """
+    if not is_valid_run_name(value):
+        raise ValueError(f"run name {value!r} is not valid: {RUN_NAME_RULE}")
+    return value
 
 
 def check_storage_uri(value: str | None, schemes: tuple[str, ...] | None) -> str | None:
@@ -52,7 +75,7 @@ def check_storage_uri(value: str | None, schemes: tuple[str, ...] | None) -> str
 class RunConfig(Section):
     """What to run and where its outputs go."""
 
-    name: str = Field("ppo-cartpole", min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = "ppo-cartpole"
     seed: int = Field(0, ge=0)
     max_iterations: int = Field(100, ge=1, le=MAX_ITERATIONS)
     checkpoint_interval: int = Field(
@@ -95,6 +118,20 @@ class RunConfig(Section):
         description="Run lease: seconds without renewal after which a process on another "
         "host may take a crashed run over (renewed every lease_ttl_s/4; docs/deployments.md).",
     )
+    trust_checkpoint: bool = Field(
+        False,
+        description="Load a checkpoint whose pickled parts (env states, sharded-trainer "
+        "metadata) are not signed with this user's key (checkpoints from another user or "
+        "machine, or written before signing), with a warning; CLI --trust-checkpoint. Only "
+        "for checkpoints from a source you trust: unpickling can run code.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _valid_run_name(cls, value: str) -> str:
+        if not is_valid_run_name(value):
+            raise ValueError(f"not a valid run name: {RUN_NAME_RULE}")
+        return value
 
     @field_validator("checkpoint_uri")
     @classmethod

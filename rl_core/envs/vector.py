@@ -30,7 +30,7 @@ def obs_to_env_obs(obs: Any, space: gym.Space) -> dict[str, Any]:
 
 
 class VectorEnvAdapter:
-    """Batched envs with same-step autoreset, episode stats and a picklable state.
+    """Batched envs with same-step autoreset, episode stats and a saveable state.
 
     After a step, envs whose episode ended are already reset; the last observation of the
     ended episode is returned as ``final_obs`` (needed to bootstrap truncated episodes).
@@ -121,18 +121,41 @@ class VectorEnvAdapter:
             "episodes": episodes,
         }
 
-    def get_state(self) -> bytes | None:
-        """Serialize envs + current obs + running stats, or None if the envs cannot be."""
+    def get_state(self) -> dict[str, Any] | None:
+        """The envs' state, or None if the envs cannot be pickled.
+
+        Returns:
+            ``{"envs": bytes, "obs": ..., "returns": ndarray, "lengths": ndarray}``: the
+            vector env pickled (the only way to capture an arbitrary env; whoever stores
+            these bytes must make sure that only trusted bytes come back to
+            :meth:`set_state`), and the current observations and running episode returns
+            and lengths as plain arrays.
+        """
         try:
-            return cloudpickle.dumps((self.vec, self._obs, self._returns, self._lengths))
+            envs = cloudpickle.dumps(self.vec)
         except Exception as exc:  # noqa: BLE001 - any env may refuse pickling
             logger.warning("env state is not picklable (%s); resume will reseed envs", exc)
             return None
+        return {
+            "envs": envs,
+            "obs": self._obs,
+            "returns": self._returns.copy(),
+            "lengths": self._lengths.copy(),
+        }
 
-    def set_state(self, state: bytes) -> None:
-        """Restore a state produced by :meth:`get_state`."""
+    def set_state(self, state: dict[str, Any] | bytes) -> None:
+        """Restore a state produced by :meth:`get_state` (unpickles ``state["envs"]``).
+
+        ``bytes`` are the whole-adapter pickle of checkpoints written by older versions.
+        """
         old = self.vec
-        self.vec, self._obs, self._returns, self._lengths = cloudpickle.loads(state)
+        if isinstance(state, bytes):
+            self.vec, self._obs, self._returns, self._lengths = cloudpickle.loads(state)
+        else:
+            self.vec = cloudpickle.loads(state["envs"])
+            self._obs = state["obs"]
+            self._returns = np.array(state["returns"], dtype=np.float64)
+            self._lengths = np.array(state["lengths"], dtype=np.int64)
         old.close()
 
     def close(self) -> None:

@@ -21,3 +21,21 @@ def test_corrupt_files_raise_checkpoint_errors_naming_the_file():
         bytes_to_tensors(b"not safetensors", "step_000002/actor_0/model.safetensors")
     with pytest.raises(CheckpointError, match="optimizer.pt could not be loaded"):
         bytes_to_object(b"garbage", "step_000002/actor_0/optimizer.pt")
+
+
+def test_numpy_arrays_survive_a_weights_only_round_trip():
+    import numpy as np
+
+    state = {
+        "obs": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "parts": (np.array([1, 2], dtype=np.int64), np.array([True, False])),
+        "returns": np.array([0.5, -1.25]),
+    }
+    loaded = unwrap_bytes(bytes_to_object(object_to_bytes(wrap_bytes(state)), "workers.pt"))
+    for key in ("obs", "returns"):
+        assert loaded[key].dtype == state[key].dtype
+        np.testing.assert_array_equal(loaded[key], state[key])
+    assert isinstance(loaded["parts"], tuple)
+    np.testing.assert_array_equal(loaded["parts"][1], state["parts"][1])
+    with pytest.raises(CheckpointError, match="numpy array of dtype object"):
+        wrap_bytes({"obs": np.array([object()])})
