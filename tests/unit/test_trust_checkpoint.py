@@ -47,12 +47,14 @@ def test_evaluate_cli_flag_reaches_the_flow(no_services, monkeypatch, flag, trus
     assert calls == [("r1", "outputs", 10, None, None, trusted)]
 
 
-def write_checkpoint(root, *overrides):
-    cfg = load_config(overrides=list(overrides))
+def write_checkpoint(root, trust_remote_code=False):
+    cfg = load_config()
     policy = get_model(cfg.model, probe_spaces(cfg.env))
     store = LocalCheckpointStore(root)
     folder = step_dir_name(1)
-    store.write_bytes(f"{folder}/config.json", json.dumps(cfg.model_dump(mode="json")).encode())
+    config = cfg.model_dump(mode="json")
+    config["model"]["trust_remote_code"] = trust_remote_code  # as a foreign checkpoint may
+    store.write_bytes(f"{folder}/config.json", json.dumps(config).encode())
     store.write_bytes(f"{folder}/actor_0/model.safetensors", tensors_to_bytes(policy.state_dict()))
     store.write_bytes(f"{folder}/COMPLETE", b"ok\n")
     store.commit(1, {})
@@ -60,7 +62,7 @@ def write_checkpoint(root, *overrides):
 
 
 def test_checkpoint_asking_for_model_code_needs_trust(tmp_path, capsys):
-    store = write_checkpoint(tmp_path / "ckpt", "model.trust_remote_code=true")
+    store = write_checkpoint(tmp_path / "ckpt", trust_remote_code=True)
     with pytest.raises(CheckpointError) as info:
         read_config(locate_checkpoint(store.root))
     msg = str(info.value)
