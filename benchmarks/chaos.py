@@ -117,17 +117,25 @@ def _is_function(obj: Any) -> bool:
 
 
 def _workers_state(data: bytes) -> Any:
-    """Env states (unpickled to their fingerprint) and rollout RNG states of workers.pt."""
+    """Env states (by content) and rollout RNG states of ``workers.pt``."""
     import cloudpickle
 
-    from infra.checkpoint.serialize import unwrap_bytes
+    from infra.checkpoint.worker_state import decode_workers_state
 
-    workers = unwrap_bytes(torch.load(io.BytesIO(data), weights_only=True))
+    env_states, rollout_rng = decode_workers_state(data, "workers.pt")
     envs = [
-        [env_fingerprint(cloudpickle.loads(s)) for s in worker] if worker else None
-        for worker in workers["env_states"]
+        [_slice_fingerprint(s, cloudpickle) for s in worker] if worker else None
+        for worker in env_states
     ]
-    return {"env_states": envs, "rollout_rng": workers["rollout_rng"]}
+    return {"env_states": envs, "rollout_rng": rollout_rng}
+
+
+def _slice_fingerprint(state: Any, cloudpickle: Any) -> Any:
+    if isinstance(state, bytes):  # checkpoints of older versions: the whole slice pickled
+        return env_fingerprint(cloudpickle.loads(state))
+    return {
+        k: env_fingerprint(cloudpickle.loads(v) if k == "envs" else v) for k, v in state.items()
+    }
 
 
 def final_state(run_dir: Path) -> dict[str, Any]:
