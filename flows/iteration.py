@@ -14,7 +14,6 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 from prefect_ray import RayTaskRunner
-from ray.exceptions import RayTaskError
 
 from infra.reliability.faults import RunAbortedByFault
 from infra.reliability.guard import ITERATION_RETRIES, RewindLimitError
@@ -50,8 +49,8 @@ FATAL_ERRORS = (RunAbortedByFault, RewindLimitError, SkippedUpdatesError)
 
 def root_cause(exc: BaseException) -> BaseException:
     """The exception a Ray worker raised (instead of Ray's wrapper with its traceback)."""
-    cause = getattr(exc, "cause", None)
-    return cause if isinstance(exc, RayTaskError) and isinstance(cause, BaseException) else exc
+    cause = getattr(exc, "cause", None)  # RayTaskError (duck-typed: Ray may rebuild classes)
+    return cause if isinstance(cause, BaseException) else exc
 
 
 def _due(iteration: int, interval: int, last: bool) -> bool:

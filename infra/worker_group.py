@@ -181,7 +181,7 @@ class WorkerGroup:
                     f"(num_cpus={self.placement.num_cpus_per_worker}); check "
                     "cluster.component_placement and the worker counts"
                 ) from None
-            except RayActorError as exc:
+            except Exception as exc:  # RayActorError (by attribute: see dead_ranks)
                 if not getattr(exc, "actor_init_failed", False):
                     raise
                 raise WorkerStartError(
@@ -211,7 +211,9 @@ class WorkerGroup:
                 continue
             try:
                 self.processes[rank] = ray.get(ref)
-            except RayActorError:
+            except Exception:  # noqa: BLE001 - any failed heartbeat: the worker is gone
+                # (not only RayActorError: Ray can hand back an ActorDiedError whose class
+                # was rebuilt from the object store, which an except clause does not match)
                 dead.append(rank)
         if dead:
             logger.warning("%s workers %s are dead or did not answer a heartbeat", self.name, dead)
@@ -241,7 +243,7 @@ class WorkerGroup:
         ready, _ = ray.wait([self.heartbeat(rank)], timeout=_PROBE_TIMEOUT_S)
         try:
             return ray.get(ready[0]) if ready else None
-        except RayActorError:
+        except Exception:  # noqa: BLE001 - gone (see dead_ranks)
             return None
 
     def respawn(self, rank: int) -> Any:
