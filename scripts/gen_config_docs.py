@@ -313,6 +313,18 @@ error: invalid configuration (/path/to/rlpipe/configs/ppo_cartpole.yaml):
   actor.lr = inf: Input should be a finite number
 ```
 
+Some fields are read by one model category only (`env` and the MLP's `model` fields by
+embodied runs; `data`, the language model's `model` fields, generation and loss-aggregation
+fields by reasoning runs; the list is `rl_core/config/category_fields.py`). Setting one to a
+value other than its default for a run of the other category is an error, not silently
+ignored:
+
+```text
+$ .venv/bin/python flows/train.py rollout.max_new_tokens=8
+error: invalid configuration (/path/to/rlpipe/configs/ppo_cartpole.yaml):
+  rollout.max_new_tokens: read by reasoning runs only; this run's model (mlp_actor_critic) is embodied
+```
+
 Names of pluggable parts (`env.env_type`, `model.model_type`, `algorithm.adv_type`,
 `algorithm.loss_type`, `reward.reward_type`) are validated against their registries
 (`rl_core.registries.registry_for`), so a typo fails before any worker starts. Built-in
