@@ -13,6 +13,7 @@ from typing import Any
 
 from prefect import flow
 from prefect.runtime import flow_run
+from prefect.states import Failed
 from prefect_ray import RayTaskRunner
 
 from infra.reliability.faults import RunAbortedByFault
@@ -103,7 +104,9 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
             body_started=body_started,
         )
     except FATAL_ERRORS as exc:  # retrying cannot help: the train flow fails with it
-        return {"fatal": root_cause(exc), "steps": {}}
+        cause = root_cause(exc)
+        session.fatal_error = cause  # raised again by the train loop
+        return Failed(message=f"{type(cause).__name__}: {cause}")  # Failed, not retried
 
 
 @flow(

@@ -148,9 +148,13 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
         _evaluate_before_training(session)
     while it < cfg.run.max_iterations and not session.state.solved:
         started = time.perf_counter()
-        result = step_flow(session.id, it)
-        if "fatal" in result:
-            raise result["fatal"]
+        try:
+            result = step_flow(session.id, it)
+        except Exception:
+            fatal, session.fatal_error = session.fatal_error, None
+            if fatal is not None:  # the iteration failed for good (not retried)
+                raise fatal from None
+            raise
         if "rewound_to" in result:
             logger.warning(
                 "workers were rebuilt; replaying from iteration %d", result["rewound_to"]

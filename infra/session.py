@@ -135,6 +135,8 @@ class TrainSession:
         self.runtime.faults = self.faults
         self.guard = IterationGuard(self, ITERATION_RETRIES)
         self.resumed_from: int | None = None
+        #: An error that ended an iteration for good (set by the iteration flow).
+        self.fatal_error: BaseException | None = None
         #: Last step whose metrics are in the MLflow run (a replay does not log it again).
         self.logged_through = -1
         if self.manifest:

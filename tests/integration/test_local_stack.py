@@ -193,9 +193,16 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
                 parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run.id])
             )
         )
-        names = sorted(c.name for c in children)
-        # iterations 0 and 1 ran once (before the failure); the retry started at 2
-        assert names == [f"iteration-{i}" for i in range(ITERATIONS)], names
+        runs = sorted((c.name, c.state.type.value) for c in children)
+        # iterations 0 and 1 ran once (before the failure); iteration 2 failed on purpose in
+        # the first attempt (not retried), and the retry ran 2 and 3
+        assert runs == [
+            ("iteration-0", "COMPLETED"),
+            ("iteration-1", "COMPLETED"),
+            ("iteration-2", "COMPLETED"),
+            ("iteration-2", "FAILED"),
+            ("iteration-3", "COMPLETED"),
+        ], runs
     return str(flow_run.id)
 
 
