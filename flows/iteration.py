@@ -13,7 +13,7 @@ from typing import Any
 
 from prefect import flow
 from prefect.runtime import flow_run
-from prefect.states import Failed
+from prefect.states import Cancelled
 from prefect_ray import RayTaskRunner
 
 from infra.reliability.faults import RunAbortedByFault
@@ -106,7 +106,8 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     except FATAL_ERRORS as exc:  # retrying cannot help: the train flow fails with it
         cause = root_cause(exc)
         session.fatal_error = cause  # raised again by the train loop
-        return Failed(message=f"{type(cause).__name__}: {cause}")  # Failed, not retried
+        # Cancelled: a final state that Prefect does not retry (Failed would be retried)
+        return Cancelled(message=f"{type(cause).__name__}: {cause}")
 
 
 @flow(

@@ -194,13 +194,13 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
             )
         )
         runs = sorted((c.name, c.state.type.value) for c in children)
-        # iterations 0 and 1 ran once (before the failure); iteration 2 failed on purpose in
-        # the first attempt (not retried), and the retry ran 2 and 3
+        # iterations 0 and 1 ran once (before the failure); iteration 2 was stopped on purpose in
+        # the first attempt (Cancelled: not retried), and the retry ran 2 and 3
         assert runs == [
             ("iteration-0", "COMPLETED"),
             ("iteration-1", "COMPLETED"),
             ("iteration-2", "COMPLETED"),
-            ("iteration-2", "FAILED"),
+            ("iteration-2", "CANCELLED"),
             ("iteration-3", "COMPLETED"),
         ], runs
     return str(flow_run.id)
