@@ -199,8 +199,8 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
         assert runs == [
             ("iteration-0", "COMPLETED"),
             ("iteration-1", "COMPLETED"),
-            ("iteration-2", "COMPLETED"),
             ("iteration-2", "CANCELLED"),
+            ("iteration-2", "COMPLETED"),
             ("iteration-3", "COMPLETED"),
         ], runs
     return str(flow_run.id)
