@@ -1,4 +1,5 @@
-"""Exactly-once iterations under injected faults: a representative part of the fault matrix.
+"""Exactly-once iterations under injected faults: a representative part of the fault matrix
+(a raised step, a killed worker, a hung worker, a killed driver; and a killed FSDP trainer).
 
 Each case trains a short run with ``RLPIPE_FAULTS`` and compares its final checkpoint with
 a fault-free run of the same seed, bit for bit (``benchmarks/chaos.py`` runs them all).
@@ -21,7 +22,8 @@ pytestmark = pytest.mark.integration
 def run_matrix(tmp_path: Path, env: dict[str, str], *args: str) -> list[dict]:
     rows_file = tmp_path / "rows.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "chaos.py"), *args, "--out", str(tmp_path)]
+        [sys.executable, str(ROOT / "benchmarks" / "chaos.py"), *args, "--no-warmup"]
+        + ["--out", str(tmp_path)]
         + ["--json", str(rows_file)],
         cwd=ROOT,
         env=env,
@@ -43,15 +45,13 @@ def test_embodied_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, 
         tmp_path,
         train_env,
         "--presets=ppo_cartpole",
-        "--cases=raise:update,raise:evaluate,kill:rollout,kill:checkpoint,hang:advantage",
+        "--cases=raise:update,kill:rollout,hang:advantage",
         "--steps=update",
         "--driver-kill",  # the driver killed at the update step, then relaunched
     )
     assert [r["fault"] for r in rows] == [
         "raise:update@1",
-        "raise:evaluate@1",
         "kill:rollout@1",
-        "kill:checkpoint@1",
         "hang:advantage@1",
         "kill_driver:update@1",
     ]
