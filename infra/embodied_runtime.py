@@ -322,15 +322,6 @@ class EmbodiedRuntime(StepRuntime):
             group.wait_started(self.timeouts.worker_start)
         return rebuilt
 
-    def worker_pids(self) -> dict[str, list[int]]:
-        """Process ids per group (for tests and debugging)."""
-        return {g.name: g.call_sync("ping") for g in self.groups}
-
-    def shutdown(self) -> None:
-        """Stop all workers."""
-        for group in self.groups:
-            group.shutdown()
-
 
 @ray.remote
 def _warm_task_worker() -> int:

@@ -24,6 +24,7 @@ from infra.llm.engines import check_rollout_engine
 from infra.llm.evaluation import evaluate_heldout
 from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk, sampling_params
 from infra.llm.reward_scoring import score_chunk
+from infra.llm.sft_steps import sft_step
 from infra.ops.processes import free_port
 from infra.placement import plan_placement
 from infra.step_runtime import Evaluation, FanoutJob, StepRuntime
@@ -356,50 +357,8 @@ class ReasoningRuntime(StepRuntime):
 
     # -- supervised warm start -------------------------------------------------------------
     def sft_step(self, iteration: int) -> dict[str, Any]:
-        """Supervised steps of one SFT iteration (``actor.sft_steps_per_iteration`` of them).
-
-        Each step trains on the next ``data.prompts_per_batch`` prompt→answer pairs; metrics
-        are averaged over the steps. The target is the row's ``solution`` field when it has one (GSM8K's worked answer,
-        ending in ``#### <answer>``), else its ``answer``, followed by the end-of-sequence token.
-        """
-        start = time.perf_counter()
-        steps = self.cfg.actor.sft_steps_per_iteration
-        results = [self._sft_batch(iteration) for _ in range(steps)]
-        metrics = {k: sum(r[k] for r in results) / steps for k in results[0] if k != "samples"}
-        metrics["env_steps"] = int(sum(r["samples"] for r in results))
-        metrics["seconds"] = time.perf_counter() - start
-        return metrics
-
-    def _sft_batch(self, iteration: int) -> dict[str, float]:
-        rows = self.sampler.next_indices()
-        eos = int(self.tokenizer.eos_token_id)
-        targets = []
-        for i in rows:
-            sample = self.train_samples[i]
-            text = str(sample.fields.get("solution", sample.answer))
-            targets.append([*self.tokenizer(text, add_special_tokens=False)["input_ids"], eos])
-        pad = int(self.tokenizer.pad_token_id)
-        p_ids, p_mask = pad_left([self.train_prompts[i] for i in rows], pad)
-        r_ids, r_mask = pad_right(targets, pad)
-        arrays = {
-            "prompt_ids": p_ids.numpy(),
-            "prompt_mask": p_mask.numpy(),
-            "response_ids": r_ids.numpy(),
-            "response_mask": r_mask.numpy(),
-        }
-        shards = np.array_split(np.arange(len(rows)), len(self.actor))
-        totals = (float(r_mask.sum()), len(rows))
-        outs = self.actor.get(
-            [
-                h.sft_update.remote({k: v[part] for k, v in arrays.items()}, totals, iteration)
-                for h, part in zip(self.actor.handles, shards, strict=True)
-            ],
-            self.timeouts.update,
-            "update",
-        )
-        metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
-        metrics["samples"] = float(len(rows))
-        return metrics
+        """Supervised steps of one SFT iteration (see :func:`infra.llm.sft_steps.sft_step`)."""
+        return sft_step(self, iteration)
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self, iteration: int, results: list[Any] | None = None) -> Evaluation:
@@ -488,12 +447,3 @@ class ReasoningRuntime(StepRuntime):
         if "actor" in rebuilt:
             self._setup_trainer()
         return rebuilt
-
-    def worker_pids(self) -> dict[str, list[int]]:
-        """Process ids per group."""
-        return {g.name: g.call_sync("ping") for g in self.groups}
-
-    def shutdown(self) -> None:
-        """Stop all workers."""
-        for group in self.groups:
-            group.shutdown()

@@ -19,17 +19,10 @@ from typing import Any, ClassVar
 from infra.reliability.faults import FaultInjector
 from rl_core.config import ConfigError, RLPipeConfig
 from rl_core.registry import Registry
+from rl_core.reliability import FAULT_STEPS
 
 #: Steps of a training iteration, in order (``evaluate``/``checkpoint`` run when due).
-ITERATION_STEPS = (
-    "weight_sync",
-    "rollout",
-    "reward",
-    "advantage",
-    "update",
-    "evaluate",
-    "checkpoint",
-)
+ITERATION_STEPS = FAULT_STEPS
 #: Steps that change worker state: snapshotted before they start, restored on a retry.
 STATEFUL_STEPS = ("rollout", "update")
 
@@ -163,13 +156,19 @@ class StepRuntime(ABC):
     def repair(self) -> dict[str, list[int]]:
         """Respawn dead workers; returns the rebuilt ranks per group (their state is lost)."""
 
-    @abstractmethod
-    def worker_pids(self) -> dict[str, list[int]]:
-        """Process ids per worker group."""
+    @property
+    def groups(self) -> list[Any]:
+        """The run's worker groups (none for a runtime that works in the driver)."""
+        return []
 
-    @abstractmethod
+    def worker_pids(self) -> dict[str, list[int]]:
+        """Process ids per worker group (for tests and debugging)."""
+        return {g.name: g.call_sync("ping") for g in self.groups}
+
     def shutdown(self) -> None:
         """Stop every worker."""
+        for group in self.groups:
+            group.shutdown()
 
 
 CATEGORIES: Registry[type[StepRuntime]] = Registry("model category")

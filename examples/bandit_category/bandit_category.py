@@ -163,13 +163,6 @@ class BanditRuntime(StepRuntime):
         """No workers, nothing to repair."""
         return {}
 
-    def worker_pids(self) -> dict[str, list[int]]:
-        """No worker processes."""
-        return {}
-
-    def shutdown(self) -> None:
-        """Nothing to stop."""
-
 
 def register() -> None:
     """Called by rlpipe when the module is loaded (``RLPIPE_EXT_MODULE``)."""
