@@ -59,14 +59,14 @@ def bare(ovr: list[str], iterations: int) -> dict[str, list[float]]:
             scoring = time.perf_counter()
             jobs = runtime.reward_jobs(it)
             t["reward"] = runtime.reward(it, [job.fn(**job.kwargs) for job in jobs])
-            t["reward"]["seconds"] = time.perf_counter() - scoring  # scoring included
+            t["reward"].seconds = time.perf_counter() - scoring  # scoring included
             t["advantage"] = runtime.advantage(it)
             t["update"] = runtime.update(it)
             series["iteration"].append(time.perf_counter() - start)
             for step in STEPS:
-                series[step].append(t[step]["seconds"])
-            series["tokens_per_s"].append(t["rollout"]["rollout/tokens_per_second"])
-            series["train_tokens_per_s"].append(t["update"]["train/tokens_per_second"])
+                series[step].append(t[step].seconds)
+            series["tokens_per_s"].append(t["rollout"].metrics["rollout/tokens_per_second"])
+            series["train_tokens_per_s"].append(t["update"].metrics["train/tokens_per_second"])
     finally:
         runtime.shutdown()
         ray_cluster.shutdown()

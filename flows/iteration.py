@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from prefect import flow
@@ -19,6 +20,7 @@ from prefect_ray import RayTaskRunner
 from infra.reliability.faults import RunAbortedByFault
 from infra.reliability.guard import ITERATION_RETRIES, RewindLimitError
 from infra.session import get_session
+from infra.step_runtime import StepResult
 from rl_core.training.nonfinite import SkippedUpdatesError
 from tasks.advantage import advantage
 from tasks.checkpoint import checkpoint
@@ -48,6 +50,25 @@ STEPS = (
 FATAL_ERRORS = (RunAbortedByFault, RewindLimitError, SkippedUpdatesError)
 
 
+@dataclass
+class IterationResult:
+    """What an iteration flow returns to the run loop.
+
+    Attributes:
+        steps: Each step that ran (or completed in an earlier attempt), by name.
+        solved: ``run.stop_at_eval_return`` was reached.
+        body_started: ``perf_counter`` when the flow's body started (orchestration timing).
+        body_ended: ``perf_counter`` when it ended.
+        rewound_to: Set when workers were rebuilt: the iteration the run replays from.
+    """
+
+    steps: dict[str, StepResult] = field(default_factory=dict)
+    solved: bool = False
+    body_started: float = 0.0
+    body_ended: float = 0.0
+    rewound_to: int | None = None
+
+
 def root_cause(exc: BaseException) -> BaseException:
     """The exception a Ray worker raised (instead of Ray's wrapper with its traceback)."""
     cause = getattr(exc, "cause", None)  # RayTaskError (duck-typed: Ray may rebuild classes)
@@ -74,23 +95,23 @@ CHILD_FLOW_OPTIONS: dict[str, Any] = {
     task_runner=RayTaskRunner(),
     **CHILD_FLOW_OPTIONS,
 )
-def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
+def iteration_flow(session_id: str, iteration: int) -> IterationResult:
     """Run weight_sync → rollout → reward → advantage → update → [evaluate] → [checkpoint].
 
     On a retry, completed steps are skipped; if a worker holding state died, the run
-    rewinds to its last checkpoint and the flow returns ``{"rewound_to": step}``.
+    rewinds to its last checkpoint and the result's ``rewound_to`` says where.
 
     Returns:
-        ``{"steps": {step: result}, ...}`` with each step's metrics and worker seconds.
+        Each step's result (metrics and worker seconds) and the iteration's timing.
     """
     body_started = time.perf_counter()
     session = get_session(session_id)
     guard = session.guard
-    steps: dict[str, dict[str, Any]] = {}
+    steps: dict[str, StepResult] = {}
     try:
         rewound = guard.begin(iteration, flow_run.run_count or 1)
         if rewound is not None:
-            return {"rewound_to": rewound, "steps": {}}
+            return IterationResult(rewound_to=rewound)
         steps["weight_sync"] = guard.run("weight_sync", lambda: weight_sync(session_id, iteration))
         steps["rollout"] = guard.run("rollout", lambda: rollout(session_id, iteration))
         steps["reward"] = guard.run("reward", lambda: run_reward_step(session_id, iteration))
@@ -100,7 +121,7 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
             session,
             iteration,
             steps,
-            env_steps=steps["rollout"]["env_steps"],
+            env_steps=steps["rollout"].env_steps,
             body_started=body_started,
         )
     except FATAL_ERRORS as exc:  # retrying cannot help: the train flow fails with it
@@ -116,25 +137,25 @@ def iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
     task_runner=RayTaskRunner(),
     **CHILD_FLOW_OPTIONS,
 )
-def baseline_evaluation_flow(session_id: str) -> dict[str, Any]:
+def baseline_evaluation_flow(session_id: str) -> StepResult:
     """Evaluate the starting weights (``eval.before_training``); records the result.
 
     Returns:
-        The evaluate step's metrics (``eval/*`` and worker seconds).
+        The evaluate step's result (``eval/*`` metrics and worker seconds).
     """
     session = get_session(session_id)
-    metrics = run_evaluation(session, -1)
-    session.state.initial_eval_return = metrics["eval/return_mean"]
-    return metrics
+    result = run_evaluation(session, -1)
+    session.state.initial_eval_return = result.metrics["eval/return_mean"]
+    return result
 
 
 def finish_iteration(
     session: Any,
     iteration: int,
-    steps: dict[str, dict[str, Any]],
+    steps: dict[str, StepResult],
     env_steps: int,
     body_started: float,
-) -> dict[str, Any]:
+) -> IterationResult:
     """Count the iteration (once), evaluate and checkpoint when due; the flow's result."""
     cfg, guard = session.cfg, session.guard
     last = iteration + 1 >= cfg.run.max_iterations
@@ -143,12 +164,7 @@ def finish_iteration(
         steps["evaluate"] = guard.run("evaluate", lambda: _evaluate(session, iteration, last))
     if _due(iteration, cfg.run.checkpoint_interval, last) or session.state.solved:
         steps["checkpoint"] = guard.run("checkpoint", lambda: checkpoint(session.id, iteration))
-    return {
-        "steps": steps,
-        "solved": session.state.solved,
-        "body_started": body_started,
-        "body_ended": time.perf_counter(),
-    }
+    return IterationResult(steps, session.state.solved, body_started, time.perf_counter())
 
 
 def _count(state: Any, iteration: int, env_steps: int) -> dict[str, Any]:
@@ -157,11 +173,11 @@ def _count(state: Any, iteration: int, env_steps: int) -> dict[str, Any]:
     return {"iteration": state.iteration, "env_steps": state.env_steps}
 
 
-def _evaluate(session: Any, iteration: int, last: bool) -> dict[str, Any]:
+def _evaluate(session: Any, iteration: int, last: bool) -> StepResult:
     """The evaluate step, its effect on the run's counters, and the video when due."""
     result = run_evaluation(session, iteration)
     state, cfg = session.state, session.cfg
-    ret = result["eval/return_mean"]
+    ret = result.metrics["eval/return_mean"]
     state.last_eval_return = ret
     state.best_eval_return = (
         ret if state.best_eval_return is None else max(ret, state.best_eval_return)

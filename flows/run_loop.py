@@ -18,13 +18,14 @@ from prefect import tags as prefect_tags
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-from flows.iteration import STEPS, baseline_evaluation_flow, iteration_flow
+from flows.iteration import STEPS, IterationResult, baseline_evaluation_flow, iteration_flow
 from flows.masked_flow import warn_if_secret_parameters
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from infra.extensions import load_extension_modules
 from infra.provenance import git_commit
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
+from infra.step_runtime import StepResult
 from infra.tracking.secrets import install_log_redaction
 from rl_core.config import RLPipeConfig, load_config
 from tasks.learning_curve import learning_curve
@@ -155,14 +156,12 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
             if fatal is not None:  # the iteration failed for good (not retried)
                 raise fatal from None
             raise
-        if "rewound_to" in result:
-            logger.warning(
-                "workers were rebuilt; replaying from iteration %d", result["rewound_to"]
-            )
-            it = result["rewound_to"]
+        if result.rewound_to is not None:
+            logger.warning("workers were rebuilt; replaying from iteration %d", result.rewound_to)
+            it = result.rewound_to
             continue
         state = session.state  # a rewind replaces it
-        metrics = step_metrics(result["steps"], state.env_steps)
+        metrics = step_metrics(result.steps, state.env_steps)
         log_step = session.tracker is not None and it > session.logged_through
         if log_step:  # asynchronous: queued for MLflow's logging thread
             session.tracker.log_metrics(metrics, step=it)
@@ -225,33 +224,31 @@ def finish_tracking(session: TrainSession) -> dict[str, Any]:
 def _evaluate_before_training(session: TrainSession) -> None:
     """Evaluate the starting weights; ``eval/*`` metrics go to MLflow at step 0."""
     result = baseline_evaluation_flow(session.id)
-    metrics = {k: float(v) for k, v in result.items() if k.startswith("eval/")}
+    metrics = {k: v for k, v in result.metrics.items() if k.startswith("eval/")}
     if session.tracker:
         session.tracker.log_metrics(metrics, step=0)
     shown = metrics.get("eval/accuracy", metrics["eval/return_mean"])
     logger.info("before training | eval %.3f", shown)
 
 
-def step_metrics(steps: dict[str, dict[str, Any]], env_steps: int) -> dict[str, float]:
-    """Flatten step results into metrics, with ``time/<step>`` worker seconds."""
+def step_metrics(steps: dict[str, StepResult], env_steps: int) -> dict[str, float]:
+    """The steps' metrics in one dict, with ``time/<step>`` worker seconds."""
     metrics: dict[str, float] = {}
     compute = 0.0
     for name in STEPS:
         if name not in steps:
             continue
-        seconds = float(steps[name]["seconds"])
+        seconds = float(steps[name].seconds)
         metrics[f"time/{name}"] = seconds
         compute += seconds
-        for key, value in steps[name].items():
-            if "/" in key and isinstance(value, (int, float)) and not isinstance(value, bool):
-                metrics[key] = float(value)
+        metrics.update(steps[name].metrics)
     metrics["time/compute"] = compute
     metrics["env/total_steps"] = float(env_steps)
     return metrics
 
 
 def timing_metrics(
-    result: dict[str, Any], started: float, ended: float, compute: float
+    result: IterationResult, started: float, ended: float, compute: float
 ) -> dict[str, float]:
     """Iteration wall time and where its orchestration went.
 
@@ -264,9 +261,9 @@ def timing_metrics(
         "time/iteration": wall,
         "time/orchestration": orchestration,
         "time/orchestration_ratio": orchestration / max(wall, 1e-9),
-        "time/orch_flow_start": result["body_started"] - started,
-        "time/orch_tasks": result["body_ended"] - result["body_started"] - compute,
-        "time/orch_flow_end_and_tracking": ended - result["body_ended"],
+        "time/orch_flow_start": result.body_started - started,
+        "time/orch_tasks": result.body_ended - result.body_started - compute,
+        "time/orch_flow_end_and_tracking": ended - result.body_ended,
     }
 
 

@@ -23,7 +23,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 from prefect_ray import RayTaskRunner
 
-from flows.iteration import finish_iteration
+from flows.iteration import CHILD_FLOW_OPTIONS, IterationResult, finish_iteration
 from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, run_training, train_session
 from infra.session import get_session
@@ -37,21 +37,23 @@ logger = logging.getLogger("rlpipe.sft")
     name="sft-iteration",
     flow_run_name="sft-{iteration}",
     task_runner=RayTaskRunner(),
-    persist_result=False,
-    log_prints=False,
-    validate_parameters=False,
+    **CHILD_FLOW_OPTIONS,
 )
-def sft_iteration_flow(session_id: str, iteration: int) -> dict[str, Any]:
-    """One supervised step, then evaluation and checkpoint when due."""
+def sft_iteration_flow(session_id: str, iteration: int) -> IterationResult:
+    """One supervised step, then evaluation and checkpoint when due.
+
+    Retried like the RL iteration: a completed step is not run again and a failed
+    ``sft_update`` is undone (trainer and prompt cursor) before it is tried again.
+    """
     body_started = time.perf_counter()
     session = get_session(session_id)
-    session.guard.begin(iteration, 1)
+    rewound = session.guard.begin(iteration, flow_run.run_count or 1)
+    if rewound is not None:
+        return IterationResult(rewound_to=rewound)
     steps = {
         "sft_update": session.guard.run("sft_update", lambda: sft_update(session_id, iteration))
     }
-    return finish_iteration(
-        session, iteration, steps, steps["sft_update"]["env_steps"], body_started
-    )
+    return finish_iteration(session, iteration, steps, steps["sft_update"].env_steps, body_started)
 
 
 @masked_flow(

@@ -21,7 +21,7 @@ from infra.deadlines import Liveness, wait_for
 from infra.eval_video import render_episode
 from infra.evaluation import run_episodes
 from infra.placement import plan_placement
-from infra.step_runtime import Evaluation, FanoutJob, StepRuntime
+from infra.step_runtime import Evaluation, FanoutJob, StepResult, StepRuntime
 from infra.worker_group import WorkerGroup
 from infra.workers.actor_worker import ActorWorker
 from infra.workers.env_worker import EnvWorker
@@ -95,7 +95,7 @@ class EmbodiedRuntime(StepRuntime):
         return [self.env, self.rollout_group, self.actor]
 
     # -- steps ---------------------------------------------------------------------------
-    def weight_sync(self, iteration: int) -> dict[str, Any]:
+    def weight_sync(self, iteration: int) -> StepResult:
         """Push the trainer's weights to every rollout worker."""
         start = time.perf_counter()
         self.faults.arm("weight_sync", iteration, self.actor[0])
@@ -109,15 +109,16 @@ class EmbodiedRuntime(StepRuntime):
         versions = self.rollout_group.call_within(
             "weight_sync", timeout, "load_weights", out["refs"], out["version"]
         )
-        return {
-            "seconds": time.perf_counter() - start,
-            "version": out["version"],
-            "rollout_versions": versions,
-            "rollout/weight_sync_bytes": out["bytes"],
-            "rollout/weight_sync_buckets": len(out["refs"]),
-        }
+        return StepResult(
+            time.perf_counter() - start,
+            {
+                "rollout/weight_sync_bytes": float(out["bytes"]),
+                "rollout/weight_sync_buckets": float(len(out["refs"])),
+            },
+            info={"version": out["version"], "rollout_versions": versions},
+        )
 
-    def rollout(self, iteration: int) -> dict[str, Any]:
+    def rollout(self, iteration: int) -> StepResult:
         """Run every env worker's rollout loop and hand the batches to the trainer."""
         start = time.perf_counter()
         self.faults.arm("rollout", iteration, self.env[0])
@@ -140,39 +141,35 @@ class EmbodiedRuntime(StepRuntime):
         lengths = [n for s in stats for n in s["episode_lengths"]]
         env_steps = sum(s["env_steps"] for s in stats)
         seconds = time.perf_counter() - start
-        metrics: dict[str, Any] = {
-            "seconds": seconds,
-            "env_steps": env_steps,
-            "env/episodes": len(returns),
+        metrics = {
+            "env/episodes": float(len(returns)),
             "rollout/steps_per_second": env_steps / max(seconds, 1e-9),
-            "env/step_seconds": max(s["env_seconds"] for s in stats),
+            "env/step_seconds": float(max(s["env_seconds"] for s in stats)),
         }
         if returns:
             metrics["env/episode_return_mean"] = float(np.mean(returns))
             metrics["env/episode_length_mean"] = float(np.mean(lengths))
-        return metrics
+        return StepResult(seconds, metrics, env_steps=int(env_steps))
 
-    def reward(self, iteration: int, results: list[Any] | None = None) -> dict[str, Any]:
+    def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:
         """Apply the reward function on the trainer's batch (``results`` is unused)."""
         self.faults.arm("reward", iteration, self.actor[0])
         return self._timed_actor_call("reward", "apply_reward")
 
-    def advantage(self, iteration: int) -> dict[str, Any]:
+    def advantage(self, iteration: int) -> StepResult:
         """Compute advantages and returns on the trainer."""
         self.faults.arm("advantage", iteration, self.actor[0])
         return self._timed_actor_call("advantage", "compute_advantages")
 
-    def update(self, iteration: int) -> dict[str, Any]:
+    def update(self, iteration: int) -> StepResult:
         """Update the policy on the trainer."""
         self.faults.arm("update", iteration, self.actor[0])
         return self._timed_actor_call("update", "update", iteration)
 
-    def _timed_actor_call(self, step: str, method: str, *args: Any) -> dict[str, Any]:
+    def _timed_actor_call(self, step: str, method: str, *args: Any) -> StepResult:
         start = time.perf_counter()
         results = self.actor.call_within(step, getattr(self.timeouts, step), method, *args)
-        out = dict(results[0])
-        out["seconds"] = time.perf_counter() - start
-        return out
+        return StepResult.of(time.perf_counter() - start, results[0])
 
     def policy_weights_ref(self) -> Any:
         """ObjectRef of the trainer's weights (numpy state dict) for evaluation tasks."""
@@ -203,13 +200,13 @@ class EmbodiedRuntime(StepRuntime):
         lengths = [n for res in results for n in res["lengths"]]
         return Evaluation(
             {
-                "seconds": max(res["seconds"] for res in results),
                 "eval/return_mean": float(np.mean(returns)),
                 "eval/return_std": float(np.std(returns)),
                 "eval/return_min": float(np.min(returns)),
                 "eval/length_mean": float(np.mean(lengths)),
-                "eval/episodes": len(returns),
-            }
+                "eval/episodes": float(len(returns)),
+            },
+            seconds=max(res["seconds"] for res in results),
         )
 
     def video_job(self, iteration: int) -> FanoutJob | None:

@@ -27,7 +27,7 @@ from infra.llm.reward_scoring import score_chunk
 from infra.llm.sft_steps import sft_step
 from infra.ops.processes import free_port
 from infra.placement import plan_placement
-from infra.step_runtime import Evaluation, FanoutJob, StepRuntime
+from infra.step_runtime import Evaluation, FanoutJob, StepResult, StepRuntime
 from infra.worker_group import WorkerGroup
 from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker
 from rl_core.algorithms import overlong_penalty
@@ -128,7 +128,7 @@ class ReasoningRuntime(StepRuntime):
         train, held = load_task_samples(cfg.data)
         logger.info("prompt data: %d training and %d held-out prompts", len(train), len(held))
 
-    def weight_sync(self, iteration: int) -> dict[str, Any]:
+    def weight_sync(self, iteration: int) -> StepResult:
         """Trainer → rollout workers (bucket or patch payload, through the object store)."""
         start = time.perf_counter()
         self.faults.arm("weight_sync", iteration, self.actor[0])
@@ -137,13 +137,14 @@ class ReasoningRuntime(StepRuntime):
         timeout = self.timeouts.weight_sync
         meta = self.actor.get([p[0] for p in pairs], timeout, "weight_sync")[0]
         versions = self.rollout_group.call_within("weight_sync", timeout, "load_weights", payload)
-        return {
-            "seconds": time.perf_counter() - start,
-            "version": meta["version"],
-            "rollout_versions": versions,
-            "rollout/weight_sync_bytes": meta["nbytes"],
-            "rollout/weight_sync_full": float(meta["mode"] == "full"),
-        }
+        return StepResult(
+            time.perf_counter() - start,
+            {
+                "rollout/weight_sync_bytes": float(meta["nbytes"]),
+                "rollout/weight_sync_full": float(meta["mode"] == "full"),
+            },
+            info={"version": meta["version"], "rollout_versions": versions},
+        )
 
     def sampling_params(self, greedy: bool = False) -> dict[str, Any]:
         """``SamplingParams`` fields from the ``rollout`` section (greedy for evaluation)."""
@@ -194,7 +195,7 @@ class ReasoningRuntime(StepRuntime):
         )
         return batch
 
-    def rollout(self, iteration: int) -> dict[str, Any]:
+    def rollout(self, iteration: int) -> StepResult:
         """Sample responses for the next prompts (DAPO: keep only informative groups)."""
         start = time.perf_counter()
         self.faults.arm("rollout", iteration, self.rollout_group[0])
@@ -212,14 +213,13 @@ class ReasoningRuntime(StepRuntime):
             self.batch.extend(fresh, rows)
         seconds = time.perf_counter() - start
         lengths = [len(r) for r in self.batch.response_ids]
-        return {
-            "seconds": seconds,
-            "env_steps": len(self.batch),
+        metrics = {
             "rollout/response_length_mean": float(np.mean(lengths)),
             "rollout/truncated_fraction": 1.0 - float(np.mean(self.batch.finished)),
             "rollout/tokens_per_second": sum(lengths) * rounds / max(seconds, 1e-9),
             "rollout/generation_rounds": float(rounds),
         }
+        return StepResult(seconds, metrics, env_steps=len(self.batch))
 
     def reward_chunk(self, batch: ResponseBatch, rows: list[int]) -> dict[str, list[Any]]:
         """``rows`` of ``batch`` as reward keywords (completions decoded)."""
@@ -248,13 +248,13 @@ class ReasoningRuntime(StepRuntime):
             if len(p)
         ]
 
-    def reward(self, iteration: int, results: list[list[float]] | None = None) -> dict[str, Any]:
+    def reward(self, iteration: int, results: list[list[float]] | None = None) -> StepResult:
         """Collect the fan-out tasks' scores (plus DAPO's overlong penalty)."""
         start = time.perf_counter()
         scores = np.asarray([s for part in results or [] for s in part], dtype=np.float32)
         if scores.shape != (len(self.batch),):
             raise RuntimeError(f"got {scores.shape} rewards for {len(self.batch)} responses")
-        metrics: dict[str, Any] = {"rollout/reward_mean": float(scores.mean())}
+        metrics = {"rollout/reward_mean": float(scores.mean())}
         algo = self.cfg.algorithm
         if algo.overlong_buffer_length:
             lengths = torch.tensor([len(r) for r in self.batch.response_ids])
@@ -267,14 +267,13 @@ class ReasoningRuntime(StepRuntime):
             scores = scores + penalty
             metrics["rollout/overlong_penalty_mean"] = float(penalty.mean())
         self.batch.scores = scores
-        metrics["seconds"] = time.perf_counter() - start
-        return metrics
+        return StepResult(time.perf_counter() - start, metrics)
 
     def _shards(self, arrays: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
         rows = np.array_split(np.arange(len(self.batch)), len(self.actor))
         return [{k: v[r] for k, v in arrays.items()} for r in rows]
 
-    def advantage(self, iteration: int) -> dict[str, Any]:
+    def advantage(self, iteration: int) -> StepResult:
         """Trainer log-probs (and values), reference log-probs, token rewards, advantages."""
         start = time.perf_counter()
         self.faults.arm("advantage", iteration, self.actor[0])
@@ -319,13 +318,11 @@ class ReasoningRuntime(StepRuntime):
         self.batch.arrays = arrays
         valid = r_mask.bool()
         mismatch = float((old - rollout_lp)[valid].abs().mean()) if valid.any() else 0.0
-        return {
-            **result.metrics,
-            "seconds": time.perf_counter() - start,
-            "rollout/logprob_mismatch": mismatch,
-        }
+        return StepResult.of(
+            time.perf_counter() - start, {**result.metrics, "rollout/logprob_mismatch": mismatch}
+        )
 
-    def update(self, iteration: int) -> dict[str, Any]:
+    def update(self, iteration: int) -> StepResult:
         """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks."""
         start = time.perf_counter()
         self.faults.arm("update", iteration, self.actor[0])
@@ -348,15 +345,15 @@ class ReasoningRuntime(StepRuntime):
             "update",
         )
         metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
-        metrics["seconds"] = time.perf_counter() - start
+        seconds = time.perf_counter() - start
         tokens = arrays["prompt_mask"].sum() + arrays["response_mask"].sum()
         metrics["train/tokens_per_second"] = (
-            float(tokens) * self.cfg.actor.update_epochs / max(metrics["seconds"], 1e-9)
+            float(tokens) * self.cfg.actor.update_epochs / max(seconds, 1e-9)
         )
-        return metrics
+        return StepResult.of(seconds, metrics)
 
     # -- supervised warm start -------------------------------------------------------------
-    def sft_step(self, iteration: int) -> dict[str, Any]:
+    def sft_step(self, iteration: int) -> StepResult:
         """Supervised steps of one SFT iteration (see :func:`infra.llm.sft_steps.sft_step`)."""
         return sft_step(self, iteration)
 
@@ -366,7 +363,7 @@ class ReasoningRuntime(StepRuntime):
         self.weight_sync(-1)  # the weights being evaluated (the update may follow the sync)
         self.faults.arm("evaluate", iteration, self.rollout_group[0])
         metrics, rows = evaluate_heldout(self, iteration)
-        return Evaluation(metrics, rows)
+        return Evaluation(metrics, rows, seconds=metrics.pop("seconds"))
 
     @classmethod
     def evaluate_checkpoint(
@@ -411,19 +408,22 @@ class ReasoningRuntime(StepRuntime):
 
     # -- retries -------------------------------------------------------------------------
     def snapshot(self, step: str) -> None:
-        """The prompt cursor before a rollout; the trainer ranks' state before an update."""
-        if step == "rollout":
+        """Keep what ``step`` changes: the prompt cursor, the trainer ranks' state, or both.
+
+        A rollout moves the cursor, an update the trainer; a supervised step moves both.
+        """
+        if step in ("rollout", "sft_update"):
             self._sampler_snapshot = self.sampler.state_dict()
-        else:
-            self.actor.call_within(step, getattr(self.timeouts, step), "snapshot")
+        if step in ("update", "sft_update"):
+            self.actor.call_within(step, self.timeouts.update, "snapshot")
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`."""
-        if step == "rollout":
+        if step in ("rollout", "sft_update"):
             self.sampler.load_state_dict(self._sampler_snapshot)
             self.batch = ResponseBatch()
-        else:
-            self.actor.call_within(step, getattr(self.timeouts, step), "restore_snapshot")
+        if step in ("update", "sft_update"):
+            self.actor.call_within(step, self.timeouts.update, "restore_snapshot")
 
     def before_retry(self, step: str) -> None:
         """A retried weight sync sends full weights (a patch may have been half applied)."""

@@ -28,7 +28,7 @@ from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.reliability.faults import FaultInjector
 from infra.reliability.guard import ITERATION_RETRIES, IterationGuard
-from infra.step_runtime import make_runtime
+from infra.step_runtime import StepResult, make_runtime
 from infra.tracking import MlflowTracker, flatten_config
 from rl_core.config import RLPipeConfig
 from rl_core.envs.spaces import env_spaces_to_dict
@@ -200,8 +200,13 @@ class TrainSession:
         return tracker
 
     # -- checkpoints ---------------------------------------------------------------------
-    def checkpoint(self) -> dict[str, Any]:
-        """Save every worker's state and the counters, then commit (manifest last)."""
+    def checkpoint(self) -> StepResult:
+        """Save every worker's state and the counters, then commit (manifest last).
+
+        Returns:
+            The checkpoint step's result: worker seconds; ``info`` has the committed
+            ``step``, its folder (``dir``) and, when logged to MLflow, ``artifact_path``.
+        """
         self.lease.check()  # never write the run after another process took it over
         step = self.state.iteration
         saved = self.runtime.save_checkpoint(self.store_uri, step)
@@ -223,10 +228,10 @@ class TrainSession:
             },
         )
         self.manifest = manifest
-        result = {"seconds": saved["seconds"], "dir": saved["dir"], "step": step}
+        result = StepResult(saved["seconds"], info={"dir": saved["dir"], "step": step})
         if self.tracker and self._log_checkpoint_due(step):
             self._log_checkpoint_artifacts(saved["dir"])
-            result["artifact_path"] = f"checkpoints/{saved['dir']}"
+            result.info["artifact_path"] = f"checkpoints/{saved['dir']}"
         return result
 
     def _log_checkpoint_artifacts(self, folder: str) -> None:

@@ -2,8 +2,8 @@
 
 A run's driver holds one :class:`StepRuntime`. The iteration flow calls its steps in order
 (weight_sync → rollout → reward → advantage → update, then evaluate and checkpoint when
-due); each returns a small dict of metrics and ``seconds`` of worker time, while tensors
-stay in Ray. Stateless fan-out work (reward scoring, evaluation episodes, a video) is
+due); each returns a :class:`StepResult` (worker seconds, MLflow metrics, env steps,
+control data kept apart from the metrics), while tensors stay in Ray. Stateless fan-out work (reward scoring, evaluation episodes, a video) is
 returned as :class:`FanoutJob` lists that the tasks layer runs as parallel Prefect tasks on
 the Ray cluster. A category is registered once (:func:`register_category`); nothing else in
 rlpipe branches on the category.
@@ -12,7 +12,7 @@ rlpipe branches on the category.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -24,7 +24,7 @@ from rl_core.reliability import FAULT_STEPS
 #: Steps of a training iteration, in order (``evaluate``/``checkpoint`` run when due).
 ITERATION_STEPS = FAULT_STEPS
 #: Steps that change worker state: snapshotted before they start, restored on a retry.
-STATEFUL_STEPS = ("rollout", "update")
+STATEFUL_STEPS = ("rollout", "update", "sft_update")
 
 
 @dataclass
@@ -44,12 +44,65 @@ class FanoutJob:
     fault: dict[str, str] | None = None
 
 
+def split_metrics(values: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
+    """Split ``values`` into MLflow metrics and the rest.
+
+    Metrics are the numbers (not booleans) under a ``section/name`` key; everything else
+    (versions, folders, lists...) is control data.
+    """
+    metrics: dict[str, float] = {}
+    info: dict[str, Any] = {}
+    for key, value in values.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if "/" in key and number:
+            metrics[key] = float(value)
+        else:
+            info[key] = value
+    return metrics, info
+
+
+@dataclass
+class StepResult:
+    """What one step of an iteration reports to the flow.
+
+    Attributes:
+        seconds: Worker time of the step (MLflow ``time/<step>``; adds up to
+            ``time/compute``).
+        metrics: MLflow metrics of the step, ``section/name`` → number.
+        env_steps: Samples the step collected (the rollout step; counted once per iteration
+            into ``env/total_steps``).
+        info: Control data that is not logged (weight versions, a checkpoint folder...).
+    """
+
+    seconds: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    env_steps: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, seconds: float, values: Mapping[str, Any], env_steps: int = 0) -> StepResult:
+        """A result with metrics and control data split from ``values``.
+
+        See :func:`split_metrics`; a ``seconds`` key in ``values`` is dropped.
+        """
+        metrics, info = split_metrics({k: v for k, v in values.items() if k != "seconds"})
+        return cls(float(seconds), metrics, int(env_steps), info)
+
+
 @dataclass
 class Evaluation:
-    """Result of an evaluation: metrics (``eval/*`` and ``seconds``) and sample rows."""
+    """Result of an evaluation.
 
-    metrics: dict[str, Any]
+    Attributes:
+        metrics: ``eval/*`` metrics; ``eval/return_mean`` is required (it ranks
+            checkpoints and feeds ``run.stop_at_eval_return``).
+        rows: Sample rows logged to MLflow as a table.
+        seconds: Worker time of the evaluation.
+    """
+
+    metrics: dict[str, float]
     rows: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
 
 
 class StepRuntime(ABC):
@@ -79,27 +132,27 @@ class StepRuntime(ABC):
 
     # -- the steps of an iteration --------------------------------------------------------
     @abstractmethod
-    def weight_sync(self, iteration: int) -> dict[str, Any]:
+    def weight_sync(self, iteration: int) -> StepResult:
         """Push the trainer's weights to the rollout workers."""
 
     @abstractmethod
-    def rollout(self, iteration: int) -> dict[str, Any]:
-        """Collect experience; the result has ``env_steps`` (samples this iteration)."""
+    def rollout(self, iteration: int) -> StepResult:
+        """Collect experience; the result's ``env_steps`` are the samples collected."""
 
     def reward_jobs(self, iteration: int) -> list[FanoutJob]:
         """Scoring jobs to fan out before :meth:`reward` (none by default)."""
         return []
 
     @abstractmethod
-    def reward(self, iteration: int, results: list[Any] | None) -> dict[str, Any]:
+    def reward(self, iteration: int, results: list[Any] | None) -> StepResult:
         """Apply rewards (``results``: the outputs of :meth:`reward_jobs`' tasks)."""
 
     @abstractmethod
-    def advantage(self, iteration: int) -> dict[str, Any]:
+    def advantage(self, iteration: int) -> StepResult:
         """Compute advantages (and returns)."""
 
     @abstractmethod
-    def update(self, iteration: int) -> dict[str, Any]:
+    def update(self, iteration: int) -> StepResult:
         """Update the policy once."""
 
     # -- evaluation ----------------------------------------------------------------------

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import task
 
 from infra.session import get_session
+from infra.step_runtime import StepResult
 from tasks.options import STEP_OPTIONS
 
 
 @task(name="advantage", task_run_name="advantage-{iteration}", **STEP_OPTIONS)
-def advantage(session_id: str, iteration: int) -> dict[str, Any]:
+def advantage(session_id: str, iteration: int) -> StepResult:
     """Compute advantages with the configured estimator."""
     return get_session(session_id).runtime.advantage(iteration)

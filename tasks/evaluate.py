@@ -13,25 +13,35 @@ from typing import Any
 from prefect import task
 
 from infra.session import get_session
+from infra.step_runtime import StepResult
 from tasks.fanout import run_jobs
 from tasks.options import STEP_OPTIONS
 
 
 @task(name="evaluate", task_run_name="evaluate-{iteration}", **STEP_OPTIONS)
-def evaluate(session_id: str, iteration: int, results: list[Any] | None = None) -> dict[str, Any]:
+def evaluate(session_id: str, iteration: int, results: list[Any] | None = None) -> StepResult:
     """Evaluation metrics of the current weights; sample rows go to MLflow as a table."""
     session = get_session(session_id)
     evaluation = session.runtime.evaluate(iteration, results)
+    if "eval/return_mean" not in evaluation.metrics:
+        raise TypeError(
+            f"{type(session.runtime).__name__}.evaluate returned no 'eval/return_mean' metric "
+            f"(it returned {sorted(evaluation.metrics)})"
+        )
     if session.tracker and evaluation.rows:
         session.tracker.log_table(evaluation.rows, f"eval/samples_{iteration + 1:06d}.json")
-    return evaluation.metrics
+    return StepResult(evaluation.seconds, dict(evaluation.metrics))
 
 
-def run_evaluation(session: Any, iteration: int) -> dict[str, Any]:
-    """The evaluate step: fan-out jobs (if any), then the ``evaluate`` task."""
+def run_evaluation(session: Any, iteration: int) -> StepResult:
+    """The evaluate step: fan-out jobs (if any), then the ``evaluate`` task.
+
+    Returns:
+        The step's result; ``info["wall_seconds"]`` is the step's wall-clock time.
+    """
     started = time.perf_counter()
     jobs = session.runtime.evaluation_jobs(iteration)
     results = run_jobs(jobs, iteration, session.cfg.timeouts.evaluate, "evaluate")
-    metrics = evaluate(session.id, iteration, results)
-    metrics["wall_seconds"] = time.perf_counter() - started
-    return metrics
+    result = evaluate(session.id, iteration, results)
+    result.info["wall_seconds"] = time.perf_counter() - started
+    return result

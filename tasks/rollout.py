@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import task
 
 from infra.session import get_session
+from infra.step_runtime import StepResult
 from tasks.options import STEP_OPTIONS
 
 
 @task(name="rollout", task_run_name="rollout-{iteration}", **STEP_OPTIONS)
-def rollout(session_id: str, iteration: int) -> dict[str, Any]:
+def rollout(session_id: str, iteration: int) -> StepResult:
     """Collect one iteration of experience; the batch goes to the trainer through Ray."""
     return get_session(session_id).runtime.rollout(iteration)

@@ -7,11 +7,12 @@ from typing import Any
 from prefect import task
 
 from infra.session import get_session
+from infra.step_runtime import StepResult
 from tasks.options import STEP_OPTIONS
 
 
 @task(name="sft_update", task_run_name="sft_update-{iteration}", **STEP_OPTIONS)
-def sft_update(session_id: str, iteration: int) -> dict[str, Any]:
+def sft_update(session_id: str, iteration: int) -> StepResult:
     """Train on the next batch of prompt→answer pairs (not retried: it changes weights)."""
     return get_session(session_id).runtime.sft_step(iteration)
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import task
 
 from infra.session import get_session
+from infra.step_runtime import StepResult
 from tasks.options import STEP_OPTIONS
 
 
 @task(name="update", task_run_name="update-{iteration}", **STEP_OPTIONS)
-def update(session_id: str, iteration: int) -> dict[str, Any]:
+def update(session_id: str, iteration: int) -> StepResult:
     """Update the policy; not retried (it changes the trainer's state)."""
     return get_session(session_id).runtime.update(iteration)

@@ -12,6 +12,7 @@ import logging
 import time
 from typing import Any
 
+from infra.step_runtime import StepResult
 from tasks.fanout import run_jobs
 
 logger = logging.getLogger("rlpipe.video")
@@ -56,11 +57,12 @@ def record_video(session: Any, iteration: int) -> dict[str, Any] | None:
     }
 
 
-def add_video(session: Any, iteration: int, evaluation: dict[str, Any]) -> None:
+def add_video(session: Any, iteration: int, evaluation: StepResult) -> None:
     """Record the evaluation video into ``evaluation`` (the evaluate step's result).
 
     Best effort: a failure is logged and training goes on. The render time is added to the
-    step's worker ``seconds`` and reported as ``time/eval_video``.
+    step's worker seconds and reported as ``time/eval_video``; the artifact path goes to
+    ``evaluation.info["artifact"]``.
     """
     try:
         video = record_video(session, iteration)
@@ -69,6 +71,8 @@ def add_video(session: Any, iteration: int, evaluation: dict[str, Any]) -> None:
         return
     if video:
         seconds = float(video.pop("seconds"))
-        evaluation["seconds"] = float(evaluation.get("seconds", 0.0)) + seconds
-        evaluation["time/eval_video"] = seconds
-        evaluation.update(video)
+        evaluation.seconds += seconds
+        evaluation.metrics["time/eval_video"] = seconds
+        if "artifact" in video:
+            evaluation.info["artifact"] = video.pop("artifact")
+        evaluation.metrics.update({k: float(v) for k, v in video.items()})

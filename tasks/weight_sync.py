@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import task
 
 from infra.session import get_session
+from infra.step_runtime import StepResult
 from tasks.options import RETRYABLE_STEP_OPTIONS
 
 
 @task(name="weight_sync", task_run_name="weight_sync-{iteration}", **RETRYABLE_STEP_OPTIONS)
-def weight_sync(session_id: str, iteration: int) -> dict[str, Any]:
+def weight_sync(session_id: str, iteration: int) -> StepResult:
     """Push the trainer's current weights to every rollout worker."""
     return get_session(session_id).runtime.weight_sync(iteration)

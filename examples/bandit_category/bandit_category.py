@@ -27,7 +27,7 @@ from infra.checkpoint.serialize import (
     tensors_to_bytes,
 )
 from infra.checkpoint.store import open_store, step_dir_name
-from infra.step_runtime import Evaluation, StepRuntime, register_category
+from infra.step_runtime import Evaluation, StepResult, StepRuntime, register_category
 from rl_core.api import BasePolicy, register_model
 
 #: Success probability of each arm.
@@ -65,11 +65,11 @@ class BanditRuntime(StepRuntime):
         self.batch: dict[str, np.ndarray] = {}
         self.version = 0
 
-    def weight_sync(self, iteration: int) -> dict[str, Any]:
+    def weight_sync(self, iteration: int) -> StepResult:
         """Nothing to sync: acting and training share the policy."""
-        return {"seconds": 0.0, "version": self.version}
+        return StepResult(0.0, info={"version": self.version})
 
-    def rollout(self, iteration: int) -> dict[str, Any]:
+    def rollout(self, iteration: int) -> StepResult:
         """Pull ``env.num_envs`` arms sampled from the policy."""
         start = time.perf_counter()
         with torch.no_grad():
@@ -77,23 +77,23 @@ class BanditRuntime(StepRuntime):
         arms = self.rng.choice(len(ARMS), size=self.cfg.env.num_envs, p=probs / probs.sum())
         wins = self.rng.random(len(arms)) < np.asarray(ARMS)[arms]
         self.batch = {"arms": arms, "rewards": wins.astype(np.float32)}
-        return {
-            "seconds": time.perf_counter() - start,
-            "env_steps": len(arms),
-            "env/episode_return_mean": float(wins.mean()),
-        }
+        return StepResult(
+            time.perf_counter() - start,
+            {"env/episode_return_mean": float(wins.mean())},
+            env_steps=len(arms),
+        )
 
-    def reward(self, iteration: int, results: list[Any] | None) -> dict[str, Any]:
+    def reward(self, iteration: int, results: list[Any] | None) -> StepResult:
         """The bandit's wins are the rewards."""
-        return {"seconds": 0.0, "rollout/reward_mean": float(self.batch["rewards"].mean())}
+        return StepResult(0.0, {"rollout/reward_mean": float(self.batch["rewards"].mean())})
 
-    def advantage(self, iteration: int) -> dict[str, Any]:
+    def advantage(self, iteration: int) -> StepResult:
         """Reward minus the batch mean."""
         rewards = self.batch["rewards"]
         self.batch["advantages"] = rewards - rewards.mean()
-        return {"seconds": 0.0, "train/advantage_mean": 0.0}
+        return StepResult(0.0, {"train/advantage_mean": 0.0})
 
-    def update(self, iteration: int) -> dict[str, Any]:
+    def update(self, iteration: int) -> StepResult:
         """One REINFORCE step."""
         start = time.perf_counter()
         logp = self.policy()[torch.from_numpy(self.batch["arms"])]
@@ -102,12 +102,12 @@ class BanditRuntime(StepRuntime):
         loss.backward()
         self.optimizer.step()
         self.version += 1
-        return {"seconds": time.perf_counter() - start, "train/loss": float(loss)}
+        return StepResult(time.perf_counter() - start, {"train/loss": float(loss)})
 
     def evaluate(self, iteration: int, results: list[Any] | None) -> Evaluation:
         """Expected reward of the greedy arm."""
         arm, _ = self.policy.predict_action_batch(None)
-        return Evaluation({"seconds": 0.0, "eval/return_mean": ARMS[arm], "eval/arm": arm})
+        return Evaluation({"eval/return_mean": ARMS[arm], "eval/arm": float(arm)})
 
     @classmethod
     def evaluate_checkpoint(

@@ -7,23 +7,25 @@ from typing import Any
 
 import numpy as np
 
+from infra.step_runtime import StepResult
 from rl_core.llm import pad_left, pad_right
 
 
-def sft_step(runtime: Any, iteration: int) -> dict[str, Any]:
+def sft_step(runtime: Any, iteration: int) -> StepResult:
     """Supervised steps of one SFT iteration (``actor.sft_steps_per_iteration`` of them).
 
     Each step trains on the next ``data.prompts_per_batch`` prompt→answer pairs; metrics
-    are averaged over the steps. The target is the row's ``solution`` field when it has one (GSM8K's worked answer,
-    ending in ``#### <answer>``), else its ``answer``, followed by the end-of-sequence token.
+    are averaged over the steps (``train/skipped_updates`` is their sum). The target is the
+    row's ``solution`` field when it has one (GSM8K's worked answer, ending in
+    ``#### <answer>``), else its ``answer``, followed by the end-of-sequence token.
     """
     start = time.perf_counter()
     steps = runtime.cfg.actor.sft_steps_per_iteration
     results = [_sft_batch(runtime, iteration) for _ in range(steps)]
     metrics = {k: sum(r[k] for r in results) / steps for k in results[0] if k != "samples"}
-    metrics["env_steps"] = int(sum(r["samples"] for r in results))
-    metrics["seconds"] = time.perf_counter() - start
-    return metrics
+    metrics["train/skipped_updates"] = sum(r["train/skipped_updates"] for r in results)
+    samples = int(sum(r["samples"] for r in results))
+    return StepResult.of(time.perf_counter() - start, metrics, env_steps=samples)
 
 
 def _sft_batch(runtime: Any, iteration: int) -> dict[str, float]:

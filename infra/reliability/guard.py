@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.step_runtime import STATEFUL_STEPS
+from infra.step_runtime import STATEFUL_STEPS, StepResult
 
 logger = logging.getLogger(__name__)
 #: Retries of an iteration flow, and rewinds allowed per iteration.
@@ -125,9 +125,9 @@ class IterationGuard:
         journal.started.add(step)
         self.session.faults.driver(step, journal.iteration)
         result = call()
-        if step in STATEFUL_STEPS and isinstance(result, dict):
+        if step in STATEFUL_STEPS and isinstance(result, StepResult):
             # worker time spent keeping the step undoable counts as the step's compute
-            result["seconds"] = float(result.get("seconds", 0.0)) + prepared
-            result[f"time/snapshot_{step}"] = prepared
+            result.seconds += prepared
+            result.metrics[f"time/snapshot_{step}"] = prepared
         journal.completed[step] = result
         return result

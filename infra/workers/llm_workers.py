@@ -182,6 +182,8 @@ class LLMActorWorker(WorkerBase):
             actor.micro_batch_size,
             actor.max_grad_norm,
             self.world_size,
+            guard=self.guard,
+            iteration=iteration,
         )
         self.version += 1
         return {**metrics, "train/lr": lr / self.world_size, "seconds": watch.elapsed()}

@@ -261,15 +261,37 @@ def sft_update(
     micro_batch_size: int,
     max_grad_norm: float | None,
     world_size: int = 1,
+    *,
+    guard: SkippedUpdateGuard | None = None,
+    iteration: int | None = None,
 ) -> dict[str, float]:
     """One supervised step: mean negative log-likelihood of the response (answer) tokens.
 
     ``shard`` holds ``prompt_*`` and ``response_*`` (the target answer) rows; the loss is the
     token mean over the global batch (``totals``), so ranks and micro-batches add up to it.
+    A step whose loss or gradient norm is not finite (on any rank) is skipped on every rank,
+    as in :func:`llm_update`.
+
+    Args:
+        policy: The (possibly FSDP-sharded) policy, in train mode.
+        optimizer: Its optimizer (learning rate already set).
+        shard: This rank's rows.
+        totals: Tokens and sequences of the global batch.
+        micro_batch_size: Rows per forward/backward.
+        max_grad_norm: Gradient clipping norm (None: no clipping).
+        world_size: Data-parallel ranks.
+        guard: Tracks skipped updates across calls (default: one that stops at the first).
+        iteration: Training iteration, named in the messages about skipped updates.
 
     Returns:
-        ``train/sft_loss`` (this rank's share) and ``train/grad_norm`` (divided by ranks).
+        ``train/sft_loss`` (this rank's share), ``train/grad_norm`` and
+        ``train/skipped_updates`` (divided by ranks).
+
+    Raises:
+        SkippedUpdatesError: The guard's limit of skipped updates in a row was reached.
     """
+    guard = guard or SkippedUpdateGuard(1)
+    device = next(policy.parameters()).device
     n = shard["response_mask"].shape[0]
     loss_sum = 0.0
     for part in split_rows(shard, max(1, -(-n // micro_batch_size))):
@@ -286,6 +308,14 @@ def sft_update(
         loss.backward()
         loss_sum += float(loss.detach()) / world_size
     grad_norm = _grad_norm(policy, max_grad_norm)
-    optimizer.step()
+    nonfinite = any_rank(not all_finite([loss_sum, grad_norm]), device, world_size)
+    lr = optimizer.param_groups[0]["lr"]
+    applied = guard.allow_step(not nonfinite, iteration, lr, "supervised step")
+    if applied:
+        optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return {"train/sft_loss": loss_sum, "train/grad_norm": grad_norm / world_size}
+    return {
+        "train/sft_loss": loss_sum if applied else 0.0,
+        "train/grad_norm": grad_norm / world_size if applied else 0.0,
+        "train/skipped_updates": 0.0 if applied else 1.0 / world_size,
+    }

@@ -5,6 +5,7 @@ import pytest
 
 from infra.reliability.faults import FaultInjector
 from infra.reliability.guard import IterationGuard, RewindLimitError
+from infra.step_runtime import StepResult
 
 
 class Runtime:
@@ -42,7 +43,7 @@ def step(log, name, fail=False):
         log.append(name)
         if fail:
             raise RuntimeError(name)
-        return {"seconds": 0.5, "value": name}
+        return StepResult(0.5, {"test/value": 1.0}, info={"name": name})
 
     return call
 
@@ -64,7 +65,7 @@ def test_retry_resumes_at_the_first_incomplete_step():
     guard.run("update", step(work, "update"))
     guard.run("evaluate", step(work, "evaluate"))
     assert work == ["weight_sync", "rollout", "update", "evaluate", "evaluate"]
-    assert first["value"] == "weight_sync"  # the recorded result
+    assert first.info["name"] == "weight_sync"  # the recorded result
     assert session.runtime.calls == [
         "snapshot:rollout",
         "snapshot:update",
@@ -81,8 +82,8 @@ def test_stateful_step_restores_its_snapshot_before_a_retry():
     guard.begin(0, attempt=2)
     result = guard.run("update", step([], "update"))
     assert session.runtime.calls == ["snapshot:update", "restore:update"]
-    assert result["time/snapshot_update"] >= 0
-    assert result["seconds"] == pytest.approx(0.5 + result["time/snapshot_update"])
+    assert result.metrics["time/snapshot_update"] >= 0
+    assert result.seconds == pytest.approx(0.5 + result.metrics["time/snapshot_update"])
 
 
 def test_a_new_iteration_starts_a_new_journal():

@@ -21,7 +21,7 @@ from rl_core.envs import EnvSpaces
 from rl_core.models import get_model
 from rl_core.models.causal_lm import CausalLMPolicy
 from rl_core.models.tiny_lm import create_tiny_lm
-from rl_core.training.llm_update import llm_update, minibatch_totals
+from rl_core.training.llm_update import MinibatchTotals, llm_update, minibatch_totals, sft_update
 from rl_core.training.nonfinite import (
     SkippedUpdateGuard,
     SkippedUpdatesError,
@@ -212,6 +212,31 @@ def test_llm_skipped_updates_in_a_row_stop_the_run(tiny_dir):
     assert "2 optimizer updates in a row" in str(info.value)
     assert "iteration 9 (epoch 1, minibatch 2)" in str(info.value)
     assert "lower actor.lr (now 0.001)" in str(info.value)
+
+
+def test_sft_nonfinite_loss_skips_the_step_and_a_streak_stops(tiny_dir):
+    policy, optimizer, _, _ = llm_setup(tiny_dir)
+    batch = random_llm_batch(4, seed=0)
+    good = MinibatchTotals(float(batch["response_mask"].sum()), 4)
+    first = sft_update(policy, optimizer, batch, good, 2, 1.0)
+    assert first["train/skipped_updates"] == 0.0 and math.isfinite(first["train/sft_loss"])
+    before = snapshot(policy, optimizer)
+    guard = SkippedUpdateGuard(2)
+    # NaN logits (as from a diverged model), without touching the weights
+    head = policy.model.get_output_embeddings()
+    hook = head.register_forward_hook(lambda module, args, out: out * math.nan)
+    try:
+        metrics = sft_update(policy, optimizer, batch, good, 2, 1.0, guard=guard, iteration=3)
+        assert metrics == {
+            "train/sft_loss": 0.0,
+            "train/grad_norm": 0.0,
+            "train/skipped_updates": 1.0,
+        }
+        assert_bit_identical(before, policy, optimizer)
+        with pytest.raises(SkippedUpdatesError, match="iteration 4 \\(supervised step\\)"):
+            sft_update(policy, optimizer, batch, good, 2, 1.0, guard=guard, iteration=4)
+    finally:
+        hook.remove()
 
 
 def test_data_parallel_ranks_agree_to_skip(tmp_path):

@@ -1,0 +1,116 @@
+"""The ``env`` and ``model`` sections of the config schema (:mod:`rl_core.config.schema`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from rl_core.config.limits import MAX_ENVS, MAX_EVAL_STEPS, MAX_LAYER_WIDTH, MAX_WORKERS
+from rl_core.config.sections import Section, check_finite_tree, check_registered
+
+
+class EnvConfig(Section):
+    """Training environments (one vectorized env per env worker)."""
+
+    env_type: str = Field("gym", description="Registered env factory.")
+    env_id: str = Field("CartPole-v1", description="gymnasium id (for env_type=gym).")
+    num_workers: int = Field(1, ge=1, le=MAX_WORKERS)
+    num_envs: int = Field(8, ge=1, le=MAX_ENVS, description="Envs per env worker.")
+    group_size: int = Field(
+        1,
+        ge=1,
+        le=MAX_ENVS,
+        description="Consecutive envs sharing a reset seed (GRPO-style groups).",
+    )
+    vectorization: Literal["sync", "async"] = "sync"
+    max_episode_steps: int | None = Field(None, ge=1, le=MAX_EVAL_STEPS)
+    kwargs: Annotated[dict[str, Any], AfterValidator(check_finite_tree)] = Field(
+        default_factory=dict,
+        description="Extra keyword arguments for the env (numbers in it must be finite).",
+    )
+
+    @field_validator("env_type")
+    @classmethod
+    def _known_env_type(cls, value: str) -> str:
+        return check_registered("env", value)
+
+    @field_validator("env_id")
+    @classmethod
+    def _known_gym_id(cls, value: str, info: ValidationInfo) -> str:
+        # A field validator (not the model one) so the error names env.env_id.
+        if str(info.data.get("env_type", "")).lower() == "gym":
+            from rl_core.envs.registry import check_gym_id
+
+            check_gym_id(value)
+        return value
+
+    @model_validator(mode="after")
+    def _groups_fit(self) -> EnvConfig:
+        if self.num_envs % self.group_size:
+            raise ValueError(
+                f"env.num_envs ({self.num_envs}) must be a multiple of env.group_size ({self.group_size})"
+            )
+        return self
+
+
+class ModelConfig(BaseModel):
+    """Policy model; custom models may add their own keys (extra keys are kept)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True, allow_inf_nan=False)
+    #: Extra keys of custom models: any value, but the numbers in it must be finite.
+    __pydantic_extra__: dict[str, Annotated[Any, AfterValidator(check_finite_tree)]] = Field(
+        init=False
+    )
+
+    model_type: str = "mlp_actor_critic"
+    hidden_sizes: list[int] = Field(default_factory=lambda: [64, 64])
+    activation: Literal["tanh", "relu", "gelu"] = "tanh"
+    continuous_action: Literal["clip", "tanh"] = Field(
+        "clip", description="Continuous actions: Gaussian clipped to bounds, or tanh-squashed."
+    )
+    init_log_std: float = 0.0
+    model_path: str | None = Field(
+        None,
+        description="hf_causal_lm: local Hugging Face model directory (nothing is downloaded).",
+    )
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
+        "float32", description="hf_causal_lm: weight dtype (float32 on CPU, bfloat16 on GPU)."
+    )
+    trust_remote_code: bool = Field(False, description="hf_causal_lm: allow the model's own code.")
+    attn_implementation: Literal["eager", "sdpa"] = Field(
+        "sdpa", description="hf_causal_lm: attention kernel."
+    )
+    value_head: bool = Field(
+        False, description="hf_causal_lm: add a critic head (PPO with adv_type token_gae)."
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="hf_causal_lm: recompute activations in the backward pass."
+    )
+    tiny_init: bool = Field(
+        False,
+        description="hf_causal_lm: create the tiny byte-level test model at model_path when "
+        "it does not exist (nothing is downloaded).",
+    )
+
+    @field_validator("model_type")
+    @classmethod
+    def _known_model_type(cls, value: str) -> str:
+        return check_registered("model", value)
+
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _positive_sizes(cls, value: list[int]) -> list[int]:
+        if not value or any(not 1 <= h <= MAX_LAYER_WIDTH for h in value):
+            raise ValueError(
+                f"must be a non-empty list of layer widths from 1 to {MAX_LAYER_WIDTH}"
+            )
+        return value

@@ -1,0 +1,54 @@
+"""Typed step results: metrics apart from control data, and how the run loop logs them."""
+
+import pytest
+
+from flows.iteration import IterationResult
+from flows.run_loop import step_metrics, timing_metrics
+from infra.step_runtime import StepResult, split_metrics
+
+
+def test_split_metrics_keeps_numbers_under_a_section_and_the_rest_apart():
+    metrics, info = split_metrics(
+        {
+            "train/loss": 0.25,
+            "train/steps": 3,
+            "train/flag": True,  # a boolean is not a metric
+            "version": 7,  # no section: control data
+            "rollout/versions": [1, 1],  # not a number
+        }
+    )
+    assert metrics == {"train/loss": 0.25, "train/steps": 3.0}
+    assert all(type(v) is float for v in metrics.values())
+    assert info == {"train/flag": True, "version": 7, "rollout/versions": [1, 1]}
+
+
+def test_step_result_of_drops_seconds_from_the_values():
+    result = StepResult.of(1.5, {"seconds": 9.0, "env/episodes": 2, "dir": "x"}, env_steps=64)
+    assert result == StepResult(1.5, {"env/episodes": 2.0}, 64, {"dir": "x"})
+
+
+def test_step_metrics_add_worker_seconds_and_ignore_control_data():
+    steps = {
+        "rollout": StepResult(2.0, {"env/episodes": 3.0}, env_steps=512, info={"v": 1}),
+        "update": StepResult(1.0, {"train/loss": 0.5}),
+        "unknown_step": StepResult(100.0, {"other/x": 1.0}),  # not an iteration step
+    }
+    metrics = step_metrics(steps, env_steps=1024)
+    assert metrics == {
+        "time/rollout": 2.0,
+        "env/episodes": 3.0,
+        "time/update": 1.0,
+        "train/loss": 0.5,
+        "time/compute": 3.0,
+        "env/total_steps": 1024.0,
+    }
+
+
+def test_timing_metrics_split_the_iteration_into_its_parts():
+    result = IterationResult({}, body_started=10.5, body_ended=13.0)
+    timing = timing_metrics(result, started=10.0, ended=13.25, compute=2.0)
+    assert timing["time/iteration"] == pytest.approx(3.25)
+    assert timing["time/orchestration"] == pytest.approx(1.25)
+    assert timing["time/orch_flow_start"] == pytest.approx(0.5)
+    assert timing["time/orch_tasks"] == pytest.approx(0.5)
+    assert timing["time/orch_flow_end_and_tracking"] == pytest.approx(0.25)
