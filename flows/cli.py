@@ -23,7 +23,7 @@ from rich.markup import escape
 from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
-from infra.ops.prefect_api import ensure_prefect_api
+from infra.ops.prefect_api import start_prefect_api, wait_for_prefect_api
 from infra.placement import PlacementError
 from infra.runtime_env import apply_base_env
 from infra.tracking.secrets import install_log_redaction, redact_text
@@ -132,7 +132,7 @@ def run_cli(
         return EXIT_BAD_INPUT
     _install_stop_handlers()
     try:
-        with prefect_api(Path(cfg.run.output_dir)):
+        with prefect_api(Path(cfg.run.output_dir), cfg.cluster):
             summary = train_flow(preset=args.config, overrides=overrides)
     except BAD_INPUT_ERRORS as exc:
         print_error(exc)
@@ -167,23 +167,31 @@ def print_error(exc: BaseException) -> None:
 
 
 @contextmanager
-def prefect_api(output_dir: Path) -> Iterator[str]:
+def prefect_api(output_dir: Path, cluster: Any = None) -> Iterator[str]:
     """Use ``PREFECT_API_URL`` or a local server for the duration of the block.
 
-    On exit, Ray is shut down first (its task workers flush their Prefect logs while the
-    API is still up), then a server started here is stopped.
+    With ``cluster`` (the config's ``cluster`` section), Ray is connected while a local
+    server starts: the two start-ups overlap instead of adding up. On exit, Ray is shut
+    down first (its task workers flush their Prefect logs while the API is still up), then
+    a server started here is stopped.
     """
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from infra.ray_cluster import shutdown as ray_shutdown
+    from infra import ray_cluster
 
-    server = ensure_prefect_api(output_dir / ".prefect")
+    server = start_prefect_api(output_dir / ".prefect")
     try:
+        if cluster is not None:  # workers inherit the API's URL, exported above
+            started = time.perf_counter()
+            ray_cluster.connect(cluster.address, cluster.num_cpus)
+            logger.debug("Ray connected in %.1fs", time.perf_counter() - started)
+        if server:
+            wait_for_prefect_api(server)
         with temporary_settings({PREFECT_API_URL: os.environ["PREFECT_API_URL"]}):
             yield os.environ["PREFECT_API_URL"]
     finally:
         started = time.perf_counter()
-        ray_shutdown()
+        ray_cluster.shutdown()
         logger.debug("Ray shut down in %.1fs", time.perf_counter() - started)
         if server:
             _flush_prefect_logs()

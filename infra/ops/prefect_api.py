@@ -35,6 +35,7 @@ class LocalPrefectServer:
         self, log_path: Path, port: int | None = None, extra_env: dict[str, str] | None = None
     ) -> None:
         self.port = port or free_port()
+        self.started = time.monotonic()
         self.url = f"http://127.0.0.1:{self.port}/api"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
@@ -104,13 +105,31 @@ def ensure_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
     The URL is put in ``os.environ`` so Ray workers running Prefect tasks report to the
     same API instead of each starting a temporary server.
     """
+    server = start_prefect_api(state_dir)
+    if server is not None:
+        wait_for_prefect_api(server)
+    return server
+
+
+def start_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
+    """Like :func:`ensure_prefect_api`, without waiting for the server to answer.
+
+    Other start-up work (Ray) can run while the server starts; call
+    :func:`wait_for_prefect_api` before the first Prefect call. The URL is exported at once
+    (processes started from here on, such as a local Ray cluster, inherit it).
+    """
     if os.environ.get("PREFECT_API_URL"):
         return None
-    start = time.perf_counter()
     server = LocalPrefectServer(state_dir / "prefect-server.log")
-    server.wait_healthy()
     os.environ["PREFECT_API_URL"] = server.url
-    logger.info(
-        "started a local Prefect API at %s in %.1fs", server.url, time.perf_counter() - start
-    )
     return server
+
+
+def wait_for_prefect_api(server: LocalPrefectServer, timeout: float = 60.0) -> None:
+    """Block until a server from :func:`start_prefect_api` answers (logs how long it took)."""
+    server.wait_healthy(timeout)
+    logger.info(
+        "started a local Prefect API at %s in %.1fs",
+        server.url,
+        time.monotonic() - server.started,
+    )
