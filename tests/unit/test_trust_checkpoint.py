@@ -21,7 +21,9 @@ from rl_core.models import get_model
 @pytest.fixture()
 def no_services(monkeypatch):
     """The CLIs without a Prefect server or signal handlers."""
-    monkeypatch.setattr(cli, "prefect_api", lambda output_dir: contextlib.nullcontext("api"))
+    monkeypatch.setattr(
+        cli, "prefect_api", lambda output_dir, cluster=None: contextlib.nullcontext("api")
+    )
     monkeypatch.setattr(cli, "_install_stop_handlers", lambda: None)
 
 
