@@ -19,6 +19,7 @@ from flows.cli import prefect_api  # noqa: E402
 from flows.train import train  # noqa: E402
 from infra import ray_cluster  # noqa: E402
 from infra.embodied_runtime import EmbodiedRuntime  # noqa: E402
+from infra.step_runtime import run_iteration_in_process  # noqa: E402
 from rl_core.config import load_config  # noqa: E402
 
 
@@ -45,11 +46,7 @@ def bare_loop(
     try:
         for it in range(iterations):
             start = time.perf_counter()
-            runtime.weight_sync(it)
-            runtime.rollout(it)
-            runtime.reward(it)
-            runtime.advantage(it)
-            runtime.update(it)
+            run_iteration_in_process(runtime, it)
             stop = after_iteration(runtime, it) if after_iteration else False
             times.append(time.perf_counter() - start)
             if stop:

@@ -21,6 +21,7 @@ from _runs import flow_run_metrics  # noqa: I001 - sets up the path and env firs
 from flows.train import prepare_model
 from infra import ray_cluster
 from infra.reasoning_runtime import ReasoningRuntime
+from infra.step_runtime import run_iteration_in_process
 from rl_core.config import load_config
 
 STEPS = ("weight_sync", "rollout", "reward", "advantage", "update")
@@ -55,13 +56,7 @@ def bare(ovr: list[str], iterations: int) -> dict[str, list[float]]:
     try:
         for it in range(iterations):
             start = time.perf_counter()
-            t = {"weight_sync": runtime.weight_sync(it), "rollout": runtime.rollout(it)}
-            scoring = time.perf_counter()
-            jobs = runtime.reward_jobs(it)
-            t["reward"] = runtime.reward(it, [job.fn(**job.kwargs) for job in jobs])
-            t["reward"].seconds = time.perf_counter() - scoring  # scoring included
-            t["advantage"] = runtime.advantage(it)
-            t["update"] = runtime.update(it)
+            t = run_iteration_in_process(runtime, it)  # scoring included in the reward
             series["iteration"].append(time.perf_counter() - start)
             for step in STEPS:
                 series[step].append(t[step].seconds)

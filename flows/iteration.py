@@ -117,13 +117,7 @@ def iteration_flow(session_id: str, iteration: int) -> IterationResult:
         steps["reward"] = guard.run("reward", lambda: run_reward_step(session_id, iteration))
         steps["advantage"] = guard.run("advantage", lambda: advantage(session_id, iteration))
         steps["update"] = guard.run("update", lambda: update(session_id, iteration))
-        return finish_iteration(
-            session,
-            iteration,
-            steps,
-            env_steps=steps["rollout"].env_steps,
-            body_started=body_started,
-        )
+        return finish_iteration(session, iteration, steps, body_started)
     except FATAL_ERRORS as exc:  # retrying cannot help: the train flow fails with it
         cause = root_cause(exc)
         session.fatal_error = cause  # raised again by the train loop
@@ -153,11 +147,15 @@ def finish_iteration(
     session: Any,
     iteration: int,
     steps: dict[str, StepResult],
-    env_steps: int,
     body_started: float,
 ) -> IterationResult:
-    """Count the iteration (once), evaluate and checkpoint when due; the flow's result."""
+    """Count the iteration (once), evaluate and checkpoint when due; the flow's result.
+
+    The env steps counted are those the steps so far collected (the rollout's, or the
+    supervised step's samples).
+    """
     cfg, guard = session.cfg, session.guard
+    env_steps = sum(result.env_steps for result in steps.values())
     last = iteration + 1 >= cfg.run.max_iterations
     guard.run("count", lambda: _count(session.state, iteration, env_steps))
     if _due(iteration, cfg.run.eval_interval, last):

@@ -53,7 +53,7 @@ def sft_iteration_flow(session_id: str, iteration: int) -> IterationResult:
     steps = {
         "sft_update": session.guard.run("sft_update", lambda: sft_update(session_id, iteration))
     }
-    return finish_iteration(session, iteration, steps, steps["sft_update"].env_steps, body_started)
+    return finish_iteration(session, iteration, steps, body_started)
 
 
 @masked_flow(

@@ -25,8 +25,10 @@ from infra.step_runtime import Evaluation, FanoutJob, StepResult, StepRuntime
 from infra.worker_group import WorkerGroup
 from infra.workers.actor_worker import ActorWorker
 from infra.workers.env_worker import EnvWorker
+from infra.workers.hybrid_worker import HybridActorWorker
 from infra.workers.rollout_worker import RolloutWorker
 from rl_core.config import RLPipeConfig
+from rl_core.config.hybrid import uses_hybrid_engine
 from rl_core.seeding import env_reseed, eval_seeds
 
 logger = logging.getLogger(__name__)
@@ -46,16 +48,17 @@ class EmbodiedRuntime(StepRuntime):
         super().__init__(cfg)
         resources = ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
         cluster_cpus = int(resources.get("CPU", 1))
-        sizes = {
-            "env": cfg.env.num_workers,
-            "rollout": cfg.rollout.num_workers,
-            "actor": cfg.actor.num_workers,
-        }
+        self.hybrid = uses_hybrid_engine(cfg)
+        sizes = {"env": cfg.env.num_workers, "actor": cfg.actor.num_workers}
+        if not self.hybrid:
+            sizes["rollout"] = cfg.rollout.num_workers
         self.placement = plan_placement(cfg.cluster.component_placement, sizes, cluster_cpus)
         self.timeouts = cfg.timeouts
         liveness = Liveness.from_config(cfg.timeouts)
         for name, plan in self.placement.items():
             logger.info("placement %s: %d worker(s) on %s", name, sizes[name], plan.mode)
+        if self.hybrid:
+            logger.info("hybrid engine: rollout policy inside the trainer process")
         self.env = WorkerGroup(
             "env",
             EnvWorker,
@@ -66,33 +69,36 @@ class EmbodiedRuntime(StepRuntime):
         )
         self.env.wait_started(cfg.timeouts.worker_start)
         self.spaces = ray.get(self.env[0].spaces.remote())
-        self.rollout_group = WorkerGroup(
-            "rollout",
-            RolloutWorker,
-            sizes["rollout"],
-            self.placement["rollout"],
-            lambda r: (self.config_dict, r, self.placement["rollout"].cpus, self.spaces),
-            liveness,
-        )
         self.actor = WorkerGroup(
             "actor",
-            ActorWorker,
+            HybridActorWorker if self.hybrid else ActorWorker,
             sizes["actor"],
             self.placement["actor"],
             lambda r: (self.config_dict, r, self.placement["actor"].cpus, self.spaces),
             liveness,
         )
+        # hybrid: the trainer answers the env workers' predict calls itself
+        self.rollout_group = self.actor
+        if not self.hybrid:
+            self.rollout_group = WorkerGroup(
+                "rollout",
+                RolloutWorker,
+                sizes["rollout"],
+                self.placement["rollout"],
+                lambda r: (self.config_dict, r, self.placement["rollout"].cpus, self.spaces),
+                liveness,
+            )
         self._warm = [
             _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
         ]
         # Wait for every worker to finish start-up (fails fast on config/extension errors).
-        for group in (self.rollout_group, self.actor):
+        for group in self.groups[1:]:
             group.wait_started(cfg.timeouts.worker_start)
 
     @property
     def groups(self) -> list[WorkerGroup]:
         """Every worker group of the run."""
-        return [self.env, self.rollout_group, self.actor]
+        return [self.env, self.actor] + ([] if self.hybrid else [self.rollout_group])
 
     # -- steps ---------------------------------------------------------------------------
     def weight_sync(self, iteration: int) -> StepResult:
@@ -100,6 +106,13 @@ class EmbodiedRuntime(StepRuntime):
         start = time.perf_counter()
         self.faults.arm("weight_sync", iteration, self.actor[0])
         timeout = self.timeouts.weight_sync
+        if self.hybrid:
+            (out,) = self.actor.call_within("weight_sync", timeout, "sync_rollout_weights")
+            return StepResult(
+                time.perf_counter() - start,
+                {"rollout/weight_sync_bytes": 0.0, "rollout/weight_sync_buckets": 0.0},
+                info={"version": out["version"], "rollout_versions": [out["version"]]},
+            )
         (out,) = self.actor.get(
             [self.actor[0].get_weight_buckets.remote(self.cfg.rollout.weight_sync_bucket_mb)],
             timeout,
@@ -292,18 +305,24 @@ class EmbodiedRuntime(StepRuntime):
         return env_reseed(self.cfg.run.seed, rank, self.cfg.env.num_envs, step)
 
     # -- retries -------------------------------------------------------------------------
-    def _step_groups(self, step: str) -> list[WorkerGroup]:
-        return {"rollout": [self.env, self.rollout_group], "update": [self.actor]}[step]
+    def _step_state(self, step: str) -> list[tuple[WorkerGroup, str, str]]:
+        """``(group, snapshot method, restore method)`` of the state ``step`` changes."""
+        if step == "rollout":
+            return [
+                (self.env, "snapshot", "restore_snapshot"),
+                (self.rollout_group, "snapshot_rollout", "restore_rollout"),
+            ]
+        return [(self.actor, "snapshot", "restore_snapshot")]
 
     def snapshot(self, step: str) -> None:
         """Env and sampling state before a rollout; trainer state before an update."""
-        for group in self._step_groups(step):
-            group.call_within(step, getattr(self.timeouts, step), "snapshot")
+        for group, method, _ in self._step_state(step):
+            group.call_within(step, getattr(self.timeouts, step), method)
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`."""
-        for group in self._step_groups(step):
-            group.call_within(step, getattr(self.timeouts, step), "restore_snapshot")
+        for group, _, method in self._step_state(step):
+            group.call_within(step, getattr(self.timeouts, step), method)
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:

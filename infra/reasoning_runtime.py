@@ -19,17 +19,15 @@ import torch
 from infra import ray_cluster
 from infra.checkpoint import signed_dcp
 from infra.checkpoint.store import open_store, step_dir_name
-from infra.deadlines import Liveness
 from infra.llm.engines import check_rollout_engine
 from infra.llm.evaluation import evaluate_heldout
 from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk, sampling_params
 from infra.llm.reward_scoring import score_chunk
 from infra.llm.sft_steps import sft_step
+from infra.llm.worker_groups import start_reasoning_groups
 from infra.ops.processes import free_port
-from infra.placement import plan_placement
 from infra.step_runtime import Evaluation, FanoutJob, StepResult, StepRuntime
 from infra.worker_group import WorkerGroup
-from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker
 from rl_core.algorithms import overlong_penalty
 from rl_core.algorithms.dapo import fill_with_informative_groups
 from rl_core.config import RLPipeConfig
@@ -60,10 +58,6 @@ class ReasoningRuntime(StepRuntime):
 
         super().__init__(cfg)
         resources = ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
-        use_ref = cfg.algorithm.kl_coef > 0
-        # The reference model shares the trainer's CPUs (count it when splitting them).
-        sizes = {"rollout": cfg.rollout.num_workers, "actor": cfg.actor.num_workers + use_ref}
-        plan = plan_placement(cfg.cluster.component_placement, sizes, int(resources.get("CPU", 1)))
         self.tokenizer = AutoTokenizer.from_pretrained(
             cfg.model.model_path,
             local_files_only=True,
@@ -74,37 +68,11 @@ class ReasoningRuntime(StepRuntime):
         self.train_prompts = encode_prompts(train, cfg.data, self.tokenizer)
         self.eval_prompts = encode_prompts(held, cfg.data, self.tokenizer)
         self.sampler = PromptSampler(len(train), cfg.data.prompts_per_batch, seed=cfg.run.seed)
-        world = cfg.actor.num_workers
         self.timeouts = cfg.timeouts
-        liveness = Liveness.from_config(cfg.timeouts)
-        self.actor = WorkerGroup(
-            "actor",
-            LLMActorWorker,
-            world,
-            plan["actor"],
-            lambda r: (self.config_dict, r, plan["actor"].cpus, world),
-            liveness,
-        )
-        self.rollout_group = WorkerGroup(
-            "rollout",
-            LLMRolloutWorker,
-            sizes["rollout"],
-            plan["rollout"],
-            lambda r: (self.config_dict, r, plan["rollout"].cpus),
-            liveness,
-        )
-        self.ref = (
-            WorkerGroup(
-                "reference",
-                LLMRefWorker,
-                1,
-                plan["actor"],
-                lambda r: (self.config_dict, r, plan["actor"].cpus),
-                liveness,
-            )
-            if use_ref
-            else None
-        )
+        workers = start_reasoning_groups(cfg, self.config_dict, int(resources.get("CPU", 1)))
+        self.workers = workers
+        self.hybrid = workers.hybrid
+        self.actor, self.rollout_group, self.ref = workers.actor, workers.rollout, workers.ref
         for group in self.groups:
             group.wait_started(cfg.timeouts.worker_start)
         self._setup_trainer()
@@ -113,7 +81,7 @@ class ReasoningRuntime(StepRuntime):
     @property
     def groups(self) -> list[WorkerGroup]:
         """Every worker group of the run."""
-        return [g for g in (self.actor, self.rollout_group, self.ref) if g is not None]
+        return self.workers.all
 
     def _setup_trainer(self) -> None:
         port = free_port()
@@ -129,9 +97,21 @@ class ReasoningRuntime(StepRuntime):
         logger.info("prompt data: %d training and %d held-out prompts", len(train), len(held))
 
     def weight_sync(self, iteration: int) -> StepResult:
-        """Trainer → rollout workers (bucket or patch payload, through the object store)."""
+        """Trainer → rollout engines: in memory (hybrid engine) or through the object store."""
         start = time.perf_counter()
         self.faults.arm("weight_sync", iteration, self.actor[0])
+        if self.hybrid:
+            metas = self.actor.call_within(
+                "weight_sync", self.timeouts.weight_sync, "sync_rollout_weights"
+            )
+            return StepResult(
+                time.perf_counter() - start,
+                {"rollout/weight_sync_bytes": 0.0, "rollout/weight_sync_full": 1.0},
+                info={
+                    "version": metas[0]["version"],
+                    "rollout_versions": [m["version"] for m in metas],
+                },
+            )
         pairs = [h.sync_payload.options(num_returns=2).remote() for h in self.actor.handles]
         meta_ref, payload = pairs[0]
         timeout = self.timeouts.weight_sync
@@ -301,7 +281,10 @@ class ReasoningRuntime(StepRuntime):
             else None
         )
         ref = None
-        if self.ref is not None:
+        if "ref_logprobs" in outs[0]:  # the hybrid engine's trainer ranks hold the reference
+            ref = torch.tensor(np.concatenate([o["ref_logprobs"] for o in outs]))
+            arrays["ref_logprobs"] = ref.numpy()
+        elif self.ref is not None:
             (ref_lp,) = self.ref.get(
                 [self.ref[0].compute_ref_logprobs.remote(arrays)],
                 self.timeouts.advantage,

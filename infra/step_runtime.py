@@ -11,6 +11,7 @@ rlpipe branches on the category.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -258,3 +259,25 @@ def runtime_class(cfg: RLPipeConfig) -> type[StepRuntime]:
 def make_runtime(cfg: RLPipeConfig) -> StepRuntime:
     """Build the worker groups of ``cfg`` with the runtime of its model's category."""
     return runtime_class(cfg)(cfg)
+
+
+def run_iteration_in_process(runtime: StepRuntime, iteration: int) -> dict[str, StepResult]:
+    """One training iteration without Prefect: the steps in order, fan-out jobs called here.
+
+    For bare-loop benchmarks and tests that compare placements; the train flow runs the
+    same steps as Prefect tasks (``flows/iteration.py``).
+
+    Returns:
+        Each step's result; the reward's ``seconds`` include scoring the jobs.
+    """
+    results = {
+        "weight_sync": runtime.weight_sync(iteration),
+        "rollout": runtime.rollout(iteration),
+    }
+    start = time.perf_counter()
+    scores = [job.fn(**job.kwargs) for job in runtime.reward_jobs(iteration)]
+    results["reward"] = runtime.reward(iteration, scores)
+    results["reward"].seconds = time.perf_counter() - start
+    results["advantage"] = runtime.advantage(iteration)
+    results["update"] = runtime.update(iteration)
+    return results

@@ -21,6 +21,11 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
         "keys: comma-separated components ({components}), each placed once; values: a CPU "
         "index (`0`), range (`0-3`), list (`0,2`) or `all`"
     ),
+    ("cluster", "hybrid_engine"): (
+        "`on` needs rollout and actor on the same CPU set, `rollout.num_workers` = "
+        "`actor.num_workers` and (reasoning) `rollout.engine: hf`; YAML `true`/`false` read "
+        "as `on`/`off`"
+    ),
     ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
     ("model", "hidden_sizes"): "non-empty, each from 1 to {max_layer_width}",
     ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
@@ -95,6 +100,11 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("DataConfig", "_files_given"): (
         "`data.source: files` needs `data.train_files`; `data.prompt_template` must contain "
         "`{prompt}`."
+    ),
+    ("RLPipeConfig", "_hybrid_engine_possible"): (
+        "`cluster.hybrid_engine: on` needs rollout and actor on the same CPU set, "
+        "`rollout.num_workers` equal to `actor.num_workers` and, for reasoning models, "
+        "`rollout.engine: hf`."
     ),
     ("RLPipeConfig", "_stages_divide"): (
         "`rollout.pipeline_stages` must divide `env.num_envs` into slices that are multiples "

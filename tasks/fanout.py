@@ -26,8 +26,8 @@ logger = logging.getLogger(__name__)
 FANOUT_RETRIES = 2
 
 
-def _run_job(job: FanoutJob, iteration: int, part: int) -> Any:
-    """Run one job (in a Ray worker); an injected fault fires first, once."""
+def run_job(job: FanoutJob, iteration: int, part: int) -> Any:
+    """Run one job (in a Ray worker, or in the flow); an injected fault fires first, once."""
     fire_once(job.fault, f"{job.name}-{iteration}-{part}")
     return job.fn(**job.kwargs)
 
@@ -39,7 +39,7 @@ def fanout_task(name: str) -> Task:
     """The Prefect task that runs jobs named ``name`` (one task definition per name)."""
     if name not in _TASKS:
         _TASKS[name] = task(
-            _run_job,
+            run_job,
             name=name,
             task_run_name=name + "-{iteration}-{part}",
             retries=FANOUT_RETRIES,

@@ -1,31 +1,79 @@
-"""reward step: score the collected batch, fanning out over Ray tasks where the runtime asks.
+"""reward step: score the collected batch, in the reward task or fanned out over Ray tasks.
 
 Embodied runs apply the reward on the trainer's batch. Reasoning runs hand out chunks of
-responses (``runtime.reward_jobs``) that ``score_rewards`` tasks score in parallel on the
-Ray cluster; the ``reward`` task then collects them.
+responses (``runtime.reward_jobs``). A fan-out task costs about 0.4 s of overhead on a
+2-CPU machine (docs/performance.md) while scoring a small batch takes milliseconds, so the
+``reward`` task scores the chunks itself until scoring one batch takes
+``reward.fanout_min_seconds`` or longer; from then on the run fans them out to
+``score_rewards`` tasks on the Ray cluster. Scores are the same either way.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from prefect import task
 
 from infra.session import get_session
-from infra.step_runtime import StepResult
-from tasks.fanout import run_jobs
+from infra.step_runtime import FanoutJob, StepResult
+from tasks.fanout import run_job, run_jobs
 from tasks.options import STEP_OPTIONS
+
+logger = logging.getLogger(__name__)
 
 
 @task(name="reward", task_run_name="reward-{iteration}", **STEP_OPTIONS)
-def reward(session_id: str, iteration: int, results: list[Any] | None = None) -> StepResult:
-    """Apply the scores (reasoning) or the reward function (embodied) to the batch."""
-    return get_session(session_id).runtime.reward(iteration, results)
+def reward(
+    session_id: str, iteration: int, results: list[Any] | None = None, score_here: bool = False
+) -> StepResult:
+    """Apply the scores (reasoning) or the reward function (embodied) to the batch.
+
+    Args:
+        session_id: The run's session.
+        iteration: Iteration index.
+        results: Scores of the fan-out tasks, in job order.
+        score_here: Score the runtime's jobs in this task first (``results`` is ignored).
+    """
+    session = get_session(session_id)
+    scoring = 0.0
+    if score_here:
+        start = time.perf_counter()
+        jobs = session.runtime.reward_jobs(iteration)
+        results = [run_job(job, iteration, part) for part, job in enumerate(jobs)]
+        scoring = time.perf_counter() - start
+        note_scoring_time(session, scoring)
+    result = session.runtime.reward(iteration, results)
+    result.seconds += scoring
+    return result
+
+
+def note_scoring_time(session: Any, seconds: float) -> None:
+    """Switch the run to fan-out scoring once scoring a batch here took long enough."""
+    threshold = session.cfg.reward.fanout_min_seconds
+    if seconds >= threshold and not session.fanout_scoring:
+        logger.info(
+            "scoring a batch took %.2f s (reward.fanout_min_seconds = %g): the next batches "
+            "are scored by %d parallel tasks",
+            seconds,
+            threshold,
+            session.cfg.reward.num_tasks,
+        )
+        session.fanout_scoring = True
+
+
+def should_fan_out(session: Any, jobs: list[FanoutJob]) -> bool:
+    """Whether ``jobs`` run as parallel Ray tasks (else the reward task scores them)."""
+    # an injected fault meant for a scoring task must hit a Ray worker, not this process
+    return session.fanout_scoring or any(job.fault for job in jobs)
 
 
 def run_reward_step(session_id: str, iteration: int) -> StepResult:
-    """Run the runtime's scoring jobs (if any) as parallel tasks, then the reward task."""
+    """Score the batch (in the reward task, or as parallel tasks), then apply the scores."""
     session = get_session(session_id)
     jobs = session.runtime.reward_jobs(iteration)
+    if jobs and not should_fan_out(session, jobs):
+        return reward(session_id, iteration, score_here=True)
     results = run_jobs(jobs, iteration, session.cfg.timeouts.reward, "reward")
     return reward(session_id, iteration, results)

@@ -77,11 +77,16 @@ def shard_model(model: torch.nn.Module, wrap_policy: Any) -> int:
     return len(units) + 1
 
 
-def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The unsharded state dict on CPU (collective: every rank calls; all get it)."""
-    return get_model_state_dict(
-        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
-    )
+def full_state_dict(model: torch.nn.Module, every_rank: bool = False) -> dict[str, torch.Tensor]:
+    """The unsharded state dict (collective: every rank calls).
+
+    Args:
+        model: The sharded model.
+        every_rank: Every rank gets the whole state dict on the model's device; otherwise
+            rank 0 gets it on the CPU (other ranks get an empty dict).
+    """
+    options = StateDictOptions(full_state_dict=True, cpu_offload=not every_rank)
+    return get_model_state_dict(model, options=options)
 
 
 def load_full_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:

@@ -74,6 +74,39 @@ def _forward_in_micro_batches(
     return {k: torch.cat(v).cpu().numpy() for k, v in outs.items()}
 
 
+def generate_responses(
+    engine: Any, prompt_ids: list[list[int]], sampling: dict[str, Any], seed: int | None
+) -> dict[str, Any]:
+    """``engine``'s responses, token log-probs and finished flags, with the seconds taken."""
+    watch = Stopwatch()
+    out = engine.generate(prompt_ids, SamplingParams(**sampling), seed)
+    return {
+        "response_ids": out.response_ids,
+        "logprobs": out.logprobs,
+        "finished": out.finished,
+        "seconds": watch.elapsed(),
+    }
+
+
+def reference_model(cfg: Any, device: torch.device) -> torch.nn.Module:
+    """The frozen initial policy (``model`` section) in eval mode on ``device``."""
+    return get_model(cfg.model, None).to(device).eval()
+
+
+def reference_logprobs(
+    reference: torch.nn.Module, cfg: Any, batch: dict[str, np.ndarray], device: torch.device
+) -> np.ndarray:
+    """``[N, R]`` log-probs of the batch's responses under ``reference``."""
+    out = _forward_in_micro_batches(
+        reference,
+        _tensors(batch, device),
+        cfg.actor.micro_batch_size,
+        cfg.rollout.temperature,
+        values=False,
+    )
+    return out["logprobs"]
+
+
 class LLMActorWorker(WorkerBase):
     """One FSDP2 rank of the reasoning trainer.
 
@@ -310,14 +343,7 @@ class LLMRolloutWorker(WorkerBase):
         self, prompt_ids: list[list[int]], sampling: dict[str, Any], seed: int | None
     ) -> dict[str, Any]:
         """Responses, token log-probs and finished flags for ``prompt_ids``."""
-        watch = Stopwatch()
-        out = self.engine.generate(prompt_ids, SamplingParams(**sampling), seed)
-        return {
-            "response_ids": out.response_ids,
-            "logprobs": out.logprobs,
-            "finished": out.finished,
-            "seconds": watch.elapsed(),
-        }
+        return generate_responses(self.engine, prompt_ids, sampling, seed)
 
     def weights(self) -> dict[str, np.ndarray]:
         """Current engine weights as numpy (tests)."""
@@ -336,16 +362,8 @@ class LLMRefWorker(WorkerBase):
     def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...]) -> None:
         super().__init__(config, rank, cpus)
         self.device = _device()
-        self.policy = get_model(self.cfg.model, None).to(self.device)
-        self.policy.eval()
+        self.policy = reference_model(self.cfg, self.device)
 
     def compute_ref_logprobs(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         """``[N, R]`` reference log-probs of the batch's responses."""
-        out = _forward_in_micro_batches(
-            self.policy,
-            _tensors(batch, self.device),
-            self.cfg.actor.micro_batch_size,
-            self.cfg.rollout.temperature,
-            values=False,
-        )
-        return out["logprobs"]
+        return reference_logprobs(self.policy, self.cfg, batch, self.device)

@@ -9,9 +9,9 @@ import torch
 
 from infra.weight_sync import buckets_to_state_dict
 from infra.workers.base import WorkerBase
+from infra.workers.rollout_policy import RolloutPolicy
 from rl_core.models import get_model
-from rl_core.seeding import sampling_seed, worker_seed
-from rl_core.training.batch import to_numpy_tree
+from rl_core.seeding import worker_seed
 
 
 class RolloutWorker(WorkerBase):
@@ -23,22 +23,10 @@ class RolloutWorker(WorkerBase):
         self, config: dict[str, Any], rank: int, cpus: tuple[int, ...], spaces: Any
     ) -> None:
         super().__init__(config, rank, cpus)
-        self.policy = get_model(self.cfg.model, spaces)
-        self.policy.eval()
-        self.seed = worker_seed(self.cfg.run.seed, "rollout", rank)
-        # One sampling stream per calling env worker: requests of different env workers
-        # interleave in arrival order, so a shared stream would not be reproducible.
-        self.generators: dict[int, torch.Generator] = {}
-        self.version = -1
+        self.sampling = RolloutPolicy(
+            get_model(self.cfg.model, spaces), worker_seed(self.cfg.run.seed, "rollout", rank)
+        )
 
-    def _generator(self, caller: int) -> torch.Generator:
-        if caller not in self.generators:
-            self.generators[caller] = torch.Generator().manual_seed(
-                sampling_seed(self.seed, caller)
-            )
-        return self.generators[caller]
-
-    @torch.no_grad()
     def predict(
         self, env_obs: dict[str, Any], mode: str = "train", caller: int = 0
     ) -> tuple[Any, dict[str, Any]]:
@@ -49,36 +37,28 @@ class RolloutWorker(WorkerBase):
             mode: ``train`` (sample) or ``eval`` (deterministic).
             caller: Rank of the calling env worker (selects its sampling stream).
         """
-        actions, result = self.policy.predict_action_batch(
-            env_obs, mode=mode, compute_values=True, generator=self._generator(caller)
-        )
-        return actions, to_numpy_tree(result)
+        return self.sampling.predict(env_obs, mode, caller)
 
     def load_weights(self, bucket_refs: list[Any], version: int) -> int:
         """Replace the policy weights with those in ``bucket_refs``; returns the version."""
-        buckets = ray.get(bucket_refs)
-        self.policy.load_state_dict(buckets_to_state_dict(buckets), strict=True)
-        self.version = version
-        return version
+        return self.sampling.load_state_dict(buckets_to_state_dict(ray.get(bucket_refs)), version)
 
     def get_version(self) -> int:
         """Weight version currently loaded (-1 before the first sync)."""
-        return self.version
+        return self.sampling.version
 
     def get_rng_state(self) -> dict[int, torch.Tensor]:
         """Sampling RNG states per caller (checkpointed)."""
-        return {caller: g.get_state() for caller, g in self.generators.items()}
-
-    def snapshot(self) -> None:
-        """Keep the sampling streams' state (before a rollout)."""
-        self._snapshot = self.get_rng_state()
-
-    def restore_snapshot(self) -> None:
-        """Put back the sampling streams kept by :meth:`snapshot`."""
-        self.generators = {}
-        self.set_rng_state(self._snapshot)
+        return self.sampling.get_rng_state()
 
     def set_rng_state(self, state: dict[int, torch.Tensor]) -> None:
         """Restore the sampling RNG states."""
-        for caller, value in state.items():
-            self._generator(int(caller)).set_state(value)
+        self.sampling.set_rng_state(state)
+
+    def snapshot_rollout(self) -> None:
+        """Keep the sampling streams' state (before a rollout)."""
+        self.sampling.snapshot()
+
+    def restore_rollout(self) -> None:
+        """Put back the sampling streams kept by :meth:`snapshot_rollout`."""
+        self.sampling.restore()

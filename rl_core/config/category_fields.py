@@ -63,7 +63,7 @@ CATEGORY_ONLY_FIELDS: dict[str, dict[str, Any]] = {
         },
         "actor": {"micro_batch_size", "sft_steps_per_iteration", "fsdp_config"},
         "eval": {"pass_k", "sample_rows"},
-        "reward": {"num_tasks", "format_pattern"},
+        "reward": {"num_tasks", "fanout_min_seconds", "format_pattern"},
     },
 }
 

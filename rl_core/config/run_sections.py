@@ -153,6 +153,19 @@ class ClusterConfig(Section):
         description="RLinf syntax: component list -> CPU set ('0-1', '0', 'all'). Same set for all = collocated.",
     )
 
+    hybrid_engine: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Rollout engine (and reference model) inside the trainer workers' "
+        "processes, weight sync in memory: 'auto' when rollout and actor share their CPUs "
+        "and worker count, 'on' requires it, 'off' keeps separate rollout workers.",
+    )
+
+    @field_validator("hybrid_engine", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, value: object) -> object:
+        # YAML reads a bare on/off as a boolean
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
     @field_validator("component_placement")
     @classmethod
     def _placement_parses(cls, value: dict[str, str | int]) -> dict[str, str | int]:

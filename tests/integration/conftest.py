@@ -55,10 +55,12 @@ def train_cmd(output_dir: Path, *overrides: str) -> list[str]:
     ]
 
 
-def run_train(output_dir: Path, env: dict[str, str], *overrides: str, timeout: float = 600) -> str:
-    """Run a training to completion; returns its output, failing the test on a non-zero exit."""
-    proc = subprocess.run(
-        train_cmd(output_dir, *overrides),
+def run_process(
+    cmd: list[str], env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` from the repository root in its own session; its output is captured."""
+    return subprocess.run(
+        cmd,
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -66,6 +68,19 @@ def run_train(output_dir: Path, env: dict[str, str], *overrides: str, timeout: f
         timeout=timeout,
         start_new_session=True,
     )
+
+
+def start_process(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start ``cmd`` from the repository root in its own process group, output to ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def run_train(output_dir: Path, env: dict[str, str], *overrides: str, timeout: float = 600) -> str:
+    """Run a training to completion; returns its output, failing the test on a non-zero exit."""
+    proc = run_process(train_cmd(output_dir, *overrides), env, timeout)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{out[-6000:]}"
     return out

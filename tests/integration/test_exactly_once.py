@@ -8,29 +8,24 @@ a fault-free run of the same seed, bit for bit (``benchmarks/chaos.py`` runs the
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT
+from tests.integration.conftest import ROOT, run_process
 
 pytestmark = pytest.mark.integration
 
 
 def run_matrix(tmp_path: Path, env: dict[str, str], *args: str) -> list[dict]:
     rows_file = tmp_path / "rows.json"
-    proc = subprocess.run(
+    proc = run_process(
         [sys.executable, str(ROOT / "benchmarks" / "chaos.py"), *args, "--no-warmup"]
         + ["--out", str(tmp_path)]
         + ["--json", str(rows_file)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+        env,
         timeout=1500,
-        start_new_session=True,
     )
     output = proc.stdout + proc.stderr
     assert rows_file.exists(), output[-6000:]

@@ -57,7 +57,13 @@ def preset(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "max_num_gen_batches": 2,
         },
         # a digit anywhere scores 1: random completions get mixed rewards, so weights move
-        "reward": {"reward_type": "format", "format_pattern": "[0-9]", "num_tasks": 2},
+        # fanout_min_seconds 0: scoring always runs as score_rewards tasks (checked below)
+        "reward": {
+            "reward_type": "format",
+            "format_pattern": "[0-9]",
+            "num_tasks": 2,
+            "fanout_min_seconds": 0,
+        },
         "actor": {
             "num_workers": 2,
             "num_minibatches": 2,

@@ -14,7 +14,12 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from infra.checkpoint.lease_holder import holder_text
-from tests.integration.conftest import ROOT, kill_process_group, train_cmd
+from tests.integration.conftest import (
+    kill_process_group,
+    run_process,
+    start_process,
+    train_cmd,
+)
 
 pytestmark = pytest.mark.integration
 RUN = "one-writer"
@@ -49,28 +54,12 @@ def test_second_cli_on_the_same_run_exits_2_naming_the_first(
     tmp_path: Path, train_env, prefect_api: str
 ) -> None:
     log = tmp_path / "first.log"
-    with open(log, "wb") as first_out:
-        first = subprocess.Popen(
-            train_cmd(tmp_path, *SMALL),
-            cwd=ROOT,
-            env=train_env,
-            stdout=first_out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    first = start_process(train_cmd(tmp_path, *SMALL), train_env, log)
     try:
         lease_path = tmp_path / RUN / "checkpoints" / "lease.json"
         holder = wait_for_lease(lease_path, first.pid, first)
         started = time.perf_counter()
-        second = subprocess.run(
-            train_cmd(tmp_path, *SMALL),
-            cwd=ROOT,
-            env=train_env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            start_new_session=True,
-        )
+        second = run_process(train_cmd(tmp_path, *SMALL), train_env, timeout=300)
         refused_after = time.perf_counter() - started
         assert first.poll() is None, "the first run ended before the second was refused"
         first.wait(timeout=600)

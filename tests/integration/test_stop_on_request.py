@@ -19,7 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from infra.ops.processes import port_listening, session_pids
-from tests.integration.conftest import ROOT, kill_process_group, run_train, train_cmd
+from tests.integration.conftest import kill_process_group, run_train, start_process, train_cmd
 
 pytestmark = pytest.mark.integration
 TOKEN = "hf_secret0123456789"
@@ -58,15 +58,8 @@ def test_ctrl_c_commits_the_iteration_and_a_rerun_on_another_store_resumes(
     env = {k: v for k, v in train_env.items() if k != "PREFECT_API_URL"}  # as in a terminal
     env["PREFECT_HOME"] = str(home)
     log = tmp_path / "first.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            train_cmd(tmp_path, *OVERRIDES),
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, like a terminal's job
-        )
+    # its own process group, like a terminal's job
+    proc = start_process(train_cmd(tmp_path, *OVERRIDES), env, log)
     try:
         text = _wait_for_text(log, r"iter 1/6", proc, timeout=480)
         port = int(re.search(r"local Prefect API at http://127.0.0.1:(\d+)/api", text)[1])

@@ -1,0 +1,97 @@
+"""The worker groups of a reasoning run, for either placement.
+
+* Hybrid engine (collocated placement, the default): one group of FSDP2 trainer ranks, each
+  also holding a rollout engine and, with a KL penalty, the reference model.
+* Disaggregated: trainer ranks, rollout workers and a reference worker in groups (and
+  processes) of their own.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from infra.deadlines import Liveness
+from infra.placement import plan_placement
+from infra.worker_group import WorkerGroup
+from infra.workers.llm_hybrid_worker import LLMHybridWorker
+from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker
+from rl_core.config import RLPipeConfig
+from rl_core.config.hybrid import uses_hybrid_engine
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ReasoningGroups:
+    """Who trains, who generates, who scores reference log-probs.
+
+    Attributes:
+        actor: The trainer ranks.
+        rollout: The workers that generate (``actor`` itself with the hybrid engine).
+        ref: The reference worker (None with the hybrid engine or without a KL penalty).
+        hybrid: Whether rollout engines and reference live in the trainer ranks.
+    """
+
+    actor: WorkerGroup
+    rollout: WorkerGroup
+    ref: WorkerGroup | None
+    hybrid: bool
+
+    @property
+    def all(self) -> list[WorkerGroup]:
+        """Every distinct group."""
+        others = [] if self.hybrid else [self.rollout, self.ref]
+        return [g for g in (self.actor, *others) if g is not None]
+
+
+def start_reasoning_groups(
+    cfg: RLPipeConfig, config: dict[str, Any], cluster_cpus: int
+) -> ReasoningGroups:
+    """Start the worker groups of ``cfg``'s placement (not yet waited for).
+
+    Args:
+        cfg: The validated run config.
+        config: The same config as a plain dict (what workers are built from).
+        cluster_cpus: CPUs of the Ray cluster.
+    """
+    use_ref = cfg.algorithm.kl_coef > 0
+    hybrid = uses_hybrid_engine(cfg)
+    world = cfg.actor.num_workers
+    # The reference model shares the trainer's CPUs: count it when splitting them.
+    sizes = {"actor": world}
+    if not hybrid:
+        sizes.update(rollout=cfg.rollout.num_workers, actor=world + use_ref)
+    plan = plan_placement(cfg.cluster.component_placement, sizes, cluster_cpus)
+    liveness = Liveness.from_config(cfg.timeouts)
+    actor = WorkerGroup(
+        "actor",
+        LLMHybridWorker if hybrid else LLMActorWorker,
+        world,
+        plan["actor"],
+        lambda r: (config, r, plan["actor"].cpus, world),
+        liveness,
+    )
+    if hybrid:
+        logger.info("hybrid engine: rollout engine and reference inside the trainer ranks")
+        return ReasoningGroups(actor, actor, None, hybrid=True)
+    rollout = WorkerGroup(
+        "rollout",
+        LLMRolloutWorker,
+        sizes["rollout"],
+        plan["rollout"],
+        lambda r: (config, r, plan["rollout"].cpus),
+        liveness,
+    )
+    ref = None
+    if use_ref:
+        ref = WorkerGroup(
+            "reference",
+            LLMRefWorker,
+            1,
+            plan["actor"],
+            lambda r: (config, r, plan["actor"].cpus),
+            liveness,
+        )
+    return ReasoningGroups(actor, rollout, ref, hybrid=False)

@@ -1,0 +1,75 @@
+"""The rollout copy of a control policy: sampling streams per env worker, synced weights.
+
+Held by a :class:`~infra.workers.rollout_worker.RolloutWorker` (disaggregated placement) or
+by the trainer itself (:class:`~infra.workers.hybrid_worker.HybridActorWorker`, the hybrid
+engine of collocated placement). Either way it answers the same ``predict`` calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rl_core.seeding import sampling_seed
+from rl_core.training.batch import to_numpy_tree
+
+
+class RolloutPolicy:
+    """A policy in eval mode with one sampling stream per calling env worker.
+
+    Args:
+        policy: The rollout copy of the model (its weights are replaced by weight syncs).
+        seed: Seed the per-caller sampling streams derive from.
+    """
+
+    def __init__(self, policy: torch.nn.Module, seed: int) -> None:
+        self.policy = policy.eval()
+        self.seed = seed
+        # One sampling stream per calling env worker: requests of different env workers
+        # interleave in arrival order, so a shared stream would not be reproducible.
+        self.generators: dict[int, torch.Generator] = {}
+        self.version = -1
+        self._snapshot: dict[int, torch.Tensor] = {}
+
+    def _generator(self, caller: int) -> torch.Generator:
+        if caller not in self.generators:
+            self.generators[caller] = torch.Generator().manual_seed(
+                sampling_seed(self.seed, caller)
+            )
+        return self.generators[caller]
+
+    @torch.no_grad()
+    def predict(
+        self, env_obs: dict[str, Any], mode: str = "train", caller: int = 0
+    ) -> tuple[Any, dict[str, Any]]:
+        """Actions (env-ready numpy) and training extras for a batch of observations."""
+        actions, result = self.policy.predict_action_batch(
+            env_obs, mode=mode, compute_values=True, generator=self._generator(caller)
+        )
+        return actions, to_numpy_tree(result)
+
+    @torch.no_grad()
+    def load_state_dict(self, state: dict[str, torch.Tensor], version: int) -> int:
+        """Copy ``state`` into the rollout copy; returns the new version."""
+        self.policy.load_state_dict(state, strict=True)
+        self.version = version
+        return version
+
+    def get_rng_state(self) -> dict[int, torch.Tensor]:
+        """Sampling RNG states per caller (checkpointed)."""
+        return {caller: g.get_state() for caller, g in self.generators.items()}
+
+    def set_rng_state(self, state: dict[int, torch.Tensor]) -> None:
+        """Restore the sampling RNG states."""
+        for caller, value in state.items():
+            self._generator(int(caller)).set_state(value)
+
+    def snapshot(self) -> None:
+        """Keep the sampling streams' state (before a rollout)."""
+        self._snapshot = self.get_rng_state()
+
+    def restore(self) -> None:
+        """Put back the sampling streams kept by :meth:`snapshot`."""
+        self.generators = {}
+        self.set_rng_state(self._snapshot)

@@ -1,0 +1,56 @@
+"""When a run uses the hybrid engine (rollout and trainer in one worker process).
+
+``cluster.hybrid_engine``: ``auto`` (the default) uses it whenever the placement allows,
+``on`` requires it (a config that does not allow it is refused), ``off`` keeps separate
+rollout (and reference) workers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rl_core.config.placement import parse_component_placement
+
+
+def _cpu_sets(placement: dict[str, str | int]) -> dict[str, Any]:
+    # "all" is the same CPU set wherever it appears; compare specs, not the cluster size
+    probe = {k: ("all" if v == "all" else v) for k, v in placement.items()}
+    sets: dict[str, Any] = {}
+    for key, spec in probe.items():
+        cpus = "all" if spec == "all" else parse_component_placement({"actor": spec})["actor"]
+        for name in str(key).replace(" ", "").split(","):
+            sets[name] = cpus
+    return sets
+
+
+def hybrid_engine_blockers(cfg: Any) -> list[str]:
+    """Why this config cannot use the hybrid engine (empty when it can).
+
+    Args:
+        cfg: A validated :class:`~rl_core.config.RLPipeConfig`.
+    """
+    reasons = []
+    sets = _cpu_sets(cfg.cluster.component_placement)
+    if sets.get("rollout") != sets.get("actor"):
+        reasons.append(
+            "cluster.component_placement puts rollout and actor on different CPUs "
+            "(disaggregated placement)"
+        )
+    if cfg.rollout.num_workers != cfg.actor.num_workers:
+        reasons.append(
+            f"rollout.num_workers ({cfg.rollout.num_workers}) differs from actor.num_workers "
+            f"({cfg.actor.num_workers}): the hybrid engine runs one rollout engine in each "
+            "trainer worker"
+        )
+    if cfg.category == "reasoning" and cfg.rollout.engine != "hf":
+        reasons.append(
+            f"rollout.engine = {cfg.rollout.engine!r} runs in rollout workers of its own "
+            "(the hybrid engine hosts the 'hf' engine)"
+        )
+    return reasons
+
+
+def uses_hybrid_engine(cfg: Any) -> bool:
+    """True when rollout (and reference) models live in the trainer workers' processes."""
+    mode = cfg.cluster.hybrid_engine
+    return mode == "on" or (mode == "auto" and not hybrid_engine_blockers(cfg))
