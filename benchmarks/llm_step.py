@@ -2,10 +2,10 @@
 
 Runs GRPO on the tiny model twice with the same workers: a bare loop over the
 ``ReasoningRuntime`` (no Prefect, no MLflow; rewards scored in-process) and the real train
-flow (iteration flows, tasks, reward fan-out tasks, MLflow). Prints medians side by side and
-the ratio.
+flow (iteration flows, tasks, MLflow). Prints medians side by side and the ratio.
 
-Usage: ``python benchmarks/llm_step.py [--iterations 8] [--workers 2]``.
+Usage: ``python benchmarks/llm_step.py [--iterations 8] [--workers 1]`` (trainer ranks;
+with the default placement each rank also holds the rollout engine: the hybrid engine).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def med(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ovr = overrides(Path(tmp) / "tiny", args.iterations, args.workers)
@@ -98,8 +98,8 @@ def main() -> None:
     print(f"{'iteration':>14} {bare_it:>9.3f}s {flow_it:>10.3f}s   ratio {flow_it / bare_it:.2f}x")
     orch = med(series["time/orchestration"])
     print(
-        f"orchestration {orch * 1000:.0f} ms per iteration ({orch / flow_it:.1%} of it; the "
-        "train flow's reward scoring runs in fan-out tasks and counts as orchestration)"
+        f"orchestration {orch * 1000:.0f} ms per iteration ({orch / flow_it:.1%} of it; "
+        "fan-out scoring tasks, when used, count as orchestration)"
     )
     print(
         f"rollout tokens/s: bare {med(base['tokens_per_s']):.0f}, "
