@@ -26,7 +26,10 @@ logger = logging.getLogger(__name__)
 
 @task(name="reward", task_run_name="reward-{iteration}", **STEP_OPTIONS)
 def reward(
-    session_id: str, iteration: int, results: list[Any] | None = None, score_here: bool = False
+    session_id: str,
+    iteration: int,
+    results: list[Any] | None = None,
+    jobs: list[FanoutJob] | None = None,
 ) -> StepResult:
     """Apply the scores (reasoning) or the reward function (embodied) to the batch.
 
@@ -34,13 +37,12 @@ def reward(
         session_id: The run's session.
         iteration: Iteration index.
         results: Scores of the fan-out tasks, in job order.
-        score_here: Score the runtime's jobs in this task first (``results`` is ignored).
+        jobs: Scoring jobs to run in this task first (their scores replace ``results``).
     """
     session = get_session(session_id)
     scoring = 0.0
-    if score_here:
+    if jobs:
         start = time.perf_counter()
-        jobs = session.runtime.reward_jobs(iteration)
         results = [run_job(job, iteration, part) for part, job in enumerate(jobs)]
         scoring = time.perf_counter() - start
         note_scoring_time(session, scoring)
@@ -74,6 +76,6 @@ def run_reward_step(session_id: str, iteration: int) -> StepResult:
     session = get_session(session_id)
     jobs = session.runtime.reward_jobs(iteration)
     if jobs and not should_fan_out(session, jobs):
-        return reward(session_id, iteration, score_here=True)
+        return reward(session_id, iteration, jobs=jobs)
     results = run_jobs(jobs, iteration, session.cfg.timeouts.reward, "reward")
     return reward(session_id, iteration, results)

@@ -13,15 +13,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import torch
-
 from infra.workers.actor_worker import ActorWorker
 from infra.workers.base import Stopwatch, step_method
-from infra.workers.rollout_policy import RolloutPolicy
+from infra.workers.rollout_policy import RolloutPolicy, ServesRollout
 from rl_core.seeding import worker_seed
 
 
-class HybridActorWorker(ActorWorker):
+class HybridActorWorker(ServesRollout, ActorWorker):
     """An :class:`ActorWorker` that also serves rollout inference (collocated placement)."""
 
     def __init__(
@@ -43,29 +41,3 @@ class HybridActorWorker(ActorWorker):
         watch = Stopwatch()
         version = self.sampling.load_state_dict(self.policy.state_dict(), self.version)
         return {"version": version, "bytes": 0, "seconds": watch.elapsed()}
-
-    def predict(
-        self, env_obs: dict[str, Any], mode: str = "train", caller: int = 0
-    ) -> tuple[Any, dict[str, Any]]:
-        """Actions and training extras from the rollout copy (see ``RolloutWorker.predict``)."""
-        return self.sampling.predict(env_obs, mode, caller)
-
-    def get_version(self) -> int:
-        """Weight version of the rollout copy (-1 before the first sync)."""
-        return self.sampling.version
-
-    def get_rng_state(self) -> dict[int, torch.Tensor]:
-        """Sampling RNG states per caller (checkpointed)."""
-        return self.sampling.get_rng_state()
-
-    def set_rng_state(self, state: dict[int, torch.Tensor]) -> None:
-        """Restore the sampling RNG states."""
-        self.sampling.set_rng_state(state)
-
-    def snapshot_rollout(self) -> None:
-        """Keep the sampling streams' state (before a rollout)."""
-        self.sampling.snapshot()
-
-    def restore_rollout(self) -> None:
-        """Put back the sampling streams kept by :meth:`snapshot_rollout`."""
-        self.sampling.restore()

@@ -73,3 +73,45 @@ class RolloutPolicy:
         """Put back the sampling streams kept by :meth:`snapshot`."""
         self.generators = {}
         self.set_rng_state(self._snapshot)
+
+
+class ServesRollout:
+    """The rollout calls a worker answers from its :class:`RolloutPolicy` (``self.sampling``).
+
+    Shared by separate rollout workers and the hybrid trainer: env workers, checkpoints and
+    retries call these by name on whichever worker holds the rollout copy.
+    """
+
+    sampling: RolloutPolicy
+
+    def predict(
+        self, env_obs: dict[str, Any], mode: str = "train", caller: int = 0
+    ) -> tuple[Any, dict[str, Any]]:
+        """Actions (env-ready numpy) and training extras for a batch of observations.
+
+        Args:
+            env_obs: Batched observations.
+            mode: ``train`` (sample) or ``eval`` (deterministic).
+            caller: Rank of the calling env worker (selects its sampling stream).
+        """
+        return self.sampling.predict(env_obs, mode, caller)
+
+    def get_version(self) -> int:
+        """Weight version of the rollout copy (-1 before the first sync)."""
+        return self.sampling.version
+
+    def get_rng_state(self) -> dict[int, torch.Tensor]:
+        """Sampling RNG states per caller (checkpointed)."""
+        return self.sampling.get_rng_state()
+
+    def set_rng_state(self, state: dict[int, torch.Tensor]) -> None:
+        """Restore the sampling RNG states."""
+        self.sampling.set_rng_state(state)
+
+    def snapshot_rollout(self) -> None:
+        """Keep the sampling streams' state (before a rollout)."""
+        self.sampling.snapshot()
+
+    def restore_rollout(self) -> None:
+        """Put back the sampling streams kept by :meth:`snapshot_rollout`."""
+        self.sampling.restore()

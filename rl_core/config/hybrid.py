@@ -9,18 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from rl_core.config.placement import parse_component_placement
+from rl_core.config.placement import component_specs, parse_cpu_set
 
 
 def _cpu_sets(placement: dict[str, str | int]) -> dict[str, Any]:
     # "all" is the same CPU set wherever it appears; compare specs, not the cluster size
-    probe = {k: ("all" if v == "all" else v) for k, v in placement.items()}
-    sets: dict[str, Any] = {}
-    for key, spec in probe.items():
-        cpus = "all" if spec == "all" else parse_component_placement({"actor": spec})["actor"]
-        for name in str(key).replace(" ", "").split(","):
-            sets[name] = cpus
-    return sets
+    return {
+        name: spec if spec == "all" else parse_cpu_set(spec)
+        for name, spec in component_specs(placement).items()
+    }
 
 
 def hybrid_engine_blockers(cfg: Any) -> list[str]:

@@ -39,15 +39,14 @@ def parse_cpu_set(spec: str | int) -> tuple[int, ...]:
     return tuple(sorted(cpus))
 
 
-def parse_component_placement(placement: dict[str, str | int]) -> dict[str, tuple[int, ...]]:
-    """Expand ``{"env,rollout": "0", "actor": "0-1"}`` to ``{component: cpu indices}``.
+def component_specs(placement: dict[str, str | int]) -> dict[str, str | int]:
+    """``{"env,rollout": "0", "actor": "all"}`` → ``{component: its CPU spec, unparsed}``.
 
     Raises:
-        ValueError: Unknown component, component listed twice, or a malformed CPU set.
+        ValueError: Unknown component, or a component listed twice.
     """
-    result: dict[str, tuple[int, ...]] = {}
+    result: dict[str, str | int] = {}
     for key, spec in placement.items():
-        cpus = parse_cpu_set(spec)
         for name in str(key).replace(" ", "").split(","):
             if name not in KNOWN_COMPONENTS:
                 raise ValueError(
@@ -55,5 +54,14 @@ def parse_component_placement(placement: dict[str, str | int]) -> dict[str, tupl
                 )
             if name in result:
                 raise ValueError(f"component {name!r} is placed twice")
-            result[name] = cpus
+            result[name] = spec
     return result
+
+
+def parse_component_placement(placement: dict[str, str | int]) -> dict[str, tuple[int, ...]]:
+    """Expand ``{"env,rollout": "0", "actor": "0-1"}`` to ``{component: cpu indices}``.
+
+    Raises:
+        ValueError: Unknown component, component listed twice, or a malformed CPU set.
+    """
+    return {name: parse_cpu_set(spec) for name, spec in component_specs(placement).items()}
