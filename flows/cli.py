@@ -175,7 +175,11 @@ def prefect_api(output_dir: Path, cluster: Any = None) -> Iterator[str]:
     down first (its task workers flush their Prefect logs while the API is still up), then
     a server started here is stopped.
     """
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_CLIENT_CSRF_SUPPORT_ENABLED,
+        temporary_settings,
+    )
 
     from infra import ray_cluster
 
@@ -187,7 +191,10 @@ def prefect_api(output_dir: Path, cluster: Any = None) -> Iterator[str]:
             logger.debug("Ray connected in %.1fs", time.perf_counter() - started)
         if server:
             wait_for_prefect_api(server)
-        with temporary_settings({PREFECT_API_URL: os.environ["PREFECT_API_URL"]}):
+        settings: dict[Any, Any] = {PREFECT_API_URL: os.environ["PREFECT_API_URL"]}
+        if server:
+            settings[PREFECT_CLIENT_CSRF_SUPPORT_ENABLED] = False  # see CLIENT_SETTINGS
+        with temporary_settings(settings):
             yield os.environ["PREFECT_API_URL"]
     finally:
         started = time.perf_counter()

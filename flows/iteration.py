@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from prefect import flow
+from prefect.context import TagsContext
 from prefect.runtime import flow_run
 from prefect.states import Cancelled
 from prefect_ray import RayTaskRunner
@@ -69,6 +72,18 @@ class IterationResult:
     rewound_to: int | None = None
 
 
+@contextmanager
+def untagged_task_runs() -> Iterator[None]:
+    """Task runs started in the block do not inherit the run's tags.
+
+    The tags stay on the flow runs (the UI filters runs by them). A task run with tags asks
+    the API for tag concurrency slots before it starts, one round trip per task; the steps
+    of an iteration must not wait on a tag limit, so they carry none.
+    """
+    with TagsContext(current_tags=set()):
+        yield
+
+
 def root_cause(exc: BaseException) -> BaseException:
     """The exception a Ray worker raised (instead of Ray's wrapper with its traceback)."""
     cause = getattr(exc, "cause", None)  # RayTaskError (duck-typed: Ray may rebuild classes)
@@ -104,6 +119,11 @@ def iteration_flow(session_id: str, iteration: int) -> IterationResult:
     Returns:
         Each step's result (metrics and worker seconds) and the iteration's timing.
     """
+    with untagged_task_runs():
+        return _run_iteration(session_id, iteration)
+
+
+def _run_iteration(session_id: str, iteration: int) -> IterationResult:
     body_started = time.perf_counter()
     session = get_session(session_id)
     guard = session.guard
@@ -138,7 +158,8 @@ def baseline_evaluation_flow(session_id: str) -> StepResult:
         The evaluate step's result (``eval/*`` metrics and worker seconds).
     """
     session = get_session(session_id)
-    result = run_evaluation(session, -1)
+    with untagged_task_runs():
+        result = run_evaluation(session, -1)
     session.state.initial_eval_return = result.metrics["eval/return_mean"]
     return result
 

@@ -13,6 +13,7 @@ goes on.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from prefect.artifacts import (
@@ -69,16 +70,36 @@ def tag_flow_run(tags: list[str]) -> None:
 
 
 class ProgressArtifact:
-    """A progress bar in the Prefect UI for one flow run (created lazily)."""
+    """A progress bar in the Prefect UI for one flow run (created lazily).
 
-    def __init__(self, run_name: str, total: int) -> None:
+    Each update is an API call (≈ 20 ms on a local server): after the first one, the bar
+    moves at most every ``min_interval_s`` seconds, and always when forced (the end).
+
+    Args:
+        run_name: The run's name (part of the artifact key).
+        total: Iterations of the whole run.
+        min_interval_s: Least seconds between two updates that are not forced.
+    """
+
+    def __init__(self, run_name: str, total: int, min_interval_s: float = 5.0) -> None:
         self.key = artifact_key(run_name, "progress")
         self.total = max(total, 1)
+        self.min_interval_s = min_interval_s
         self.artifact_id: Any = None
+        self._shown: float | None = None
+        self._updated_at = float("-inf")
 
-    def update(self, done: int) -> None:
-        """Show ``done`` of ``total`` iterations."""
+    def update(self, done: int, force: bool = False) -> None:
+        """Show ``done`` of ``total`` iterations (skipped if the last update is recent)."""
         percent = min(100.0, 100.0 * done / self.total)
+        now = time.monotonic()
+        if percent == self._shown or (
+            not force
+            and self.artifact_id is not None
+            and now - self._updated_at < self.min_interval_s
+        ):
+            return
+        self._shown, self._updated_at = percent, now
         try:
             if self.artifact_id is None:
                 self.artifact_id = create_progress_artifact(

@@ -181,6 +181,7 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
             break
         it += 1
     state = session.state
+    progress.update(state.iteration, force=True)
     return {
         "run_name": cfg.run.name,
         "iterations": state.iteration,

@@ -23,7 +23,12 @@ from prefect import flow
 from prefect.runtime import flow_run
 from prefect_ray import RayTaskRunner
 
-from flows.iteration import CHILD_FLOW_OPTIONS, IterationResult, finish_iteration
+from flows.iteration import (
+    CHILD_FLOW_OPTIONS,
+    IterationResult,
+    finish_iteration,
+    untagged_task_runs,
+)
 from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, run_training, train_session
 from infra.session import get_session
@@ -50,10 +55,11 @@ def sft_iteration_flow(session_id: str, iteration: int) -> IterationResult:
     rewound = session.guard.begin(iteration, flow_run.run_count or 1)
     if rewound is not None:
         return IterationResult(rewound_to=rewound)
-    steps = {
-        "sft_update": session.guard.run("sft_update", lambda: sft_update(session_id, iteration))
-    }
-    return finish_iteration(session, iteration, steps, body_started)
+    with untagged_task_runs():
+        steps = {
+            "sft_update": session.guard.run("sft_update", lambda: sft_update(session_id, iteration))
+        }
+        return finish_iteration(session, iteration, steps, body_started)
 
 
 @masked_flow(

@@ -16,6 +16,11 @@ from infra.runtime_env import all_store_access_vars
 logger = logging.getLogger(__name__)
 
 
+#: Client settings for a server started here (CSRF protection is off on it): without them
+#: every new API client (one per child flow run) first asks the server for a CSRF token.
+CLIENT_SETTINGS = {"PREFECT_CLIENT_CSRF_SUPPORT_ENABLED": "false"}
+
+
 class LocalPrefectServer:
     """A ``prefect server start`` subprocess on 127.0.0.1 (stopped by :meth:`stop`).
 
@@ -52,6 +57,9 @@ class LocalPrefectServer:
             **os.environ,
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_UI_ENABLED": "true",
+            # bound to 127.0.0.1 for this process's run: its clients skip the CSRF-token
+            # request that each new client would otherwise make (CLIENT_SETTINGS)
+            "PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED": "false",
         }
         env.update(extra_env or {})
         for key in ("PREFECT_API_URL", *all_store_access_vars()):  # it needs no bucket
@@ -121,7 +129,7 @@ def start_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
     if os.environ.get("PREFECT_API_URL"):
         return None
     server = LocalPrefectServer(state_dir / "prefect-server.log")
-    os.environ["PREFECT_API_URL"] = server.url
+    os.environ.update({"PREFECT_API_URL": server.url, **CLIENT_SETTINGS})
     return server
 
 

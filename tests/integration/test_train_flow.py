@@ -112,6 +112,8 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
             names = {t.name for t in task_runs}
             time.sleep(1)
         assert expected <= names, f"missing task runs: {sorted(expected - names)}"
+        # the run's tags stay on flow runs: a tagged task run costs a concurrency API call
+        assert not any(run_tags & set(t.tags) for t in task_runs), [t.tags for t in task_runs]
 
     # --- MLflow: params, per-iteration metrics, config and checkpoint artifacts.
     assert run.data.params["actor.lr"] == "0.0025"
