@@ -6,7 +6,6 @@ Exit codes (docs/faq.md, "Exit codes"): :data:`EXIT_FINISHED`, :data:`EXIT_FAILE
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
@@ -20,6 +19,12 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
+from flows.cli_args import (  # noqa: F401 - re-exported for the other CLIs
+    add_trust_checkpoint_flag,
+    build_parser,
+    cli_overrides,
+    run_name_arg,
+)
 from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
@@ -28,7 +33,7 @@ from infra.placement import PlacementError
 from infra.runtime_env import apply_base_env
 from infra.tracking.secrets import install_log_redaction, redact_text
 from infra.worker_group import WorkerStartError
-from rl_core.config import ConfigError, available_presets, check_run_name, load_config
+from rl_core.config import ConfigError, load_config
 from rl_core.config.loader import DEFAULT_PRESET
 from rl_core.data import DataFileError
 
@@ -52,52 +57,6 @@ BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def build_parser(
-    default_preset: str = DEFAULT_PRESET, prog: str = "python flows/train.py"
-) -> argparse.ArgumentParser:
-    """Arguments of the train (and SFT) CLI."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Train a policy with rlpipe (Prefect flows over Ray workers, MLflow tracking).",
-    )
-    parser.add_argument(
-        "--config",
-        default=default_preset,
-        help=f"preset name or YAML path (presets: {', '.join(available_presets())})",
-    )
-    parser.add_argument(
-        "--run-name", type=run_name_arg, help="run name (resume key); same as run.name=..."
-    )
-    parser.add_argument(
-        "--resume", action="store_true", help="require an existing checkpoint (run.resume=must)"
-    )
-    parser.add_argument("--fresh", action="store_true", help="refuse to resume (run.resume=never)")
-    add_trust_checkpoint_flag(parser, "run.trust_checkpoint=true")
-    parser.add_argument(
-        "overrides", nargs="*", help="dotted overrides, e.g. actor.lr=1e-3 env.num_envs=16"
-    )
-    return parser
-
-
-def run_name_arg(value: str) -> str:
-    """``argparse`` type of ``--run-name``: a valid run name (see ``run.name``)."""
-    try:
-        return check_run_name(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_trust_checkpoint_flag(parser: argparse.ArgumentParser, same_as: str = "") -> None:
-    """Add ``--trust-checkpoint`` (load checkpoints not signed with this user's key)."""
-    parser.add_argument(
-        "--trust-checkpoint",
-        action="store_true",
-        help="load a checkpoint whose pickled parts are not signed with your key (another "
-        "user's or machine's), with a warning; only for checkpoints you trust"
-        + (f"; same as {same_as}" if same_as else ""),
-    )
-
-
 def run_cli(
     train_flow: Any,
     argv: list[str] | None = None,
@@ -114,15 +73,7 @@ def run_cli(
     apply_base_env()
     _setup_logging()
     install_log_redaction()
-    overrides = list(args.overrides)
-    if args.run_name:
-        overrides.append(f"run.name={args.run_name}")
-    if args.resume:
-        overrides.append("run.resume=must")
-    if args.fresh:
-        overrides.append("run.resume=never")
-    if args.trust_checkpoint:
-        overrides.append("run.trust_checkpoint=true")
+    overrides = cli_overrides(args)
     try:
         load_extension_modules()
         cfg = load_config(args.config, overrides)  # fail before any server or worker starts

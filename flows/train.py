@@ -15,6 +15,11 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+if __name__ == "__main__":  # the local Prefect API and Ray start while the imports below run
+    from flows.early_start import start_services_early
+
+    start_services_early(sys.argv[1:])
+
 from prefect.runtime import flow_run
 
 from flows.masked_flow import masked_flow

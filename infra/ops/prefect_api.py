@@ -107,6 +107,10 @@ class LocalPrefectServer:
         self._log.close()
 
 
+#: The last server :func:`start_prefect_api` started in this process.
+_started: LocalPrefectServer | None = None
+
+
 def ensure_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
     """Return None if ``PREFECT_API_URL`` is set; else start a local server and export its URL.
 
@@ -124,12 +128,18 @@ def start_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
 
     Other start-up work (Ray) can run while the server starts; call
     :func:`wait_for_prefect_api` before the first Prefect call. The URL is exported at once
-    (processes started from here on, such as a local Ray cluster, inherit it).
+    (processes started from here on, such as a local Ray cluster, inherit it). A server
+    this process started and has not stopped is returned again rather than a second one.
     """
+    global _started
+    running = _started is not None and _started.process.poll() is None
+    if running and os.environ.get("PREFECT_API_URL") == _started.url:
+        return _started  # started earlier in this process (flows.early_start), not yet stopped
     if os.environ.get("PREFECT_API_URL"):
         return None
     server = LocalPrefectServer(state_dir / "prefect-server.log")
     os.environ.update({"PREFECT_API_URL": server.url, **CLIENT_SETTINGS})
+    _started = server
     return server
 
 

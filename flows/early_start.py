@@ -1,0 +1,59 @@
+"""Start the local Prefect API and Ray before the train CLI imports Prefect, MLflow and torch.
+
+Importing the flows takes seconds (Prefect, MLflow, torch), and so do starting a local
+Prefect server and a local Ray cluster; done one after the other they add up. When
+``python flows/train.py`` runs, :func:`start_services_early` reads the command line and the
+config with light imports only, starts the server (a subprocess) and connects Ray, and the
+imports then run while the server boots. The CLI later finds both running and uses them:
+:func:`infra.ops.prefect_api.start_prefect_api` returns the server started here, and
+:func:`infra.ray_cluster.connect` is a no-op once connected.
+
+Nothing starts for a command line or config that does not parse or validate: the CLI then
+reports the error as usual, before any server or worker starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+logger = logging.getLogger("rlpipe.cli")
+
+
+def start_services_early(argv: list[str], default_preset: str | None = None) -> bool:
+    """Start the local Prefect API (unless ``PREFECT_API_URL`` is set) and connect Ray.
+
+    Args:
+        argv: The command line's arguments (without the program name).
+        default_preset: The CLI's default preset (default: the train CLI's).
+
+    Returns:
+        True if the services were started; False if the arguments or the config did not
+        parse (the CLI reports why) or asked for help.
+    """
+    if any(arg in ("-h", "--help") for arg in argv):
+        return False
+    try:
+        from flows.cli_args import build_parser, cli_overrides
+        from rl_core.config import load_config
+
+        parser = build_parser(*([default_preset] if default_preset else []))
+        args, unknown = parser.parse_known_intermixed_args(argv)
+        if unknown:
+            return False
+        cfg = load_config(args.config, cli_overrides(args))
+    except (Exception, SystemExit):  # noqa: BLE001 - the CLI parses again and says why
+        return False
+    from infra import ray_cluster
+    from infra.ops.prefect_api import start_prefect_api
+
+    started = time.perf_counter()
+    try:
+        start_prefect_api(Path(cfg.run.output_dir) / ".prefect")
+        ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
+    except Exception:  # noqa: BLE001 - the CLI tries again and reports the error
+        logger.debug("early start failed", exc_info=True)
+        return False
+    logger.debug("Ray connected in %.1fs (early)", time.perf_counter() - started)
+    return True

@@ -1,0 +1,82 @@
+"""The train CLI starts its local services early only for a command line that validates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows import early_start
+from infra import ray_cluster
+from infra.ops import prefect_api
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    calls: list[tuple[str, Any]] = []
+    monkeypatch.setattr(prefect_api, "start_prefect_api", lambda d: calls.append(("api", d)))
+    monkeypatch.setattr(
+        ray_cluster, "connect", lambda address, num_cpus: calls.append(("ray", num_cpus))
+    )
+    return calls
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["--config", "no_such_preset"],
+        ["actor.lr=-1"],  # fails the schema
+        ["--no-such-flag"],
+        ["--run-name", "bad name/with slash"],
+    ],
+)
+def test_nothing_starts_for_bad_or_help_command_lines(
+    argv: list[str], started: list[tuple[str, Any]]
+) -> None:
+    assert early_start.start_services_early(argv) is False
+    assert started == []
+
+
+def test_a_valid_command_line_starts_the_api_then_ray(
+    started: list[tuple[str, Any]], tmp_path: Path
+) -> None:
+    argv = ["--config", "ppo_cartpole", f"run.output_dir={tmp_path}", "cluster.num_cpus=2"]
+    assert early_start.start_services_early(argv) is True
+    assert started == [("api", tmp_path / ".prefect"), ("ray", 2)]
+
+
+def test_a_failing_service_start_is_left_to_the_cli(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def refuse(*_: Any) -> None:
+        raise RuntimeError("ray did not start")
+
+    monkeypatch.setattr(prefect_api, "start_prefect_api", lambda d: None)
+    monkeypatch.setattr(ray_cluster, "connect", refuse)
+    assert early_start.start_services_early([f"run.output_dir={tmp_path}"]) is False
+
+
+def test_the_api_started_early_is_the_one_the_cli_gets(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    class FakeServer:
+        def __init__(self, log_path: Path) -> None:
+            self.url = f"http://127.0.0.1:1/{log_path.parent.name}/api"
+            self.process = self
+            self.exit_code: int | None = None
+
+        def poll(self) -> int | None:
+            return self.exit_code
+
+    monkeypatch.setattr(prefect_api, "LocalPrefectServer", FakeServer)
+    monkeypatch.setattr(prefect_api, "_started", None)
+    for name in ("PREFECT_API_URL", "PREFECT_CLIENT_CSRF_SUPPORT_ENABLED"):
+        monkeypatch.setenv(name, "")  # restored (or removed) after the test
+        monkeypatch.delenv(name)
+    early = prefect_api.start_prefect_api(tmp_path / "a")
+    assert prefect_api.start_prefect_api(tmp_path / "b") is early  # reused, not a second one
+    early.exit_code = 0  # stopped: the next call starts a new server
+    monkeypatch.delenv("PREFECT_API_URL")
+    assert prefect_api.start_prefect_api(tmp_path / "c").url.endswith("/c/api")
