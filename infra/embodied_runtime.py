@@ -24,6 +24,7 @@ from infra.placement import plan_placement
 from infra.step_runtime import Evaluation, FanoutJob, StepResult, StepRuntime
 from infra.worker_group import WorkerGroup
 from infra.workers.actor_worker import ActorWorker
+from infra.workers.base import Pending
 from infra.workers.env_worker import EnvWorker
 from infra.workers.hybrid_worker import HybridActorWorker
 from infra.workers.rollout_worker import RolloutWorker
@@ -67,8 +68,9 @@ class EmbodiedRuntime(StepRuntime):
             lambda r: (self.config_dict, r, self.placement["env"].cpus),
             liveness,
         )
-        self.env.wait_started(cfg.timeouts.worker_start)
-        self.spaces = ray.get(self.env[0].spaces.remote())
+        # The trainer (and rollout) processes start and import while the env workers start;
+        # their constructors wait for the spaces the first env worker reports.
+        self.spaces: Any = Pending(self.env[0].spaces.remote())
         self.actor = WorkerGroup(
             "actor",
             HybridActorWorker if self.hybrid else ActorWorker,
@@ -92,6 +94,8 @@ class EmbodiedRuntime(StepRuntime):
             _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
         ]
         # Wait for every worker to finish start-up (fails fast on config/extension errors).
+        self.env.wait_started(cfg.timeouts.worker_start)
+        self.spaces = self.spaces.get(timeout=cfg.timeouts.worker_start)
         for group in self.groups[1:]:
             group.wait_started(cfg.timeouts.worker_start)
 

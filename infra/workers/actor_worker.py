@@ -17,7 +17,7 @@ from infra.checkpoint.serialize import (
 )
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.weight_sync import bucket_nbytes, state_dict_to_buckets
-from infra.workers.base import Stopwatch, WorkerBase, step_method
+from infra.workers.base import Stopwatch, WorkerBase, resolve, step_method
 from rl_core.models import get_model
 from rl_core.rewards import build_reward
 from rl_core.seeding import worker_seed
@@ -45,7 +45,7 @@ class ActorWorker(WorkerBase):
         super().__init__(config, rank, cpus)
         seed = worker_seed(self.cfg.run.seed, "actor", rank)
         torch.manual_seed(seed)  # model init is reproducible from the run seed
-        self.policy = get_model(self.cfg.model, spaces)
+        self.policy = get_model(self.cfg.model, resolve(spaces))
         actor = self.cfg.actor
         kwargs: dict[str, Any] = {"lr": actor.lr, "weight_decay": actor.weight_decay}
         if actor.optimizer in ("adam", "adamw"):

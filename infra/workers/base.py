@@ -124,3 +124,27 @@ class Stopwatch:
     def elapsed(self) -> float:
         """Seconds since creation."""
         return time.perf_counter() - self.start
+
+
+class Pending:
+    """A constructor argument another worker is still computing.
+
+    Ray waits for an ``ObjectRef`` argument before it even starts the worker process; one
+    held inside this wrapper is passed as it is, so the process starts (and imports torch)
+    while the value is computed, and the constructor waits for it with :func:`resolve`.
+
+    Args:
+        ref: The ``ObjectRef`` of the value.
+    """
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def get(self, timeout: float | None = None) -> Any:
+        """The value (waits for it)."""
+        return ray.get(self.ref, timeout=timeout)
+
+
+def resolve(value: Any) -> Any:
+    """``value``, or the value a :class:`Pending` stands for."""
+    return value.get() if isinstance(value, Pending) else value

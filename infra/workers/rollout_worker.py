@@ -7,7 +7,7 @@ from typing import Any
 import ray
 
 from infra.weight_sync import buckets_to_state_dict
-from infra.workers.base import WorkerBase
+from infra.workers.base import WorkerBase, resolve
 from infra.workers.rollout_policy import RolloutPolicy, ServesRollout
 from rl_core.models import get_model
 from rl_core.seeding import worker_seed
@@ -23,7 +23,8 @@ class RolloutWorker(ServesRollout, WorkerBase):
     ) -> None:
         super().__init__(config, rank, cpus)
         self.sampling = RolloutPolicy(
-            get_model(self.cfg.model, spaces), worker_seed(self.cfg.run.seed, "rollout", rank)
+            get_model(self.cfg.model, resolve(spaces)),
+            worker_seed(self.cfg.run.seed, "rollout", rank),
         )
 
     def load_weights(self, bucket_refs: list[Any], version: int) -> int:
