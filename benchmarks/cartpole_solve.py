@@ -1,70 +1,136 @@
-"""Time to solve CartPole: rlpipe's train flow against a bare loop over the same workers.
+"""Time to solve CartPole from process start: rlpipe's train CLI against Stable-Baselines3 PPO.
 
-Both start from the same seed with the default preset and evaluate the same way (10
-deterministic episodes every ``run.eval_interval`` iterations, stop at 475). Prints the
-time from the first iteration to the solved evaluation for each, and their ratio.
+For each seed, one after the other:
+  * rlpipe: ``python flows/train.py run.seed=S run.output_dir=<temp>`` (the default
+    preset, as a user runs it);
+  * anchor: Stable-Baselines3 PPO with the rl-baselines3-zoo CartPole-v1 hyperparameters,
+    in its own process (one torch thread), evaluated from a callback with rlpipe's protocol
+    (same episodes, seeds, greedy actions, interval in env steps, target) and stopped once
+    solved (``benchmarks/_sb3_anchor.py``).
+Both are timed from just before the subprocess is launched to the end of the evaluation that
+reached the target (start-up, imports and evaluations included), and to the process's exit.
+Prints a per-seed table, the medians and the ratio of medians (target: rlpipe ≤ 1.5× SB3).
 
-Usage: python benchmarks/cartpole_solve.py [--config ppo_cartpole] [overrides...]
+``--bare-loop`` instead runs the older comparison: the train flow against a bare loop over
+the same workers, first iteration → solved (orchestration only, no start-up).
+
+Usage: python benchmarks/cartpole_solve.py [--seeds 0,1,2,3,4] [--config PRESET]
+       [--timeout 900] [--bare-loop] [overrides...]
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
-import time
+import importlib.util
+import math
+import statistics
+import sys
 from pathlib import Path
 
-import numpy as np
-import ray
-from _runs import bare_loop, flow_run_metrics
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infra.evaluation import run_episodes
-from rl_core.config import load_config
-from rl_core.seeding import eval_seeds
+from _solve_protocol import EvalProtocol, SolveResult, from_config, median_solved_s  # noqa: E402
+from _solve_runs import run_rlpipe, run_sb3  # noqa: E402
+
+from rl_core.config import load_config  # noqa: E402
+from rl_core.config.loader import DEFAULT_PRESET  # noqa: E402
+from rl_core.seeding import eval_seeds  # noqa: E402
+
+TARGET_RATIO = 1.5
+SB3_ENV = "CartPole-v1"
+INSTALL_HINT = "install the anchors: bash scripts/setup_bench.sh"
+
+
+def seconds(result: SolveResult | None) -> str:
+    """``solved s  env steps  exit s`` cells of one run."""
+    if result is None:
+        return f"{'n/a':>9} {'':>9} {'':>7}"
+    solved = f"{result.solved_s:9.1f}" if result.solved else f"{'unsolved':>9}"
+    steps = f"{result.env_steps:>9}" if result.env_steps is not None else f"{'':>9}"
+    return f"{solved} {steps} {result.exit_s:7.1f}"
+
+
+def median_cell(value: float) -> str:
+    """A median's cell (``unsolved`` when the median run did not solve)."""
+    return f"{'unsolved':>9}" if math.isinf(value) else f"{value:9.1f}"
+
+
+def describe(protocol: EvalProtocol, preset: str) -> str:
+    """One line naming the protocol both sides use."""
+    kind = "greedy" if protocol.deterministic else "sampled"
+    return (
+        f"{protocol.env_id} ({preset}): {len(protocol.seeds)} {kind} evaluation episodes every "
+        f"{protocol.interval_steps} env steps, solved at mean return >= {protocol.target}"
+    )
 
 
 def main() -> None:
-    """Run both and print the comparison."""
+    """Run every seed both ways and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="ppo_cartpole")
+    parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated run.seed values")
+    parser.add_argument("--config", default=None, help=f"preset (default: {DEFAULT_PRESET})")
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds per run (then unsolved)"
+    )
+    parser.add_argument("--bare-loop", action="store_true", help="the older comparison")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
-    cfg = load_config(args.config, args.overrides)
-    target = cfg.run.stop_at_eval_return or 475.0
-    config = cfg.model_dump(mode="json")
-    seeds = eval_seeds(cfg.run.seed, cfg.eval.num_episodes)
-    solved_at: list[int] = []
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    preset = args.config or DEFAULT_PRESET
+    if args.bare_loop:
+        from _bare_loop_solve import compare
 
-    def evaluate(runtime, it: int) -> bool:
-        last = it + 1 >= cfg.run.max_iterations
-        if not (last or (cfg.run.eval_interval and (it + 1) % cfg.run.eval_interval == 0)):
-            return False
-        weights = ray.get(runtime.policy_weights_ref())
-        mean = float(np.mean(run_episodes(config, weights, seeds)["returns"]))
-        if mean >= target:
-            solved_at.append(it + 1)
-            return True
-        return False
+        for seed in seeds:
+            compare(preset, [*args.overrides, f"run.seed={seed}"])
+        return
+    with_sb3 = importlib.util.find_spec("stable_baselines3") is not None
+    if not with_sb3:
+        print(f"stable_baselines3 is not importable: {INSTALL_HINT}")
+    rows: list[tuple[int, SolveResult, SolveResult | None]] = []
+    for seed in seeds:
+        cfg = load_config(preset, [*args.overrides, f"run.seed={seed}"])
+        protocol = from_config(cfg, eval_seeds(seed, cfg.eval.num_episodes))
+        if not rows:
+            print(describe(protocol, preset))
+            print("seconds from process launch to the solving evaluation, env steps, exit")
+            print(
+                f"{'seed':>4} | {'rlpipe':>9} {'steps':>9} {'exit':>7} | {'SB3':>9} {'steps':>9} {'exit':>7}"
+            )
+        ours = run_rlpipe(seed, args.config, args.overrides, protocol.target, args.timeout)
+        theirs = None
+        if with_sb3 and protocol.env_id == SB3_ENV:
+            theirs = run_sb3(seed, protocol, args.timeout)
+        rows.append((seed, ours, theirs))
+        print(f"{seed:>4} | {seconds(ours)} | {seconds(theirs)}", flush=True)
+    summarize(rows, with_sb3)
 
-    with tempfile.TemporaryDirectory(prefix="rlpipe-bench-") as tmp:
-        common = [*args.overrides, f"run.output_dir={tmp}", "run.name=solve-bench"]
-        started = time.perf_counter()
-        base = bare_loop(args.config, common, cfg.run.max_iterations, evaluate)
-        base_total = time.perf_counter() - started
-        run = flow_run_metrics(args.config, common, Path(tmp), ("time/iteration",))
-    flow_iters = run["series"]["time/iteration"]
-    summary = run["summary"]
-    print(f"\n{args.config} (seed {cfg.run.seed}): first iteration -> evaluation >= {target}")
-    print(
-        f"  bare loop + in-process evaluation  {sum(base):6.1f} s  "
-        f"({len(base)} iterations, solved={bool(solved_at)}; {base_total:.1f} s with start-up)"
-    )
-    print(
-        f"  rlpipe train flow                  {sum(flow_iters):6.1f} s  "
-        f"({len(flow_iters)} iterations, solved={summary['solved']}, "
-        f"eval {summary['last_eval_return']})"
-    )
-    print(f"  ratio rlpipe / bare loop           {sum(flow_iters) / sum(base):6.2f}x")
+
+def summarize(rows: list[tuple[int, SolveResult, SolveResult | None]], with_sb3: bool) -> None:
+    """Medians over seeds (an unsolved run counts as infinitely slow) and their ratio."""
+    ours = [r[1] for r in rows]
+    theirs = [r[2] for r in rows if r[2] is not None]
+    med_ours = median_solved_s(ours)
+    line = f"{'med':>4} | {median_cell(med_ours)}"
+    if theirs:
+        line += f" {'':>9} {'':>7} | {median_cell(median_solved_s(theirs))}"
+    print(line)
+    after = [r.notes["after_eval_s"] for r in ours if r.solved and "after_eval_s" in r.notes]
+    if after:
+        print(
+            "rlpipe's stamp is the MLflow timestamp of the solving eval/return_mean; it also "
+            f"covers that iteration's video and checkpoint (median {statistics.median(after):.1f} s)"
+        )
+    if not theirs:
+        print(f"no SB3 anchor: {INSTALL_HINT if not with_sb3 else f'it is {SB3_ENV} only'}")
+        return
+    med_theirs = median_solved_s(theirs)
+    if math.isinf(med_ours) or math.isinf(med_theirs):
+        print(
+            f"ratio of medians rlpipe / SB3: n/a, a median run did not solve (target <= {TARGET_RATIO}x)"
+        )
+        return
+    ratio = med_ours / med_theirs
+    print(f"ratio of medians rlpipe / SB3: {ratio:.2f}x (target <= {TARGET_RATIO}x)")
 
 
 if __name__ == "__main__":
