@@ -3,11 +3,12 @@
 The benchmarks call :func:`run_trl` in the driver: it starts this file as a subprocess
 (its own imports and threads, one torch thread) with a JSON spec naming an rlpipe preset
 and overrides. The subprocess builds the same run with TRL: the same model directory,
-arithmetic prompts (rendered by rlpipe's prompt code), ``math_verify`` reward, batch,
-group size, sampling, learning rate, clipping, loss aggregation and KL coefficient. It
-times every optimizer step and, when asked, scores the held-out prompts with rlpipe's own
-evaluation (:func:`infra.llm.evaluation.evaluate_heldout`) from a callback, outside the
-training clock.
+arithmetic prompts (rendered by rlpipe's prompt code, in the order rlpipe's prompt sampler
+draws them), ``math_verify`` reward, batch, group size, sampling, learning rate,
+clipping, loss aggregation and KL coefficient. It times every optimizer step and, when
+asked, scores the held-out prompts with rlpipe's own evaluation
+(:func:`infra.llm.evaluation.evaluate_heldout`) from a callback, outside the training
+clock.
 
 Spec keys: ``preset``, ``overrides``, ``max_steps``, ``output_dir``, and optionally
 ``evaluate`` (bool), ``eval_interval`` (steps), ``target`` (stop at this accuracy).
@@ -53,7 +54,8 @@ def run_trl(spec: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:
         ``step_seconds`` (each optimizer step, on_step_begin to on_step_end),
         ``train_seconds`` (wall time of the steps including TRL's own work between them,
         evaluations excluded), ``evals`` (``step``, ``accuracy``, ``train_seconds`` so far,
-        ``seconds``), ``setup_seconds`` and ``steps``.
+        ``seconds`` of the evaluation, ``wall_seconds`` since the process started),
+        ``setup_seconds`` and ``steps``.
 
     Raises:
         RuntimeError: The subprocess failed (its output's tail is in the message).
@@ -86,17 +88,26 @@ def math_verify(
     return [float(s) for s in scores]
 
 
-def arithmetic_dataset(cfg: Any, tokenizer: Any) -> Any:
-    """The run's training prompts as a ``datasets.Dataset`` of ``prompt`` and ``answer``.
+def arithmetic_dataset(cfg: Any, tokenizer: Any, steps: int) -> Any:
+    """The prompts rlpipe's run trains on, batch after batch, as a ``datasets.Dataset``.
 
-    Prompts are rendered exactly as rlpipe renders them (template, chat template if any).
+    Rows (``prompt``, ``answer``) are the first ``steps`` batches of the run's
+    :class:`~rl_core.data.PromptSampler` (same seed), in order, so that an unshuffled
+    trainer sees the same prompts at each step. Prompts are rendered exactly as rlpipe
+    renders them (template, chat template if any).
     """
     from datasets import Dataset
 
+    from rl_core.data import PromptSampler
     from rl_core.llm.prompting import load_task_samples, prompt_text
 
     train, _ = load_task_samples(cfg.data)
-    rows = [{"prompt": prompt_text(s, cfg.data, tokenizer), "answer": s.answer} for s in train]
+    sampler = PromptSampler(len(train), cfg.data.prompts_per_batch, seed=cfg.run.seed)
+    order = [i for _ in range(steps) for i in sampler.next_indices()]
+    rows = [
+        {"prompt": prompt_text(train[i], cfg.data, tokenizer), "answer": train[i].answer}
+        for i in order
+    ]
     return Dataset.from_list(rows)
 
 
@@ -155,6 +166,7 @@ def grpo_config(cfg: Any, output_dir: str, max_steps: int) -> Any:
         scale_rewards=REWARD_SCALING[algo.adv_type],
         gradient_checkpointing=cfg.model.gradient_checkpointing,
         seed=cfg.run.seed,
+        shuffle_dataset=False,  # the dataset is already in rlpipe's sampling order
         use_cpu=True,
         bf16=False,
         fp16=False,
@@ -183,8 +195,18 @@ def _evaluator(cfg: Any, model: Any, tokenizer: Any) -> Any:
     return TrainingModelEvaluator()
 
 
-def _anchor_callback(evaluator: Any, interval: int, target: float | None, before: bool) -> Any:
-    """A ``TrainerCallback`` that times steps and evaluates every ``interval`` steps."""
+def _anchor_callback(
+    evaluator: Any, interval: int, target: float | None, before: bool, started: float
+) -> Any:
+    """A ``TrainerCallback`` that times steps and evaluates every ``interval`` steps.
+
+    Args:
+        evaluator: Held-out evaluation of the model being trained, or None.
+        interval: Evaluate every this many optimizer steps (and after the last one).
+        target: Stop training at the first evaluation with at least this accuracy.
+        before: Evaluate before the first step too.
+        started: ``perf_counter`` at process start (for ``wall_seconds``).
+    """
     import torch
     from transformers import TrainerCallback
 
@@ -210,6 +232,7 @@ def _anchor_callback(evaluator: Any, interval: int, target: float | None, before
                     "accuracy": accuracy,
                     "train_seconds": self.train_seconds,
                     "seconds": metrics["seconds"],
+                    "wall_seconds": time.perf_counter() - started,
                 }
             )
             return accuracy
@@ -242,11 +265,11 @@ def _anchor_callback(evaluator: Any, interval: int, target: float | None, before
 
 def main(spec_path: str, out_path: str) -> None:
     """Subprocess entry: run the spec'd TRL training and write the result as JSON."""
+    started = time.perf_counter()
     sys.path.insert(0, str(ROOT))
     from infra.runtime_env import limit_threads
 
     limit_threads()
-    started = time.perf_counter()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
@@ -265,12 +288,13 @@ def main(spec_path: str, out_path: str) -> None:
     )
     evaluator = _evaluator(cfg, model, tokenizer) if spec.get("evaluate") else None
     interval = spec.get("eval_interval", cfg.run.eval_interval)
-    callback = _anchor_callback(evaluator, interval, spec.get("target"), cfg.eval.before_training)
+    before = cfg.eval.before_training
+    callback = _anchor_callback(evaluator, interval, spec.get("target"), before, started)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[math_verify],
         args=grpo_config(cfg, spec["output_dir"], spec["max_steps"]),
-        train_dataset=arithmetic_dataset(cfg, tokenizer),
+        train_dataset=arithmetic_dataset(cfg, tokenizer, spec["max_steps"]),
         processing_class=tokenizer,
         callbacks=[callback],
     )
