@@ -58,7 +58,12 @@ def bare_loop(
 
 
 def flow_run_metrics(preset: str, overrides: list[str], out: Path, keys: tuple[str, ...]) -> dict:
-    """Run the train flow and return its summary plus per-iteration series of ``keys``."""
+    """Run the train flow and return its summary plus per-iteration series of ``keys``.
+
+    ``started`` is the wall-clock time (``time.time()``) at which the run was started,
+    before the Prefect API, comparable with MLflow metric timestamps (milliseconds).
+    """
+    started = time.time()
     with prefect_api(out):
         summary = train(preset=preset, overrides=overrides)
     client = MlflowClient(summary["tracking_uri"])
@@ -68,4 +73,4 @@ def flow_run_metrics(preset: str, overrides: list[str], out: Path, keys: tuple[s
             client.get_metric_history(summary["mlflow_run_id"], key), key=lambda m: m.step
         )
         series[key] = [m.value for m in history]
-    return {"summary": summary, "series": series}
+    return {"summary": summary, "series": series, "started": started}

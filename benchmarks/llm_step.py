@@ -2,7 +2,9 @@
 
 Runs GRPO on the tiny model twice with the same workers: a bare loop over the
 ``ReasoningRuntime`` (no Prefect, no MLflow; rewards scored in-process) and the real train
-flow (iteration flows, tasks, MLflow). Prints medians side by side and the ratio.
+flow (iteration flows, tasks, MLflow). Then, as the single-process anchor, TRL's
+``GRPOTrainer`` on the same model, prompts, reward and hyperparameters (in a subprocess,
+one thread; see ``_trl_anchor.py``). Prints medians side by side and the ratios.
 
 Usage: ``python benchmarks/llm_step.py [--iterations 8] [--workers 1]`` (trainer ranks;
 with the default placement each rank also holds the rollout engine: the hybrid engine).
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 from _runs import flow_run_metrics  # noqa: I001 - sets up the path and env first
+from _trl_anchor import SETUP_HINT, run_trl, trl_available
 
 from flows.train import prepare_model
 from infra import ray_cluster
@@ -25,6 +28,8 @@ from infra.step_runtime import run_iteration_in_process
 from rl_core.config import load_config
 
 STEPS = ("weight_sync", "rollout", "reward", "advantage", "update")
+PRESET = "ppo_cartpole"  # the base the overrides below turn into a GRPO run
+TARGET = 2.0  # train flow s/step <= TARGET x TRL s/step
 
 
 def overrides(model_dir: Path, iterations: int, workers: int) -> list[str]:
@@ -68,6 +73,18 @@ def bare(ovr: list[str], iterations: int) -> dict[str, list[float]]:
     return series
 
 
+def trl_steps(ovr: list[str], iterations: int) -> list[float] | None:
+    """Seconds per ``GRPOTrainer`` step on the same run; None if trl is missing or failed."""
+    if not trl_available():
+        return None
+    spec = {"preset": PRESET, "overrides": ovr, "max_steps": iterations}
+    try:
+        return run_trl(spec)["step_seconds"]
+    except RuntimeError as exc:  # rlpipe's own figures are still printed
+        print(exc)
+        return None
+
+
 def med(values: list[float]) -> float:
     return statistics.median(values[1:] if len(values) > 2 else values)  # skip the warm-up
 
@@ -87,15 +104,29 @@ def main() -> None:
             "train/tokens_per_second",
         )
         flow = flow_run_metrics(
-            "ppo_cartpole", [*ovr, f"run.output_dir={tmp}/out"], Path(tmp) / "out", keys
+            PRESET, [*ovr, f"run.output_dir={tmp}/out"], Path(tmp) / "out", keys
         )
+        trl = trl_steps(ovr, args.iterations)  # the same model directory, after both runs
     series = flow["series"]
     print(f"GRPO, tiny model, 16 prompts x 8 responses, {args.workers} FSDP2 rank(s), medians:")
-    print(f"{'':>14} {'bare loop':>10} {'train flow':>11}")
+    print(f"{'':>14} {'bare loop':>10} {'train flow':>11} {'TRL':>8}")
     for step in STEPS:
-        print(f"{step:>14} {med(base[step]):>9.3f}s {med(series[f'time/{step}']):>10.3f}s")
+        print(f"{step:>14} {med(base[step]):>9.3f}s {med(series[f'time/{step}']):>10.3f}s {'-':>8}")
     bare_it, flow_it = med(base["iteration"]), med(series["time/iteration"])
-    print(f"{'iteration':>14} {bare_it:>9.3f}s {flow_it:>10.3f}s   ratio {flow_it / bare_it:.2f}x")
+    trl_it = f"{med(trl):.3f}s" if trl else "-"
+    print(f"{'iteration':>14} {bare_it:>9.3f}s {flow_it:>10.3f}s {trl_it:>8}")
+    print(f"ratio train flow / bare loop {flow_it / bare_it:.2f}x")
+    if trl:
+        print(
+            f"TRL GRPOTrainer (same model, prompts, reward, batch, lr; one process, one "
+            f"thread): {med(trl):.3f} s/step"
+        )
+        print(
+            f"ratio train flow / TRL {flow_it / med(trl):.2f}x (target <= {TARGET:.1f}x); "
+            f"bare loop / TRL {bare_it / med(trl):.2f}x"
+        )
+    elif not trl_available():
+        print(f"TRL anchor not run: {SETUP_HINT}")
     orch = med(series["time/orchestration"])
     print(
         f"orchestration {orch * 1000:.0f} ms per iteration ({orch / flow_it:.1%} of it; "
