@@ -8,8 +8,9 @@ imports then run while the server boots. The CLI later finds both running and us
 :func:`infra.ops.prefect_api.start_prefect_api` returns the server started here, and
 :func:`infra.ray_cluster.connect` is a no-op once connected.
 
-Nothing starts for a command line or config that does not parse or validate: the CLI then
-reports the error as usual, before any server or worker starts.
+Nothing starts for a command line, an extension module (``RLPIPE_EXT_MODULE``) or a config
+that fails to parse, load or validate: the CLI then reports the error as usual, before any
+server or worker starts.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ def start_services_early(argv: list[str], default_preset: str | None = None) -> 
         return False
     try:
         from flows.cli_args import build_parser, cli_overrides
+        from infra.extensions import load_extension_modules
         from rl_core.config import load_config
+
+        load_extension_modules()  # they may add presets and config sections
 
         parser = build_parser(*([default_preset] if default_preset else []))
         args, unknown = parser.parse_known_intermixed_args(argv)
