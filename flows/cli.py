@@ -28,7 +28,7 @@ from flows.cli_args import (  # noqa: F401 - re-exported for the other CLIs
 from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
-from infra.ops.prefect_api import start_prefect_api, wait_for_prefect_api
+from infra.ops.prefect_api import start_prefect_api, stop_prefect_api, wait_for_prefect_api
 from infra.placement import PlacementError
 from infra.runtime_env import apply_base_env
 from infra.tracking.secrets import install_log_redaction, redact_text
@@ -154,7 +154,7 @@ def prefect_api(output_dir: Path, cluster: Any = None) -> Iterator[str]:
         if server:
             _flush_prefect_logs()
             logger.debug("Prefect logs flushed after %.1fs", time.perf_counter() - started)
-            server.stop()
+            stop_prefect_api(server)
             logger.debug("local Prefect API stopped after %.1fs", time.perf_counter() - started)
 
 

@@ -151,3 +151,16 @@ def wait_for_prefect_api(server: LocalPrefectServer, timeout: float = 60.0) -> N
         server.url,
         time.monotonic() - server.started,
     )
+
+
+def stop_prefect_api(server: LocalPrefectServer) -> None:
+    """Stop a server from :func:`start_prefect_api` and unset the variables it exported.
+
+    A later :func:`start_prefect_api` in this process then starts a new server instead of
+    pointing at the stopped one.
+    """
+    server.stop()
+    if os.environ.get("PREFECT_API_URL") == server.url:
+        os.environ.pop("PREFECT_API_URL")
+        for key in CLIENT_SETTINGS:
+            os.environ.pop(key, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,7 @@ def test_the_api_started_early_is_the_one_the_cli_gets(
         monkeypatch.delenv(name)
     early = prefect_api.start_prefect_api(tmp_path / "a")
     assert prefect_api.start_prefect_api(tmp_path / "b") is early  # reused, not a second one
-    early.exit_code = 0  # stopped: the next call starts a new server
-    monkeypatch.delenv("PREFECT_API_URL")
+    early.stop = lambda: setattr(early, "exit_code", 0)
+    prefect_api.stop_prefect_api(early)  # and its URL is no longer exported
+    assert "PREFECT_API_URL" not in os.environ
     assert prefect_api.start_prefect_api(tmp_path / "c").url.endswith("/c/api")
