@@ -8,16 +8,20 @@ imports then run while the server boots. The CLI later finds both running and us
 :func:`infra.ops.prefect_api.start_prefect_api` returns the server started here, and
 :func:`infra.ray_cluster.connect` is a no-op once connected.
 
-Nothing starts for a command line, an extension module (``RLPIPE_EXT_MODULE``) or a config
-that fails to parse, load or validate: the CLI then reports the error as usual, before any
-server or worker starts.
+Nothing starts for a command line or config that fails to parse or validate: the CLI then
+reports the error as usual, before any server or worker starts. With extension modules
+(``RLPIPE_EXT_MODULE``) the services start in the usual order, after the imports: the CLI
+loads and reports the modules first.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
+
+from infra.extensions import ENV_VAR as EXTENSIONS_VAR
 
 logger = logging.getLogger("rlpipe.cli")
 
@@ -31,16 +35,13 @@ def start_services_early(argv: list[str], default_preset: str | None = None) -> 
 
     Returns:
         True if the services were started; False if the arguments or the config did not
-        parse (the CLI reports why) or asked for help.
+        parse (the CLI reports why), asked for help, or extension modules are set.
     """
-    if any(arg in ("-h", "--help") for arg in argv):
+    if any(arg in ("-h", "--help") for arg in argv) or os.environ.get(EXTENSIONS_VAR):
         return False
     try:
         from flows.cli_args import build_parser, cli_overrides
-        from infra.extensions import load_extension_modules
         from rl_core.config import load_config
-
-        load_extension_modules()  # they may add presets and config sections
 
         parser = build_parser(*([default_preset] if default_preset else []))
         args, unknown = parser.parse_known_intermixed_args(argv)

@@ -15,6 +15,7 @@ from infra.ops import prefect_api
 
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    monkeypatch.delenv("RLPIPE_EXT_MODULE", raising=False)
     calls: list[tuple[str, Any]] = []
     monkeypatch.setattr(prefect_api, "start_prefect_api", lambda d: calls.append(("api", d)))
     monkeypatch.setattr(
@@ -37,6 +38,14 @@ def test_nothing_starts_for_bad_or_help_command_lines(
     argv: list[str], started: list[tuple[str, Any]]
 ) -> None:
     assert early_start.start_services_early(argv) is False
+    assert started == []
+
+
+def test_extension_modules_leave_the_start_to_the_cli(
+    started: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RLPIPE_EXT_MODULE", "some_module")  # loaded and logged by the CLI
+    assert early_start.start_services_early([f"run.output_dir={tmp_path}"]) is False
     assert started == []
 
 
