@@ -29,6 +29,7 @@ from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.ops.prefect_api import start_prefect_api, stop_prefect_api, wait_for_prefect_api
+from infra.ops.stack_state import attach_running_stack, log_attached
 from infra.placement import PlacementError
 from infra.runtime_env import apply_base_env
 from infra.tracking.secrets import install_log_redaction, redact_text
@@ -82,6 +83,8 @@ def run_cli(
         print_error(exc)
         return EXIT_BAD_INPUT
     _install_stop_handlers()
+    attach_running_stack()  # a no-op if the early start attached (or started) already
+    log_attached()
     try:
         with prefect_api(Path(cfg.run.output_dir), cfg.cluster):
             summary = train_flow(preset=args.config, overrides=overrides)

@@ -29,6 +29,9 @@ logger = logging.getLogger("rlpipe.cli")
 def start_services_early(argv: list[str], default_preset: str | None = None) -> bool:
     """Start the local Prefect API (unless ``PREFECT_API_URL`` is set) and connect Ray.
 
+    A running local stack (``scripts/stack.sh up``) provides both instead, see
+    :func:`infra.ops.stack_state.attach_running_stack`.
+
     Args:
         argv: The command line's arguments (without the program name).
         default_preset: The CLI's default preset (default: the train CLI's).
@@ -52,9 +55,11 @@ def start_services_early(argv: list[str], default_preset: str | None = None) -> 
         return False
     from infra import ray_cluster
     from infra.ops.prefect_api import start_prefect_api
+    from infra.ops.stack_state import attach_running_stack
 
     started = time.perf_counter()
     try:
+        attach_running_stack()
         start_prefect_api(Path(cfg.run.output_dir) / ".prefect")
         ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
     except Exception:  # noqa: BLE001 - the CLI tries again and reports the error

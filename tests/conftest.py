@@ -24,6 +24,8 @@ for key, value in {
     "MLFLOW_DISABLE_TELEMETRY": "true",
     "DO_NOT_TRACK": "true",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    # runs started by tests never attach to a developer's running local stack
+    "RLPIPE_STACK": "off",
 }.items():
     os.environ.setdefault(key, value)
 

@@ -27,11 +27,10 @@ from pathlib import Path
 from infra.ops.prefect_api import LocalPrefectServer
 from infra.ops.processes import executable, pid_alive, port_free, signal_group
 from infra.ops.ray_head import LocalRayHead
+from infra.ops.stack_state import PROJECT_ROOT, STATE_FILE, read_state
 from infra.runtime_env import BASE_ENV
 
 logger = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-STATE_FILE = "stack.json"
 POOL = "rlpipe-process"
 
 
@@ -242,17 +241,6 @@ def client_env(settings: StackSettings, ray_address: str | None = None) -> dict[
     if ray_address:
         env["RAY_ADDRESS"] = ray_address
     return env
-
-
-def read_state(home: Path) -> dict | None:
-    """The ``stack.json`` of a stack started from ``home`` (None if there is none)."""
-    path = home / STATE_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except ValueError:
-        return None
 
 
 def stop_running(home: Path, timeout: float = 180.0) -> bool:
