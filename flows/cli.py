@@ -25,11 +25,12 @@ from flows.cli_args import (  # noqa: F401 - re-exported for the other CLIs
     cli_overrides,
     run_name_arg,
 )
+from flows.early_start import replay_early_logs
 from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.ops.prefect_api import start_prefect_api, stop_prefect_api, wait_for_prefect_api
-from infra.ops.stack_state import attach_running_stack, log_attached
+from infra.ops.stack_state import attach_running_stack
 from infra.placement import PlacementError
 from infra.runtime_env import apply_base_env
 from infra.tracking.secrets import install_log_redaction, redact_text
@@ -73,6 +74,7 @@ def run_cli(
     args = build_parser(default_preset, prog).parse_intermixed_args(argv)
     apply_base_env()
     _setup_logging()
+    replay_early_logs()
     install_log_redaction()
     overrides = cli_overrides(args)
     try:
@@ -84,7 +86,6 @@ def run_cli(
         return EXIT_BAD_INPUT
     _install_stop_handlers()
     attach_running_stack()  # a no-op if the early start attached (or started) already
-    log_attached()
     try:
         with prefect_api(Path(cfg.run.output_dir), cfg.cluster):
             summary = train_flow(preset=args.config, overrides=overrides)

@@ -17,6 +17,7 @@ loads and reports the modules first.
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import os
 import time
 from pathlib import Path
@@ -24,6 +25,33 @@ from pathlib import Path
 from infra.extensions import ENV_VAR as EXTENSIONS_VAR
 
 logger = logging.getLogger("rlpipe.cli")
+#: Loggers whose records the early start keeps until the CLI has set up logging.
+_BUFFERED = ("rlpipe", "infra", "flows")
+_buffer: logging.handlers.MemoryHandler | None = None
+
+
+def _buffer_logs() -> None:
+    """Keep INFO records of the start-up (which stack or API a run uses) for the CLI."""
+    global _buffer
+    if _buffer is None:
+        _buffer = logging.handlers.MemoryHandler(10_000, flushLevel=logging.CRITICAL + 1)
+        for name in _BUFFERED:
+            logging.getLogger(name).addHandler(_buffer)
+            if logging.getLogger(name).level == logging.NOTSET:
+                logging.getLogger(name).setLevel(logging.INFO)
+
+
+def replay_early_logs() -> None:
+    """Hand the records kept during the early start to the handlers set up since."""
+    global _buffer
+    if _buffer is None:
+        return
+    buffer, _buffer = _buffer, None
+    for name in _BUFFERED:
+        logging.getLogger(name).removeHandler(buffer)
+    for record in buffer.buffer:
+        logging.getLogger(record.name).handle(record)
+    buffer.buffer.clear()
 
 
 def start_services_early(argv: list[str], default_preset: str | None = None) -> bool:
@@ -58,6 +86,7 @@ def start_services_early(argv: list[str], default_preset: str | None = None) -> 
     from infra.ops.stack_state import attach_running_stack
 
     started = time.perf_counter()
+    _buffer_logs()
     try:
         attach_running_stack()
         start_prefect_api(Path(cfg.run.output_dir) / ".prefect")

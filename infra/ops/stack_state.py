@@ -28,8 +28,6 @@ HOME_VAR = "RLPIPE_STACK_HOME"
 SWITCH_VAR = "RLPIPE_STACK"
 #: The services a run takes from the stack (each only where the environment has none).
 SERVICE_VARS = ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")
-#: What :func:`attach_running_stack` attached this process to: (stack home, variables).
-_attached: tuple[str, dict[str, str]] | None = None
 
 
 def default_home() -> Path:
@@ -81,8 +79,7 @@ def attach_running_stack(home: Path | None = None) -> dict[str, str]:
         home: The stack's home folder (default: :func:`default_home`).
 
     Returns:
-        The variables it exported (empty if it attached to nothing; :func:`log_attached`
-        says what it attached to).
+        The variables it exported (empty if it attached to nothing).
     """
     if os.environ.get(SWITCH_VAR, "").strip().lower() == "off":
         return {}
@@ -97,19 +94,11 @@ def attach_running_stack(home: Path | None = None) -> dict[str, str]:
         for key in SERVICE_VARS
         if offered.get(key) and not os.environ.get(key)
     }
-    global _attached
     os.environ.update(applied)
-    _attached = (str(state.get("home", home)), applied)
+    logger.info(
+        "using the running local stack (%s): %s; set %s=off for a run's own services",
+        state.get("home", home),
+        ", ".join(f"{key}={value}" for key, value in applied.items()),
+        SWITCH_VAR,
+    )
     return applied
-
-
-def log_attached() -> None:
-    """Log which stack this process attached to, if any (the CLI calls it once logging is set)."""
-    if _attached is not None:
-        home, applied = _attached
-        logger.info(
-            "using the running local stack (%s): %s; set %s=off for a run's own services",
-            home,
-            ", ".join(f"{key}={value}" for key, value in applied.items()),
-            SWITCH_VAR,
-        )

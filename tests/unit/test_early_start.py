@@ -13,6 +13,14 @@ from infra import ray_cluster
 from infra.ops import prefect_api
 
 
+@pytest.fixture(autouse=True)
+def no_kept_records() -> Any:
+    """Every test leaves no start-up log buffer behind (the CLI replays it once)."""
+    early_start.replay_early_logs()
+    yield
+    early_start.replay_early_logs()
+
+
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
     monkeypatch.delenv("RLPIPE_EXT_MODULE", raising=False)
@@ -91,3 +99,30 @@ def test_the_api_started_early_is_the_one_the_cli_gets(
     prefect_api.stop_prefect_api(early)  # and its URL is no longer exported
     assert "PREFECT_API_URL" not in os.environ
     assert prefect_api.start_prefect_api(tmp_path / "c").url.endswith("/c/api")
+
+
+def test_start_up_records_reach_the_handlers_the_cli_sets_up_later(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    monkeypatch.delenv("RLPIPE_EXT_MODULE", raising=False)
+    monkeypatch.setattr(
+        prefect_api,
+        "start_prefect_api",
+        lambda d: logging.getLogger("infra.ops.probe").info("using the API at %s", d),
+    )
+    monkeypatch.setattr(ray_cluster, "connect", lambda address, num_cpus: None)
+    caplog.set_level(logging.INFO)
+    argv = ["--config", "ppo_cartpole", f"run.output_dir={tmp_path}"]
+    assert early_start.start_services_early(argv) is True
+    caplog.clear()  # (pytest's handler saw it already; the CLI has none yet at this point)
+    early_start.replay_early_logs()
+    assert f"using the API at {tmp_path / '.prefect'}" in caplog.text
+    early_start.replay_early_logs()  # once only
+    assert caplog.text.count("using the API") == 1
+    assert all(
+        not isinstance(h, logging.handlers.MemoryHandler)
+        for name in ("rlpipe", "infra", "flows")
+        for h in logging.getLogger(name).handlers
+    )

@@ -7,9 +7,6 @@ import logging
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,33 +14,15 @@ import pytest
 from infra.ops import stack_state
 
 
-class _Health(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        ok = self.path == "/api/health"
-        self.send_response(200 if ok else 404)
-        self.end_headers()
-        self.wfile.write(b"true" if ok else b"")
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture()
-def api() -> Iterator[str]:
-    """A stand-in Prefect API on 127.0.0.1 that answers ``/api/health``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/api"
-    server.shutdown()
-    server.server_close()
+def api(health_api: str) -> str:
+    return health_api
 
 
 @pytest.fixture()
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in (*stack_state.SERVICE_VARS, stack_state.SWITCH_VAR):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.setattr(stack_state, "_attached", None)
 
 
 def write_stack(home: Path, api: str, pid: int, ray: str | None = None) -> None:
@@ -57,7 +36,8 @@ def write_stack(home: Path, api: str, pid: int, ray: str | None = None) -> None:
 
 def test_attaches_to_a_running_stack_and_says_so(tmp_path, api, clean_env, caplog):
     write_stack(tmp_path, api, os.getpid(), ray="127.0.0.1:6399")
-    applied = stack_state.attach_running_stack(tmp_path)
+    with caplog.at_level(logging.INFO, logger=stack_state.__name__):
+        applied = stack_state.attach_running_stack(tmp_path)
     assert applied == {
         "PREFECT_API_URL": api,
         "MLFLOW_TRACKING_URI": "http://127.0.0.1:5999",
@@ -65,8 +45,6 @@ def test_attaches_to_a_running_stack_and_says_so(tmp_path, api, clean_env, caplo
     }
     assert {k: os.environ[k] for k in applied} == applied
     assert "RLPIPE_ROOT" not in applied  # only the services
-    with caplog.at_level(logging.INFO, logger=stack_state.__name__):
-        stack_state.log_attached()
     assert f"using the running local stack ({tmp_path})" in caplog.text
     assert "RLPIPE_STACK=off" in caplog.text
 
@@ -85,10 +63,9 @@ def test_keeps_what_the_environment_sets(tmp_path, api, clean_env, monkeypatch):
 def test_switched_off(tmp_path, api, clean_env, monkeypatch, caplog):
     write_stack(tmp_path, api, os.getpid())
     monkeypatch.setenv(stack_state.SWITCH_VAR, "off")
-    assert stack_state.attach_running_stack(tmp_path) == {}
-    assert "PREFECT_API_URL" not in os.environ
     with caplog.at_level(logging.INFO, logger=stack_state.__name__):
-        stack_state.log_attached()
+        assert stack_state.attach_running_stack(tmp_path) == {}
+    assert "PREFECT_API_URL" not in os.environ
     assert caplog.text == ""
 
 
