@@ -33,7 +33,8 @@ EXIT_STOPPED = 130
 def child_env() -> dict[str, str]:
     """This environment, without shared-service pointers, one thread per process."""
     env = {k: v for k, v in os.environ.items() if k not in DROPPED_VARS}
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="200")
+    # RLPIPE_STACK=off: a running local stack would otherwise provide them
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="200", RLPIPE_STACK="off")
     return env
 
 

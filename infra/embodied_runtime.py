@@ -90,14 +90,16 @@ class EmbodiedRuntime(StepRuntime):
                 lambda r: (self.config_dict, r, self.placement["rollout"].cpus, self.spaces),
                 liveness,
             )
-        self._warm = [
-            _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
-        ]
         # Wait for every worker to finish start-up (fails fast on config/extension errors).
         self.env.wait_started(cfg.timeouts.worker_start)
         self.spaces = self.spaces.get(timeout=cfg.timeouts.worker_start)
         for group in self.groups[1:]:
             group.wait_started(cfg.timeouts.worker_start)
+        # Only then warm the evaluation's task workers: the first iteration needs the worker
+        # groups, not them, and on a small machine their imports would slow the groups' start.
+        self._warm = [
+            _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
+        ]
 
     @property
     def groups(self) -> list[WorkerGroup]:

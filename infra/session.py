@@ -14,6 +14,7 @@ import random
 import tempfile
 import threading
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.reliability.faults import FaultInjector
 from infra.reliability.guard import ITERATION_RETRIES, IterationGuard
-from infra.step_runtime import StepResult, make_runtime
+from infra.step_runtime import StepResult, StepRuntime, make_runtime
 from infra.tracking import MlflowTracker, flatten_config
 from rl_core.config import RLPipeConfig
 from rl_core.envs.spaces import env_spaces_to_dict
@@ -125,13 +126,10 @@ class TrainSession:
         self.state = RunState()
         self.config_hash = config_hash(cfg)
         self._seed_driver(cfg.run.seed)
-        self.tracker = self._open_tracker(tags or {}) if cfg.tracking.enabled else None
         # Faults (RLPIPE_FAULTS) are injected into fresh runs only: a resumed run is the
         # recovery of a run that already met them.
         self.faults = FaultInjector.from_env(enabled=self.manifest is None)
-        # fan-out tasks run on Ray whatever the runtime (even one without worker groups)
-        ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
-        self.runtime = make_runtime(cfg)
+        self.tracker, self.runtime = self._start_tracker_and_workers(tags or {})
         self.runtime.faults = self.faults
         self.guard = IterationGuard(self, ITERATION_RETRIES)
         #: Reward scoring fans out to Ray tasks (set once scoring in the reward task is slow).
@@ -175,6 +173,36 @@ class TrainSession:
         random.seed(seed)
         np.random.seed(seed % 2**32)
         torch.manual_seed(seed)
+
+    def _start_tracker_and_workers(
+        self, tags: dict[str, str]
+    ) -> tuple[MlflowTracker | None, StepRuntime]:
+        """Open the MLflow run in a thread while the worker groups start.
+
+        The workers' start (processes importing torch) is the longest part of a run's
+        start-up; the MLflow run (a new store's tables, params, the config artifact) is
+        created meanwhile instead of before it. ``MlflowTracker`` uses ``MlflowClient``
+        with an explicit run id, so it may be created in another thread.
+        """
+        cfg = self.cfg
+        if not cfg.tracking.enabled:
+            ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
+            return None, make_runtime(cfg)
+        with ThreadPoolExecutor(1, thread_name_prefix="rlpipe-mlflow-open") as pool:
+            opening = pool.submit(self._open_tracker, tags)
+            try:
+                # fan-out tasks run on Ray whatever the runtime (even one without groups)
+                ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
+                runtime = make_runtime(cfg)
+            except BaseException:
+                _finish_quietly(opening, "FAILED")
+                raise
+            try:
+                tracker = opening.result()
+            except BaseException:
+                runtime.shutdown()
+                raise
+        return tracker, runtime
 
     def _open_tracker(self, tags: dict[str, str]) -> MlflowTracker:
         track = self.cfg.tracking
@@ -295,6 +323,14 @@ class TrainSession:
                 _SESSIONS.pop(self.id, None)
             finally:
                 self.lease.release()
+
+
+def _finish_quietly(opening: Future[MlflowTracker], status: str) -> None:
+    """End the MLflow run a thread is opening (when it opened) without raising."""
+    try:
+        opening.result().finish(status)
+    except Exception:  # noqa: BLE001 - the caller raises the error that matters
+        logger.debug("could not open or finish the MLflow run", exc_info=True)
 
 
 def _rng_state() -> dict[str, Any]:

@@ -2,7 +2,8 @@
 a process worker and an MLflow server; a deployment run fails midway, is retried the way the
 Prefect UI does it, resumes from its last checkpoint and completes in the same MLflow run on
 the stack's MLflow server; ``evaluate-latest`` on an interval schedule is run by the worker
-and logs a child evaluation run; ``down`` stops every process."""
+and logs a child evaluation run; a ``python flows/train.py`` run started meanwhile uses the
+stack's Prefect API and MLflow server; ``down`` stops every process."""
 
 from __future__ import annotations
 
@@ -128,6 +129,7 @@ def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(tm
         flow_run_id = deploy_fail_and_retry(env, tmp_path / "out")
         run_id = check_mlflow(env["MLFLOW_TRACKING_URI"], home, flow_run_id)
         scheduled_evaluation(env, tmp_path / "out", run_id)
+        cli_run_uses_the_stack(base_env(tmp_path), home, state, tmp_path / "cli-out")
 
 
 def test_stack_keeps_mlflow_artifacts_on_s3(tmp_path, s3_bucket, monkeypatch):
@@ -154,6 +156,28 @@ def test_stack_keeps_mlflow_artifacts_on_s3(tmp_path, s3_bucket, monkeypatch):
         ).list_objects_v2(Bucket=s3_bucket)["Contents"]
     ]
     assert keys == [f"mlflow/1/{run.info.run_id}/artifacts/notes/hello.txt"], keys
+
+
+def cli_run_uses_the_stack(env: dict[str, str], home: Path, state: dict, out: Path) -> None:
+    """``python flows/train.py`` with no service variables set uses the running stack."""
+    env.update(RLPIPE_STACK="auto", RLPIPE_STACK_HOME=str(home))
+    cmd = [sys.executable, str(ROOT / "flows" / "train.py"), "run.name=cli-attached"]
+    cmd += [f"run.output_dir={out}", "run.max_iterations=1", "rollout.num_steps=32"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    assert f"using the running local stack ({home})" in output, output[-4000:]
+    assert "started a local Prefect API" not in output
+    api_url = state["env"]["PREFECT_API_URL"]
+    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as api:
+        names = [r.name for r in api.read_flow_runs(limit=200)]
+    assert "train-cli-attached" in names, names
+    client = MlflowClient(state["mlflow_ui"])
+    (run,) = client.search_runs(
+        [client.get_experiment_by_name("ppo_cartpole").experiment_id],
+        "tags.`rlpipe.run_name` = 'cli-attached'",
+    )
+    assert run.info.status == "FINISHED"
 
 
 def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
