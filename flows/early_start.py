@@ -3,13 +3,14 @@
 Importing the flows takes seconds (Prefect, MLflow, torch), and so do starting a local
 Prefect server and a local Ray cluster; done one after the other they add up. When
 ``python flows/train.py`` runs, :func:`start_services_early` reads the command line and the
-config with light imports only, starts the server (a subprocess) and connects Ray, and the
-imports then run while the server boots. The CLI later finds both running and uses them:
+preset with light imports only, starts the server (a subprocess), validates the config and
+connects Ray, and the imports then run while the server boots. The CLI later finds both running and uses them:
 :func:`infra.ops.prefect_api.start_prefect_api` returns the server started here, and
 :func:`infra.ray_cluster.connect` is a no-op once connected.
 
-Nothing starts for a command line or config that fails to parse or validate: the CLI then
-reports the error as usual, before any server or worker starts. With extension modules
+Nothing starts for a command line or a preset that fails to parse, and a local server
+started for a config that then fails validation is stopped at once: the CLI then reports
+the error as usual, before any worker starts. With extension modules
 (``RLPIPE_EXT_MODULE``) the services start in the usual order, after the imports: the CLI
 loads and reports the modules first.
 """
@@ -72,27 +73,54 @@ def start_services_early(argv: list[str], default_preset: str | None = None) -> 
         return False
     try:
         from flows.cli_args import build_parser, cli_overrides
-        from rl_core.config import load_config
+        from rl_core.config.loader import load_raw_config
 
         parser = build_parser(*([default_preset] if default_preset else []))
         args, unknown = parser.parse_known_intermixed_args(argv)
         if unknown:
             return False
-        cfg = load_config(args.config, cli_overrides(args))
+        overrides = cli_overrides(args)
+        _, raw = load_raw_config(args.config, overrides)
     except (Exception, SystemExit):  # noqa: BLE001 - the CLI parses again and says why
         return False
-    from infra import ray_cluster
-    from infra.ops.prefect_api import start_prefect_api
+    from infra.ops.prefect_api import start_prefect_api, stop_prefect_api
     from infra.ops.stack_state import attach_running_stack
 
     started = time.perf_counter()
     _buffer_logs()
+    # The server starts before the config is validated (which imports torch): that second
+    # is part of its boot. A config that then fails validation stops it again at once.
     try:
         attach_running_stack()
-        start_prefect_api(Path(cfg.run.output_dir) / ".prefect")
+        server = start_prefect_api(_output_dir(raw) / ".prefect")
+    except Exception:  # noqa: BLE001 - the CLI tries again and reports the error
+        logger.debug("early start failed", exc_info=True)
+        return False
+    try:
+        from rl_core.config import load_config
+
+        cfg = load_config(args.config, overrides)
+    except Exception:  # noqa: BLE001 - the CLI validates again and says why
+        if server is not None:
+            stop_prefect_api(server)
+        return False
+    try:
+        from infra import ray_cluster
+
         ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
     except Exception:  # noqa: BLE001 - the CLI tries again and reports the error
         logger.debug("early start failed", exc_info=True)
         return False
     logger.debug("Ray connected in %.1fs (early)", time.perf_counter() - started)
     return True
+
+
+def _output_dir(raw: dict) -> Path:
+    """``run.output_dir`` of a config not yet validated (the schema's default if unset)."""
+    from rl_core.config.run_sections import RunConfig
+
+    run = raw.get("run")
+    value = run.get("output_dir") if isinstance(run, dict) else None
+    return Path(
+        value if isinstance(value, str) and value else RunConfig.model_fields["output_dir"].default
+    )

@@ -21,7 +21,13 @@ from infra.deadlines import Liveness, wait_for
 from infra.eval_video import render_episode
 from infra.evaluation import run_episodes
 from infra.placement import plan_placement
-from infra.step_runtime import Evaluation, FanoutJob, StepResult, StepRuntime
+from infra.step_runtime import (
+    Evaluation,
+    FanoutJob,
+    StepResult,
+    StepRuntime,
+    register_category,
+)
 from infra.worker_group import WorkerGroup
 from infra.workers.actor_worker import ActorWorker
 from infra.workers.base import Pending
@@ -35,6 +41,7 @@ from rl_core.seeding import env_reseed, eval_seeds
 logger = logging.getLogger(__name__)
 
 
+@register_category
 class EmbodiedRuntime(StepRuntime):
     """Creates and drives the env, rollout and actor worker groups of a run.
 

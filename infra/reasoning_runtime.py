@@ -26,7 +26,13 @@ from infra.llm.reward_scoring import score_chunk
 from infra.llm.sft_steps import sft_step
 from infra.llm.worker_groups import start_reasoning_groups
 from infra.ops.processes import free_port
-from infra.step_runtime import Evaluation, FanoutJob, StepResult, StepRuntime
+from infra.step_runtime import (
+    Evaluation,
+    FanoutJob,
+    StepResult,
+    StepRuntime,
+    register_category,
+)
 from infra.worker_group import WorkerGroup
 from rl_core.algorithms import overlong_penalty
 from rl_core.algorithms.dapo import fill_with_informative_groups
@@ -42,6 +48,7 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "reasoning_state.json"
 
 
+@register_category
 class ReasoningRuntime(StepRuntime):
     """Creates and drives the trainer, rollout and reference worker groups of an LLM run.
 

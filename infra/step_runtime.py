@@ -11,6 +11,8 @@ rlpipe branches on the category.
 
 from __future__ import annotations
 
+import importlib
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -226,15 +228,32 @@ class StepRuntime(ABC):
 
 
 CATEGORIES: Registry[type[StepRuntime]] = Registry("model category")
+#: The modules of the built-in runtimes, imported when a run needs their category: a
+#: control-policy run does not import the reasoning runtime (transformers, DCP, ...).
+BUILTIN_CATEGORY_MODULES = {
+    "embodied": "infra.embodied_runtime",
+    "reasoning": "infra.reasoning_runtime",
+}
+
+
+def _load_builtin_category(category: str) -> None:
+    """Import the module of a built-in category (it registers its runtime), once."""
+    module = BUILTIN_CATEGORY_MODULES.get(category)
+    if module is not None and module not in sys.modules:  # also true while it is imported
+        importlib.import_module(module)
 
 
 def register_category(runtime: type[StepRuntime], force: bool = False) -> type[StepRuntime]:
     """Register a runtime class for its ``category`` (usable as a class decorator).
 
+    The built-in runtime of that category, if there is one, is registered first, so
+    ``force=True`` replaces it for good.
+
     Args:
         runtime: The :class:`StepRuntime` subclass.
         force: Replace a runtime already registered for that category.
     """
+    _load_builtin_category(runtime.category)
     CATEGORIES.register(runtime.category, runtime, force=force)
     return runtime
 
@@ -245,12 +264,12 @@ def runtime_class(cfg: RLPipeConfig) -> type[StepRuntime]:
     Raises:
         ConfigError: No runtime is registered for that category.
     """
-    from infra import runtimes  # noqa: F401 - registers the built-in categories
-
+    _load_builtin_category(cfg.category)
     if cfg.category not in CATEGORIES:
+        known = sorted({*CATEGORIES.names(), *BUILTIN_CATEGORY_MODULES})
         raise ConfigError(
             f"model.model_type = {cfg.model.model_type!r} has category {cfg.category!r}, which "
-            f"has no runtime; registered categories: {', '.join(CATEGORIES.names())} "
+            f"has no runtime; registered categories: {', '.join(known)} "
             "(an extension module registers one with infra.step_runtime.register_category)"
         )
     return CATEGORIES.get(cfg.category)

@@ -85,6 +85,26 @@ def load_config(
         ConfigError: Unknown preset, malformed YAML/override, or any schema violation; the
             message names each field, its value and what is allowed.
     """
+    path, data = load_raw_config(preset, overrides)
+    cfg = validate_config(data, source=str(path))
+    problems = category_field_problems(data, cfg)
+    if problems:
+        lines = "\n  ".join(problems)
+        raise ConfigError(f"invalid configuration ({path}):\n  {lines}")
+    return cfg
+
+
+def load_raw_config(
+    preset: str | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> tuple[Path, dict[str, Any]]:
+    """The preset's YAML with the overrides applied, not yet validated (see :func:`load_config`).
+
+    Returns:
+        The preset's path and the merged plain data.
+
+    Raises:
+        ConfigError: Unknown preset, malformed YAML or override.
+    """
     path = resolve_preset_path(preset or DEFAULT_PRESET)
     try:
         data = yaml.safe_load(path.read_text()) or {}
@@ -95,12 +115,7 @@ def load_config(
     data.setdefault("preset", path.stem)
     for text in overrides:
         apply_override(data, *parse_override(text))
-    cfg = validate_config(data, source=str(path))
-    problems = category_field_problems(data, cfg)
-    if problems:
-        lines = "\n  ".join(problems)
-        raise ConfigError(f"invalid configuration ({path}):\n  {lines}")
-    return cfg
+    return path, data
 
 
 def validate_config(data: dict[str, Any], source: str = "config") -> RLPipeConfig:

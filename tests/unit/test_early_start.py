@@ -37,8 +37,8 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
     [
         ["--help"],
         ["--config", "no_such_preset"],
-        ["actor.lr=-1"],  # fails the schema
         ["--no-such-flag"],
+        ["actor.lr"],  # not an override
         ["--run-name", "bad name/with slash"],
     ],
 )
@@ -126,3 +126,32 @@ def test_start_up_records_reach_the_handlers_the_cli_sets_up_later(
         for name in ("rlpipe", "infra", "flows")
         for h in logging.getLogger(name).handlers
     )
+
+
+def test_a_config_failing_validation_stops_the_server_it_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("RLPIPE_EXT_MODULE", raising=False)
+    calls: list[tuple[str, Any]] = []
+    server = object()
+
+    def start(state_dir: Path) -> object:
+        calls.append(("api", state_dir))
+        return server
+
+    monkeypatch.setattr(prefect_api, "start_prefect_api", start)
+    monkeypatch.setattr(prefect_api, "stop_prefect_api", lambda s: calls.append(("stop", s)))
+    monkeypatch.setattr(ray_cluster, "connect", lambda *a: calls.append(("ray", a)))
+    argv = [f"run.output_dir={tmp_path}", "actor.lr=-1"]  # fails the schema
+    assert early_start.start_services_early(argv) is False
+    assert calls == [("api", tmp_path / ".prefect"), ("stop", server)]  # Ray not started
+
+
+def test_the_server_state_dir_defaults_to_the_schemas_output_dir(
+    started: list[tuple[str, Any]],
+) -> None:
+    from rl_core.config.run_sections import RunConfig
+
+    assert early_start.start_services_early(["--config", "ppo_cartpole"]) is True
+    default = RunConfig.model_fields["output_dir"].default
+    assert started[0] == ("api", Path(default) / ".prefect")
