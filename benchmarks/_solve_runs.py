@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from _solve_protocol import RESULT_PREFIX, EvalProtocol, SolveResult
+from _stack import stack_env
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -30,15 +31,21 @@ DROPPED_VARS = ("PREFECT_API_URL", "RAY_ADDRESS", "MLFLOW_TRACKING_URI")
 EXIT_STOPPED = 130
 
 
-def child_env() -> dict[str, str]:
-    """This environment, without shared-service pointers, one thread per process."""
+def child_env(stack_home: Path | None = None) -> dict[str, str]:
+    """This environment, without shared-service pointers, one thread per process.
+
+    Args:
+        stack_home: A running local stack the child uses (None: its own services).
+    """
     env = {k: v for k, v in os.environ.items() if k not in DROPPED_VARS}
-    # RLPIPE_STACK=off: a running local stack would otherwise provide them
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="200", RLPIPE_STACK="off")
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="200")
+    env.update(stack_env(stack_home))
     return env
 
 
-def launch(cmd: list[str], log: Path, timeout: float) -> tuple[int, float, float]:
+def launch(
+    cmd: list[str], log: Path, timeout: float, stack_home: Path | None = None
+) -> tuple[int, float, float]:
     """Run ``cmd`` from the repository root, output to ``log``.
 
     On timeout the process gets SIGINT (rlpipe stops after the iteration, with a
@@ -50,7 +57,7 @@ def launch(cmd: list[str], log: Path, timeout: float) -> tuple[int, float, float
     with log.open("w") as out:
         started_unix, started = time.time(), time.perf_counter()
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT
+            cmd, cwd=ROOT, env=child_env(stack_home), stdout=out, stderr=subprocess.STDOUT
         )
         try:
             code = proc.wait(timeout)
@@ -70,7 +77,12 @@ def tail(log: Path, lines: int = 30) -> str:
 
 
 def run_rlpipe(
-    seed: int, preset: str | None, overrides: list[str], target: float | None, timeout: float
+    seed: int,
+    preset: str | None,
+    overrides: list[str],
+    target: float | None,
+    timeout: float,
+    stack_home: Path | None = None,
 ) -> SolveResult:
     """``python flows/train.py [--config PRESET] [overrides] run.seed=S run.output_dir=TMP``.
 
@@ -80,13 +92,17 @@ def run_rlpipe(
         overrides: Extra dotted overrides.
         target: Mean evaluation return that counts as solved.
         timeout: Seconds before the run is stopped (it then counts as unsolved).
+        stack_home: A running local stack whose Prefect API and Ray head the run uses (its
+            MLflow store stays the run's own SQLite file, read back here).
     """
     with tempfile.TemporaryDirectory(prefix="rlpipe-solve-") as tmp:
         out = Path(tmp)
         cmd = [sys.executable, "flows/train.py", *(["--config", preset] if preset else [])]
         cmd += [*overrides, f"run.seed={seed}", f"run.output_dir={out / 'run'}"]
+        if stack_home is not None:
+            cmd.append(f"tracking.tracking_uri=sqlite:///{out / 'run' / 'mlflow.db'}")
         log = out / "train.log"
-        code, started_unix, exit_s = launch(cmd, log, timeout)
+        code, started_unix, exit_s = launch(cmd, log, timeout, stack_home)
         if code not in (0, EXIT_STOPPED):
             raise RuntimeError(f"{' '.join(cmd)} exited with {code}:\n{tail(log)}")
         return _read_mlflow(out / "run", started_unix, exit_s, target)

@@ -11,11 +11,14 @@ Both are timed from just before the subprocess is launched to the end of the eva
 reached the target (start-up, imports and evaluations included), and to the process's exit.
 Prints a per-seed table, the medians and the ratio of medians (target: rlpipe ≤ 1.5× SB3).
 
+``--stack`` starts a local stack once (``scripts/stack.py up --ray`` in a temporary home) and
+the rlpipe runs use its Prefect API and Ray head, as they do while a user keeps the stack up.
+
 ``--bare-loop`` instead runs the older comparison: the train flow against a bare loop over
 the same workers, first iteration → solved (orchestration only, no start-up).
 
 Usage: python benchmarks/cartpole_solve.py [--seeds 0,1,2,3,4] [--config PRESET]
-       [--timeout 900] [--bare-loop] [overrides...]
+       [--timeout 900] [--stack] [--bare-loop] [overrides...]
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ import importlib.util
 import math
 import statistics
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _solve_protocol import EvalProtocol, SolveResult, from_config, median_solved_s  # noqa: E402
 from _solve_runs import run_rlpipe, run_sb3  # noqa: E402
+from _stack import local_stack  # noqa: E402
 
 from rl_core.config import load_config  # noqa: E402
 from rl_core.config.loader import DEFAULT_PRESET  # noqa: E402
@@ -72,6 +77,7 @@ def main() -> None:
     parser.add_argument(
         "--timeout", type=float, default=900.0, help="seconds per run (then unsolved)"
     )
+    parser.add_argument("--stack", action="store_true", help="rlpipe uses a running local stack")
     parser.add_argument("--bare-loop", action="store_true", help="the older comparison")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
@@ -86,6 +92,15 @@ def main() -> None:
     with_sb3 = importlib.util.find_spec("stable_baselines3") is not None
     if not with_sb3:
         print(f"stable_baselines3 is not importable: {INSTALL_HINT}")
+    with local_stack() if args.stack else nullcontext() as home:
+        rows = run_seeds(seeds, preset, args, with_sb3, home)
+    summarize(rows, with_sb3)
+
+
+def run_seeds(
+    seeds: list[int], preset: str, args: argparse.Namespace, with_sb3: bool, home: Path | None
+) -> list[tuple[int, SolveResult, SolveResult | None]]:
+    """Each seed: rlpipe, then SB3; prints its row as it goes."""
     rows: list[tuple[int, SolveResult, SolveResult | None]] = []
     for seed in seeds:
         cfg = load_config(preset, [*args.overrides, f"run.seed={seed}"])
@@ -93,16 +108,18 @@ def main() -> None:
         if not rows:
             print(describe(protocol, preset))
             print("seconds from process launch to the solving evaluation, env steps, exit")
+            if home is not None:
+                print("rlpipe runs use a running local stack (its Prefect API and Ray head)")
             print(
                 f"{'seed':>4} | {'rlpipe':>9} {'steps':>9} {'exit':>7} | {'SB3':>9} {'steps':>9} {'exit':>7}"
             )
-        ours = run_rlpipe(seed, args.config, args.overrides, protocol.target, args.timeout)
+        ours = run_rlpipe(seed, args.config, args.overrides, protocol.target, args.timeout, home)
         theirs = None
         if with_sb3 and protocol.env_id == SB3_ENV:
             theirs = run_sb3(seed, protocol, args.timeout)
         rows.append((seed, ours, theirs))
         print(f"{seed:>4} | {seconds(ours)} | {seconds(theirs)}", flush=True)
-    summarize(rows, with_sb3)
+    return rows
 
 
 def summarize(rows: list[tuple[int, SolveResult, SolveResult | None]], with_sb3: bool) -> None:

@@ -19,9 +19,7 @@ Usage: python benchmarks/startup.py [--runs 3] [--stack] [--config ppo_cartpole]
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -31,13 +29,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from _stack import SERVICE_VARS, local_stack, stack_env
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from infra.ops.processes import free_port  # noqa: E402
-
 MARKS = {"api": "started a local Prefect API", "first": "iter 1/"}
-SERVICE_VARS = ("PREFECT_API_URL", "RAY_ADDRESS", "MLFLOW_TRACKING_URI")
 
 
 def anchor() -> float:
@@ -56,11 +51,7 @@ def base_env() -> dict[str, str]:
 
 def rlpipe(config: str, overrides: list[str], stack_home: Path | None) -> dict[str, float]:
     """Seconds from the CLI's start to each mark, and to its exit."""
-    env = base_env()
-    if stack_home is None:
-        env["RLPIPE_STACK"] = "off"
-    else:
-        env.update(RLPIPE_STACK="auto", RLPIPE_STACK_HOME=str(stack_home))
+    env = {**base_env(), **stack_env(stack_home)}
     with tempfile.TemporaryDirectory(prefix="rlpipe-startup-") as tmp:
         cmd = [
             sys.executable,
@@ -97,35 +88,6 @@ def rlpipe(config: str, overrides: list[str], stack_home: Path | None) -> dict[s
     if stack_home and "api" in seen:
         raise RuntimeError("the warm run started its own Prefect API instead of the stack's")
     return seen
-
-
-@contextmanager
-def local_stack() -> Iterator[Path]:
-    """``scripts/stack.py up --ray`` in a temporary home, on free ports; stopped by its PID."""
-    with tempfile.TemporaryDirectory(prefix="rlpipe-startup-stack-") as tmp:
-        home = Path(tmp) / "stack"
-        cmd = [sys.executable, str(ROOT / "scripts" / "stack.py"), "up", "--home", str(home)]
-        cmd += ["--ray", "--prefect-port", str(free_port()), "--mlflow-port", str(free_port())]
-        env = {**base_env(), "RLPIPE_STACK": "off"}
-        with open(Path(tmp) / "stack.out", "w") as log:
-            proc = subprocess.Popen(
-                cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 240
-            while not (home / "stack.json").is_file():
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"the stack did not start:\n{Path(tmp, 'stack.out').read_text()}"
-                    )
-                time.sleep(0.5)
-            print(f"local stack up: {json.loads((home / 'stack.json').read_text())['env']}")
-            yield home
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)  # the stack stops its children by PID
-                proc.wait(timeout=120)
 
 
 def main() -> None:
