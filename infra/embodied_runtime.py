@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 import numpy as np
-import ray
 
 from infra import ray_cluster
 from infra.checkpoint.store import open_store, step_dir_name
@@ -28,6 +27,7 @@ from infra.step_runtime import (
     StepRuntime,
     register_category,
 )
+from infra.warm_tasks import warm_task_workers
 from infra.worker_group import WorkerGroup
 from infra.workers.actor_worker import ActorWorker
 from infra.workers.base import Pending
@@ -97,16 +97,17 @@ class EmbodiedRuntime(StepRuntime):
                 lambda r: (self.config_dict, r, self.placement["rollout"].cpus, self.spaces),
                 liveness,
             )
+        self.prestart(cfg)  # (done already when the train CLI prestarted it)
         # Wait for every worker to finish start-up (fails fast on config/extension errors).
         self.env.wait_started(cfg.timeouts.worker_start)
         self.spaces = self.spaces.get(timeout=cfg.timeouts.worker_start)
         for group in self.groups[1:]:
             group.wait_started(cfg.timeouts.worker_start)
-        # Only then warm the evaluation's task workers: the first iteration needs the worker
-        # groups, not them, and on a small machine their imports would slow the groups' start.
-        self._warm = [
-            _warm_task_worker.options(num_cpus=0).remote() for _ in range(cfg.eval.num_tasks)
-        ]
+
+    @classmethod
+    def prestart(cls, cfg: RLPipeConfig) -> None:
+        """Warm the evaluation's task workers (``eval.num_tasks``) for the first evaluation."""
+        warm_task_workers(cfg.eval.num_tasks)
 
     @property
     def groups(self) -> list[WorkerGroup]:
@@ -350,19 +351,3 @@ class EmbodiedRuntime(StepRuntime):
         for group in self.groups:
             group.wait_started(self.timeouts.worker_start)
         return rebuilt
-
-
-@ray.remote
-def _warm_task_worker() -> int:
-    """Warm a Ray worker for fan-out tasks (imports and a Prefect client).
-
-    The first evaluation then finds warm workers instead of paying a cold start (≈ 2 s).
-    """
-    import prefect_ray  # noqa: F401
-    from prefect.client.orchestration import get_client
-
-    import infra.evaluation  # noqa: F401
-
-    with get_client(sync_client=True) as client:
-        client.api_healthcheck()
-    return 0

@@ -133,6 +133,15 @@ class StepRuntime(ABC):
         """Read and check inputs (data files, engines) before any server or worker starts."""
         return None
 
+    @classmethod
+    def prestart(cls, cfg: RLPipeConfig) -> None:  # noqa: B027 - optional hook
+        """Start what the first steps need from Ray besides the worker groups (idempotent).
+
+        Called as soon as Ray is connected (e.g. task workers for the fan-out warm up while
+        the CLI imports), and again by the runtime itself.
+        """
+        return None
+
     # -- the steps of an iteration --------------------------------------------------------
     @abstractmethod
     def weight_sync(self, iteration: int) -> StepResult:
