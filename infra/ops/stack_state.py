@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import urllib.request
 from pathlib import Path
 
+from infra.ops.prefect_profile import answers
 from infra.ops.processes import pid_alive
 
 logger = logging.getLogger(__name__)
@@ -59,11 +59,7 @@ def running_stack(home: Path, timeout: float = 1.0) -> dict | None:
     api = state.get("env", {}).get("PREFECT_API_URL")
     if not api:
         return None
-    try:
-        with urllib.request.urlopen(f"{api}/health", timeout=timeout) as resp:
-            return state if resp.status == 200 else None
-    except OSError:
-        return None
+    return state if answers(api, timeout) else None
 
 
 def attach_running_stack(home: Path | None = None) -> dict[str, str]:
