@@ -232,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the first fault-free run (which checks that clean runs agree)",
     )
+    parser.add_argument(
+        "--hang-timeout",
+        type=float,
+        default=None,
+        help="deadline (s) of the hung step in hang cases (default: the preset's, 30/60 s)",
+    )
     parser.add_argument("--out", default=None, help="output folder (default: a temp dir)")
     parser.add_argument("--json", default=None, help="write the rows to this JSON file")
     args = parser.parse_args(argv)
@@ -265,8 +271,13 @@ def main(argv: list[str] | None = None) -> int:
             ]
             for kind, step in cases:
                 faults = f"{kind}:{step}@{FAULT_ITERATION[step]}"
+                deadline = (
+                    [f"timeouts.{step}={args.hang_timeout}"]
+                    if kind == "hang" and args.hang_timeout
+                    else []
+                )
                 ok, seconds, err = run_in_process(
-                    preset, [*common, f"run.name={kind}-{step}"], faults
+                    preset, [*common, *deadline, f"run.name={kind}-{step}"], faults
                 )
                 rows.append(_row(name, faults, ok, seconds, ref_seconds, err, out, reference))
                 _print_row(rows[-1])

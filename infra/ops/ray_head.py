@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -56,6 +57,9 @@ class LocalRayHead:
         log_path: Path | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
+        # A folder made here is removed by stop(), unless the head never came up (its log).
+        self._own_temp_dir = temp_dir is None
+        self._ready = False
         self.temp_dir = Path(temp_dir or tempfile.mkdtemp(prefix="rlpipe-ray-"))
         self.temp_dir.mkdir(parents=True, exist_ok=True)
         ports = _free_ports(len(_PORT_FLAGS))
@@ -102,6 +106,7 @@ class LocalRayHead:
                     + self.log_path.read_text(errors="replace")[-3000:]
                 )
             if b"Ray runtime started" in self.log_path.read_bytes() and port_listening(self.port):
+                self._ready = True
                 return
             time.sleep(0.3)
         raise RuntimeError(f"Ray head not ready after {timeout:.0f}s; see {self.log_path}")
@@ -116,6 +121,8 @@ class LocalRayHead:
                 logger.warning("Ray head did not stop in %.0fs; killing its session", timeout)
         _kill_session(self.process.pid)
         self._log.close()
+        if self._own_temp_dir and self._ready:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalRayHead:
         self.wait_ready()

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,8 @@ class FaultInjector:
     def __init__(self, plan: FaultPlan | None = None) -> None:
         self.plan = plan or FaultPlan()
         self._tokens = Path(tempfile.mkdtemp(prefix="rlpipe-faults-")) if self.plan else None
+        if self._tokens is not None:  # removed with the injector (or at interpreter exit)
+            weakref.finalize(self, shutil.rmtree, self._tokens, True)
 
     @classmethod
     def from_env(cls, enabled: bool = True) -> FaultInjector:

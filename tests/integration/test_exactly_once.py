@@ -43,6 +43,7 @@ def test_embodied_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, 
         "--cases=raise:update,kill:rollout,hang:advantage",
         "--steps=update",
         "--driver-kill",  # the driver killed at the update step, then relaunched
+        "--hang-timeout=10",  # the hung advantage step (milliseconds of work) ends after 10 s
     )
     assert [r["fault"] for r in rows] == [
         "raise:update@1",
