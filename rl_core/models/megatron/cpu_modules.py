@@ -1,0 +1,105 @@
+"""Stand-ins for the two megatron-core modules that need CUDA, for models on the CPU.
+
+* Megatron's local ``DotProductAttention`` takes its score buffer from a CUDA memory pool:
+  :class:`SDPACoreAttention` takes its place in the layer spec (same inputs and output
+  layout, computed with ``torch.nn.functional.scaled_dot_product_attention``).
+* ``RotaryEmbedding`` moves its frequencies to the current CUDA device on first use:
+  :func:`keep_rotary_on_cpu` makes a model's rotary embedding compute them where they are.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def keep_rotary_on_cpu(model: nn.Module) -> None:
+    """Make ``model.rotary_pos_emb`` (megatron's ``RotaryEmbedding``) stay on the CPU."""
+    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+
+    class CPURotaryEmbedding(RotaryEmbedding):
+        def get_emb(self, max_seq_len: int, offset: int = 0) -> torch.Tensor:
+            freqs = self.get_freqs_non_repeated(max_seq_len, offset)
+            if self.rotary_interleaved:
+                emb = torch.stack((freqs.view(-1, 1), freqs.view(-1, 1)), dim=-1)
+                emb = emb.view(freqs.shape[0], -1)
+            else:
+                emb = torch.cat((freqs, freqs), dim=-1)
+            return emb[:, None, None, :]
+
+    rotary = model.rotary_pos_emb
+    if type(rotary) is not RotaryEmbedding:
+        raise TypeError(f"expected megatron's RotaryEmbedding, got {type(rotary).__name__}")
+    rotary.__class__ = CPURotaryEmbedding
+
+
+class SDPACoreAttention(nn.Module):
+    """Causal attention over one tensor-parallel rank's heads (grouped-query aware).
+
+    Args:
+        config: The layer's ``TransformerConfig``.
+        layer_number: Megatron's layer number (unused; part of the module contract).
+        attn_mask_type: Megatron's mask type (the mask is always causal here).
+        attention_type: Megatron's attention type (unused).
+        attention_dropout: Must be 0 or None (dropout is not implemented).
+        softmax_scale: Scale of the scores (default ``1 / sqrt(head_dim)``).
+        **kwargs: Other arguments megatron passes (process groups, context parallel).
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        layer_number: int,
+        attn_mask_type: Any,
+        attention_type: str,
+        attention_dropout: float | None = None,
+        softmax_scale: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        tp = config.tensor_model_parallel_size
+        self.heads = config.num_attention_heads // tp
+        self.groups = config.num_query_groups // tp
+        self.scale = softmax_scale or 1.0 / math.sqrt(config.kv_channels)
+        dropout = config.attention_dropout if attention_dropout is None else attention_dropout
+        if dropout:
+            raise ValueError("SDPACoreAttention has no dropout; set attention_dropout=0")
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        attn_mask_type: Any = None,
+        attention_bias: Any = None,
+        packed_seq_params: Any = None,
+    ) -> torch.Tensor:
+        """``[s, b, heads, d]`` queries, ``[s, b, groups, d]`` keys/values → ``[s, b, heads·d]``.
+
+        ``attention_mask`` (True = masked out, megatron's convention) is applied on top of
+        the causal mask when given.
+        """
+        if packed_seq_params is not None or attention_bias is not None:
+            raise ValueError("SDPACoreAttention supports neither packed sequences nor a bias")
+        repeat = self.heads // self.groups
+        if repeat > 1:
+            key = key.repeat_interleave(repeat, dim=2)
+            value = value.repeat_interleave(repeat, dim=2)
+        q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))  # [b, h, s, d]
+        if attention_mask is None:
+            out = nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=True, scale=self.scale
+            )
+        else:
+            s = q.shape[2]
+            causal = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
+            allowed = causal & ~attention_mask.to(torch.bool)
+            out = nn.functional.scaled_dot_product_attention(
+                q, k, v, attn_mask=allowed, scale=self.scale
+            )
+        out = out.permute(2, 0, 1, 3)  # [s, b, h, d]
+        return out.reshape(out.shape[0], out.shape[1], -1)

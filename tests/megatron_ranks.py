@@ -1,0 +1,65 @@
+"""Code run in spawned processes by the megatron bridge tests (one process per rank)."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+
+def _init(rank: int, world: int, port: int) -> None:
+    warnings.filterwarnings("ignore", message=".*Transformer Engine.*")
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+
+
+def logits_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
+    """For TP = world and TP = 1: the max |megatron logits − HF logits| and the round trip."""
+    from megatron.core import parallel_state
+    from transformers import AutoModelForCausalLM
+
+    from rl_core.models.megatron.config import HFShape, padded_vocab_size
+    from rl_core.models.megatron.gpt import build_gpt_model
+    from rl_core.models.megatron.weights import hf_to_megatron, megatron_to_hf
+
+    _init(rank, world, port)
+    hf = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    shape = HFShape.from_hf(hf.config)
+    hf_state = hf.state_dict()
+    ids = torch.randint(0, shape.vocab_size, (3, 11), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = hf(input_ids=ids).logits
+    result = {}
+    for tp in sorted({world, 1}, reverse=True):
+        parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
+        tp_rank = parallel_state.get_tensor_model_parallel_rank()
+        model = build_gpt_model(shape, tp=tp).eval()
+        state = hf_to_megatron(
+            hf_state, shape, tp, tp_rank, padded_vocab_size(shape.vocab_size, tp)
+        )
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        assert not unexpected and all(k.endswith("_extra_state") for k in missing), missing
+        positions = torch.arange(ids.shape[1]).expand_as(ids)
+        group = parallel_state.get_tensor_model_parallel_group()
+        with torch.no_grad():
+            part = model(ids, positions, attention_mask=None)
+        parts = [torch.empty_like(part) for _ in range(tp)]
+        dist.all_gather(parts, part.contiguous(), group=group)
+        logits = torch.cat(parts, dim=-1)[..., : shape.vocab_size]
+        mine = {k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")}
+        ranks: list = [None] * tp
+        dist.all_gather_object(ranks, mine, group=group)
+        back = megatron_to_hf(ranks, shape)
+        result[f"tp{tp}"] = {
+            "max_abs_diff": float((logits - expected).abs().max()),
+            "round_trip_exact": sorted(back) == sorted(hf_state)
+            and all(torch.equal(back[k], hf_state[k]) for k in hf_state),
+        }
+        parallel_state.destroy_model_parallel()
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    dist.destroy_process_group()
