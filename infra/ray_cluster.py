@@ -46,7 +46,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str
             "log_to_driver": True,
         }
         if target == "local" or _is_loopback(target):
-            _loopback_only()
+            loopback_only()
         if target == "local":
             kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
             kwargs["_node_ip_address"] = "127.0.0.1"
@@ -70,7 +70,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str
     return ray.cluster_resources()
 
 
-def _loopback_only() -> None:
+def loopback_only() -> None:
     """Make a new local cluster listen on 127.0.0.1 only.
 
     On Linux, Ray resolves ``_node_ip_address="127.0.0.1"`` to the machine's outward

@@ -25,7 +25,6 @@ from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk, sa
 from infra.llm.reward_scoring import score_chunk
 from infra.llm.sft_steps import sft_step
 from infra.llm.worker_groups import start_reasoning_groups
-from infra.ops.processes import free_port
 from infra.step_runtime import (
     Evaluation,
     FanoutJob,
@@ -91,8 +90,11 @@ class ReasoningRuntime(StepRuntime):
         return self.workers.all
 
     def _setup_trainer(self) -> None:
-        port = free_port()
-        units = self.actor.call_within("worker_start", self.timeouts.worker_start, "setup", port)
+        timeout = self.timeouts.worker_start
+        address = self.actor.get(
+            [self.actor[0].rendezvous_address.remote()], timeout, "worker_start", [0]
+        )[0]
+        units = self.actor.call_within("worker_start", timeout, "setup", address)
         logger.info("trainer: %d FSDP2 rank(s), %d sharded units each", len(units), units[0])
 
     # -- steps ---------------------------------------------------------------------------

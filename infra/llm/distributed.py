@@ -1,13 +1,15 @@
 """FSDP2 across Ray actors: process groups, sharding by wrap policy, state dicts, DCP.
 
-Each trainer rank is a Ray actor; rank 0 picks a free port on 127.0.0.1 and every rank joins
-``init_process_group`` with it (gloo on CPU, NCCL on GPU). Parameters are sharded with
+Each trainer rank is a Ray actor; rank 0 names a rendezvous address on its own node (the
+node's IP as Ray knows it and a port free there: ranks on other nodes reach it) and every
+rank joins ``init_process_group`` at it (gloo on CPU, NCCL on GPU). Parameters are sharded with
 ``fully_shard`` per wrapped module and at the root.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +36,35 @@ def resolve_backend(backend: str) -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
-def init_process_group(backend: str, rank: int, world_size: int, port: int) -> None:
-    """Join the trainer's process group (no-op if this process already joined one)."""
+def rendezvous_address() -> str:
+    """``host:port`` of a free TCP port on this process's node, at the node's Ray address.
+
+    Called on rank 0: the other ranks, wherever Ray placed them, connect to it. The port is
+    found by binding the node's address (port 0) and releasing it.
+    """
+    import ray
+
+    host = ray.util.get_node_ip_address()
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        port = sock.getsockname()[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def init_process_group(backend: str, rank: int, world_size: int, address: str) -> None:
+    """Join the trainer's process group at ``address`` (no-op if this process joined one).
+
+    Args:
+        backend: ``auto``, ``gloo`` or ``nccl``.
+        rank: This rank.
+        world_size: Number of ranks.
+        address: Rank 0's :func:`rendezvous_address`.
+    """
     if dist.is_initialized():
         return
     dist.init_process_group(
         resolve_backend(backend),
-        init_method=f"tcp://127.0.0.1:{port}",
+        init_method=f"tcp://{address}",
         rank=rank,
         world_size=world_size,
     )

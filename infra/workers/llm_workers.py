@@ -139,10 +139,18 @@ class LLMActorWorker(WorkerBase):
             rollout.patch_full_sync_interval,
         )
 
-    def setup(self, port: int) -> int:
-        """Join the process group, shard the model, build the optimizer; returns units."""
+    def rendezvous_address(self) -> str:
+        """Where the trainer's process group meets (asked of rank 0): its node and a port."""
+        return fsdp.rendezvous_address()
+
+    def setup(self, address: str) -> int:
+        """Join the process group at ``address``, shard the model, build the optimizer.
+
+        Returns:
+            The number of modules sharded as units.
+        """
         fsdp.init_process_group(
-            self.cfg.actor.fsdp_config.backend, self.rank, self.world_size, port
+            self.cfg.actor.fsdp_config.backend, self.rank, self.world_size, address
         )
         units = fsdp.shard_model(self.policy, self.cfg.actor.fsdp_config.wrap_policy)
         actor = self.cfg.actor

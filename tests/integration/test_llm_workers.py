@@ -8,13 +8,10 @@ import pytest
 import ray
 import torch
 
-from infra.ops.processes import free_port
 from infra.ray_cluster import connect, shutdown
-from infra.workers.llm_workers import LLMActorWorker, LLMRolloutWorker
-from rl_core.config import load_config
+from infra.workers.llm_workers import LLMRolloutWorker
 from rl_core.models.tiny_lm import create_tiny_lm
-from rl_core.training.llm_update import minibatch_totals, rank_rows
-from tests.llm_batches import random_llm_batch
+from tests.llm_trainers import batch, config, full_state, trainer, update
 
 pytestmark = pytest.mark.integration
 
@@ -29,53 +26,6 @@ def cluster():
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     return str(create_tiny_lm(tmp_path_factory.mktemp("lm") / "tiny", num_hidden_layers=2))
-
-
-def config(tiny_dir, *extra):
-    return load_config(
-        overrides=[
-            "model.model_type=hf_causal_lm",
-            f"model.model_path={tiny_dir}",
-            "algorithm.adv_type=grpo",
-            "reward.reward_type=math_verify",
-            "algorithm.kl_coef=0.0",
-            "actor.micro_batch_size=3",
-            "actor.update_epochs=2",
-            "actor.num_minibatches=2",
-            "actor.lr=1e-3",
-            *extra,
-        ]
-    ).model_dump(mode="json")
-
-
-def batch(n=8, seed=0):
-    data = random_llm_batch(n, seed)
-    data.pop("ref_logprobs")
-    return {k: v.numpy() for k, v in data.items()}
-
-
-def trainer(cfg, world):
-    cls = ray.remote(LLMActorWorker)
-    ranks = [cls.options(num_cpus=0.3).remote(cfg, r, (), world) for r in range(world)]
-    port = free_port()
-    ray.get([h.setup.remote(port) for h in ranks])
-    return ranks
-
-
-def update(ranks, data, iteration=0):
-    rows = rank_rows(len(data["response_ids"]), 2, len(ranks))
-    shards = [{k: v[r] for k, v in data.items()} for r in rows]
-    totals = minibatch_totals([{k: torch.from_numpy(v) for k, v in s.items()} for s in shards], 2)
-    return ray.get(
-        [
-            h.update.remote(s, [(t.tokens, t.seqs) for t in totals], iteration)
-            for h, s in zip(ranks, shards, strict=True)
-        ]
-    )
-
-
-def full_state(ranks):
-    return ray.get([h.full_state.remote() for h in ranks])[0]
 
 
 def test_two_fsdp_ranks_match_a_single_process_update(cluster, tiny_dir):
