@@ -63,3 +63,60 @@ def logits_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str
         parallel_state.destroy_model_parallel()
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     dist.destroy_process_group()
+
+
+def policy_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
+    """Megatron policy vs the HF policy on a padded batch: log-probs, entropy, gradients."""
+    from megatron.core import parallel_state
+
+    from rl_core.config.policy_sections import ModelConfig
+    from rl_core.models.causal_lm import build_causal_lm
+    from rl_core.models.megatron.config import HFShape, padded_vocab_size
+    from rl_core.models.megatron.gpt import build_gpt_model
+    from rl_core.models.megatron.policy import MegatronCausalLM
+    from rl_core.models.megatron.weights import hf_to_megatron, megatron_to_hf
+    from tests.llm_batches import random_llm_batch
+
+    _init(rank, world, port)
+    hf_policy = build_causal_lm(ModelConfig(model_type="hf_causal_lm", model_path=model_dir))
+    shape = HFShape.from_hf(hf_policy.model.config)
+    batch = random_llm_batch(6, seed=1)
+    inputs = {k: batch[k] for k in ("prompt_ids", "prompt_mask", "response_ids", "response_mask")}
+    weights = batch["advantages"] * batch["response_mask"]
+
+    def loss_of(out):
+        return (out["logprobs"] * weights).sum() + 0.1 * (out["entropy"] * weights).sum()
+
+    expected = hf_policy(forward_type="default_forward", forward_inputs=inputs, temperature=0.7)
+    loss_of(expected).backward()
+    hf_grads = {k: p.grad for k, p in hf_policy.model.named_parameters()}
+    result = {}
+    for tp in sorted({world, 1}, reverse=True):
+        parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
+        group = parallel_state.get_tensor_model_parallel_group()
+        tp_rank = parallel_state.get_tensor_model_parallel_rank()
+        model = build_gpt_model(shape, tp=tp)
+        padded = padded_vocab_size(shape.vocab_size, tp)
+        state = hf_to_megatron(hf_policy.model.state_dict(), shape, tp, tp_rank, padded)
+        model.load_state_dict(state, strict=False)
+        policy = MegatronCausalLM(model, shape, group if tp > 1 else None, tp_rank)
+        out = policy(forward_type="default_forward", forward_inputs=inputs, temperature=0.7)
+        loss_of(out).backward()
+        grads = {k: p.grad for k, p in model.named_parameters()}
+        ranks: list = [None] * tp
+        dist.all_gather_object(ranks, grads, group=group)
+        as_hf = megatron_to_hf(ranks, shape)
+        mask = batch["response_mask"].bool()
+        result[f"tp{tp}"] = {
+            "logprobs": float((out["logprobs"] - expected["logprobs"])[mask].abs().max()),
+            "entropy": float((out["entropy"] - expected["entropy"])[mask].abs().max()),
+            "grads": max(
+                float((as_hf[k] - g).abs().max())
+                for k, g in hf_grads.items()
+                if k != "lm_head.weight"
+            ),
+            "grad_scale": max(float(g.abs().max()) for g in hf_grads.values()),
+        }
+        parallel_state.destroy_model_parallel()
+    Path(out_dir, f"policy{rank}.json").write_text(json.dumps(result))
+    dist.destroy_process_group()

@@ -33,9 +33,7 @@ def node_of(handle) -> str:
     return ray.get(handle.__ray_call__.remote(lambda w: ray.get_runtime_context().get_node_id()))
 
 
-def test_fsdp_ranks_on_two_nodes_meet_at_rank_zeros_node_and_match_one_rank(
-    two_nodes, tmp_path
-):
+def test_fsdp_ranks_on_two_nodes_meet_at_rank_zeros_node_and_match_one_rank(two_nodes, tmp_path):
     tiny = create_tiny_lm(tmp_path / "tiny", num_hidden_layers=2)
     cfg = config(str(tiny))
     data = batch()

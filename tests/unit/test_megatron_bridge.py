@@ -101,3 +101,19 @@ def test_logits_equal_hugging_face_at_tp_1_and_2(tmp_path: Path) -> None:
         for tp in ("tp2", "tp1"):
             assert result[tp]["max_abs_diff"] < 1e-5, (rank, tp, result)
             assert result[tp]["round_trip_exact"], (rank, tp)
+
+
+def test_policy_logprobs_entropy_and_gradients_equal_the_hf_policys(tmp_path: Path) -> None:
+    model_dir = create_tiny_lm(tmp_path / "tiny", num_key_value_heads=2)
+    mp.spawn(
+        megatron_ranks.policy_parity,
+        args=(2, free_port(), str(model_dir), str(tmp_path)),
+        nprocs=2,
+        join=True,
+    )
+    result = json.loads((tmp_path / "policy0.json").read_text())
+    for tp in ("tp2", "tp1"):
+        r = result[tp]
+        assert r["grad_scale"] > 1e-3, "the loss has no gradient: the test proves nothing"
+        assert r["logprobs"] < 1e-5 and r["entropy"] < 1e-5, (tp, r)
+        assert r["grads"] < 1e-5, (tp, r)

@@ -1,0 +1,101 @@
+"""A megatron-core ``GPTModel`` shard as the trainer's causal LM policy.
+
+It answers the trainer's one call, ``policy(forward_type="default_forward",
+forward_inputs=…)``, with the same log-probs and entropy as the Hugging Face policy
+(``rl_core.models.causal_lm``) of the same weights. Rows come left-padded (prompt) and
+right-padded (response); megatron's rotary positions start at 0 in every row, so each row
+is shifted left by its prompt padding first: its tokens then sit at positions 0, 1, … as
+the Hugging Face policy's position ids put them, and the padding moves behind them, where
+causal attention keeps it from every real token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from rl_core.models.megatron.config import HFShape
+from rl_core.models.megatron.vocab_parallel import vocab_parallel_logprobs
+
+
+def pack_left(ids: torch.Tensor, left_pad: torch.Tensor) -> torch.Tensor:
+    """Shift row ``i`` of ``ids`` left by ``left_pad[i]`` (the padding wraps to the end)."""
+    length = ids.shape[1]
+    index = (torch.arange(length, device=ids.device) + left_pad.unsqueeze(1)) % length
+    return ids.gather(1, index)
+
+
+class MegatronCausalLM(nn.Module):
+    """The trainer's policy on one tensor-parallel rank.
+
+    Args:
+        model: This rank's ``GPTModel`` (:func:`~rl_core.models.megatron.gpt.build_gpt_model`).
+        shape: The Hugging Face model's sizes.
+        tp_group: The tensor-parallel process group (None: one rank).
+        tp_rank: This rank's index in it.
+    """
+
+    forward_types = ("default_forward",)
+
+    def __init__(
+        self, model: nn.Module, shape: HFShape, tp_group: Any = None, tp_rank: int = 0
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.shape = shape
+        self.tp_group = tp_group
+        self.tp_rank = tp_rank
+
+    def forward(self, forward_type: str = "default_forward", **kwargs: Any) -> Any:
+        """Dispatch to ``default_forward`` (the only branch a megatron trainer needs).
+
+        Raises:
+            ValueError: Another ``forward_type``.
+        """
+        if forward_type not in self.forward_types:
+            raise ValueError(
+                f"the megatron trainer has no forward_type {forward_type!r}; allowed: "
+                + ", ".join(self.forward_types)
+            )
+        return self.default_forward(**kwargs)
+
+    def default_forward(
+        self,
+        forward_inputs: dict[str, torch.Tensor],
+        compute_values: bool = False,
+        compute_entropy: bool = True,
+        temperature: float = 1.0,
+        **kwargs: Any,
+    ) -> dict[str, torch.Tensor]:
+        """Log-probs ``[N, R]`` of the response tokens (and entropy), as the HF policy's.
+
+        Raises:
+            ValueError: ``compute_values`` (a value head is not supported here).
+        """
+        if compute_values:
+            raise ValueError("the megatron trainer has no value head (use actor.backend: fsdp)")
+        prompt_ids, response_ids = forward_inputs["prompt_ids"], forward_inputs["response_ids"]
+        prompt_len = prompt_ids.shape[1]
+        left_pad = prompt_len - forward_inputs["prompt_mask"].sum(dim=1).long()
+        ids = pack_left(torch.cat([prompt_ids, response_ids], dim=1), left_pad)
+        positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+        logits = self.model(ids, positions, attention_mask=None)  # [N, L, W]
+        # logits predicting response token j: packed position prompt_len - 1 - left_pad + j
+        steps = torch.arange(response_ids.shape[1], device=ids.device)
+        at = (prompt_len - 1 - left_pad).unsqueeze(1) + steps
+        picked = logits.gather(1, at.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+        logprobs, entropy = vocab_parallel_logprobs(
+            picked,
+            response_ids,
+            self.tp_rank * logits.shape[-1],
+            self.shape.vocab_size,
+            self.tp_group,
+            temperature,
+            entropy=compute_entropy,
+        )
+        out = {"logprobs": logprobs}
+        if entropy is not None:
+            out["entropy"] = entropy
+        return out
