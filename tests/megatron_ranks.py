@@ -120,3 +120,109 @@ def policy_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str
         parallel_state.destroy_model_parallel()
     Path(out_dir, f"policy{rank}.json").write_text(json.dumps(result))
     dist.destroy_process_group()
+
+
+def update_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
+    """One GRPO update (2 epochs × 2 minibatches, micro-batches of 3) with the megatron
+    policy at TP = world (one replica) and at TP 1 × DP = world, against the HF policy in
+    one process, for every registered policy loss and loss aggregation mode."""
+    from typing import get_args
+
+    from megatron.core import parallel_state
+
+    from rl_core.algorithms.registry import POLICY_LOSSES
+    from rl_core.config import load_config
+    from rl_core.config.schema import AlgorithmConfig
+    from rl_core.models.causal_lm import build_causal_lm
+    from rl_core.models.megatron.config import HFShape, padded_vocab_size
+    from rl_core.models.megatron.gpt import build_gpt_model
+    from rl_core.models.megatron.policy import MegatronCausalLM
+    from rl_core.models.megatron.weights import hf_to_megatron, megatron_to_hf
+    from rl_core.training.llm_update import (
+        LOSS_TERMS,
+        llm_update,
+        minibatch_totals,
+        rank_rows,
+    )
+    from tests.llm_batches import random_llm_batch
+
+    _init(rank, world, port)
+    compared = [f"train/{t}" for t in (*LOSS_TERMS, "grad_norm")]
+    batch = random_llm_batch(8, seed=2)
+    batch.pop("ref_logprobs")
+    modes = get_args(AlgorithmConfig.model_fields["loss_agg_mode"].annotation)
+    result = {}
+    for loss in POLICY_LOSSES.names():
+        for mode in modes:
+            cfg = load_config(
+                overrides=[
+                    "model.model_type=hf_causal_lm",
+                    f"model.model_path={model_dir}",
+                    "algorithm.adv_type=grpo",
+                    "reward.reward_type=math_verify",
+                    "algorithm.kl_coef=0.0",
+                    f"algorithm.loss_type={loss}",
+                    f"algorithm.loss_agg_mode={mode}",
+                    "algorithm.loss_agg_norm=4",
+                    "actor.micro_batch_size=3",
+                    "actor.update_epochs=2",
+                    "actor.num_minibatches=2",
+                    "actor.lr=1e-3",
+                    "actor.max_grad_norm=0.5",
+                ]
+            )
+            args = (cfg.algorithm, cfg.actor)
+            torch.manual_seed(0)
+            hf = build_causal_lm(cfg.model)
+            shape = HFShape.from_hf(hf.model.config)
+            start = {k: v.clone() for k, v in hf.model.state_dict().items()}
+            opt = torch.optim.Adam(hf.parameters(), lr=1e-3, eps=cfg.actor.adam_eps)
+            want = llm_update(hf, opt, batch, minibatch_totals([batch], 2), *args, 1, 0.7, 4.0)
+            expected = hf.model.state_dict()
+            for tp in sorted({world, 1}, reverse=True):
+                dp = world // tp
+                parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
+                tp_group = parallel_state.get_tensor_model_parallel_group()
+                tp_rank = parallel_state.get_tensor_model_parallel_rank()
+                dp_rank = parallel_state.get_data_parallel_rank()
+                model = build_gpt_model(shape, tp=tp)
+                padded = padded_vocab_size(shape.vocab_size, tp)
+                model.load_state_dict(
+                    hf_to_megatron(start, shape, tp, tp_rank, padded), strict=False
+                )
+                policy = MegatronCausalLM(
+                    model,
+                    shape,
+                    tp_group,
+                    tp_rank,
+                    parallel_state.get_data_parallel_group(),
+                )
+                rows = rank_rows(8, 2, dp)
+                shards = [{k: v[r] for k, v in batch.items()} for r in rows]
+                opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=cfg.actor.adam_eps)
+                totals = minibatch_totals(shards, 2)
+                got = llm_update(policy, opt, shards[dp_rank], totals, *args, dp, 0.7, 4.0)
+                summed = {}
+                for key, value in got.items():  # the driver adds the replicas' shares
+                    t = torch.tensor(value, dtype=torch.float64)
+                    dist.all_reduce(t)
+                    summed[key] = float(t) / tp
+                ranks: list = [None] * tp
+                mine = {
+                    k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")
+                }
+                dist.all_gather_object(ranks, mine, group=tp_group)
+                back = megatron_to_hf(ranks, shape)
+                result[f"{loss}/{mode}/tp{tp}"] = {
+                    "weights": max(
+                        float((back[k] - expected[k]).abs().max())
+                        for k in expected
+                        if k != "lm_head.weight"
+                    ),
+                    "moved": max(float((expected[k] - start[k]).abs().max()) for k in expected),
+                    "metrics": {k: abs(summed[k] - want[k]) for k in compared if k in want},
+                    "grad_norm": want["train/grad_norm"],
+                }
+                parallel_state.destroy_model_parallel()
+    Path(out_dir, f"update{rank}.json").write_text(json.dumps(result))
+    dist.destroy_process_group()

@@ -88,6 +88,9 @@ def minibatch_totals(
 
 
 def _grad_norm(policy: torch.nn.Module, max_norm: float | None) -> float:
+    own = getattr(policy, "clip_grad_norm", None)
+    if own is not None:  # a trainer that reduces and clips its own gradients (megatron)
+        return float(own(max_norm))
     params = [p for p in policy.parameters() if p.grad is not None]
     if not params:
         return 0.0

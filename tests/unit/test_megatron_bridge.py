@@ -117,3 +117,21 @@ def test_policy_logprobs_entropy_and_gradients_equal_the_hf_policys(tmp_path: Pa
         assert r["grad_scale"] > 1e-3, "the loss has no gradient: the test proves nothing"
         assert r["logprobs"] < 1e-5 and r["entropy"] < 1e-5, (tp, r)
         assert r["grads"] < 1e-5, (tp, r)
+
+
+def test_an_update_equals_the_single_process_hf_update(tmp_path: Path) -> None:
+    """TP 2 (one replica) and TP 1 × DP 2, every policy loss and aggregation mode."""
+    model_dir = create_tiny_lm(tmp_path / "tiny", num_key_value_heads=2)
+    mp.spawn(
+        megatron_ranks.update_parity,
+        args=(2, free_port(), str(model_dir), str(tmp_path)),
+        nprocs=2,
+        join=True,
+    )
+    result = json.loads((tmp_path / "update0.json").read_text())
+    assert len(result) >= 8, result  # ≥ 1 loss × 4 aggregation modes × 2 layouts
+    for case, r in result.items():
+        assert r["moved"] > 1e-4, f"{case}: the update did not move the weights"
+        assert r["weights"] < 1e-5, (case, r)
+        assert "train/policy_loss" in r["metrics"] and "train/grad_norm" in r["metrics"], r
+        assert max(r["metrics"].values()) < 1e-5, (case, r)

@@ -115,7 +115,7 @@ def transformer_config(
     """The megatron ``TransformerConfig`` of ``shape`` split over ``tp`` ranks.
 
     Fusions and dropout are off (exact parity with the Hugging Face model; CPU friendly);
-    parameters are created on the CPU.
+    parameters are created (and randomly initialized) on the CPU.
 
     Raises:
         MegatronBridgeError: ``tp`` does not divide the heads or the MLP width, or an
@@ -153,7 +153,9 @@ def transformer_config(
         apply_query_key_layer_scaling=False,
         attention_softmax_in_fp32=True,
         use_cpu_initialization=True,
-        perform_initialization=False,  # weights come from the Hugging Face model
+        # Weights come from the Hugging Face model, but initialization also marks which
+        # parameters are tensor-parallel shards (gradient norm, checkpoints rely on it).
+        perform_initialization=True,
         params_dtype=_DTYPES[precision],
         bf16=precision == "bfloat16",
         fp16=precision == "float16",

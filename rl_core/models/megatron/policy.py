@@ -11,10 +11,13 @@ causal attention keeps it from every real token.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from rl_core.models.megatron.config import HFShape
 from rl_core.models.megatron.vocab_parallel import vocab_parallel_logprobs
@@ -35,18 +38,65 @@ class MegatronCausalLM(nn.Module):
         shape: The Hugging Face model's sizes.
         tp_group: The tensor-parallel process group (None: one rank).
         tp_rank: This rank's index in it.
+        dp_group: The data-parallel process group (None: one replica).
     """
 
     forward_types = ("default_forward",)
 
     def __init__(
-        self, model: nn.Module, shape: HFShape, tp_group: Any = None, tp_rank: int = 0
+        self,
+        model: nn.Module,
+        shape: HFShape,
+        tp_group: Any = None,
+        tp_rank: int = 0,
+        dp_group: Any = None,
     ) -> None:
         super().__init__()
         self.model = model
         self.shape = shape
         self.tp_group = tp_group
         self.tp_rank = tp_rank
+        self.dp_group = dp_group
+
+    def clip_grad_norm(self, max_norm: float | None) -> float:
+        """Average gradients over data-parallel replicas, then clip by the global norm.
+
+        The norm covers the whole model: squares of tensor-parallel shards are summed over
+        the tensor-parallel ranks, replicated tensors (norms) count once. Clipping follows
+        ``torch.nn.utils.clip_grad_norm_`` (coefficient ``max_norm / (norm + 1e-6)``, at
+        most 1).
+
+        Returns:
+            The gradient norm before clipping.
+        """
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if not params:
+            return 0.0
+        replicas = 1 if self.dp_group is None else dist.get_world_size(self.dp_group)
+        if replicas > 1:
+            grads = [p.grad for p in params]
+            flat = _flatten_dense_tensors(grads)
+            dist.all_reduce(flat, group=self.dp_group)
+            flat /= replicas
+            for grad, reduced in zip(grads, _unflatten_dense_tensors(flat, grads), strict=True):
+                grad.copy_(reduced)
+        sharded = torch.zeros((), dtype=torch.float64)
+        replicated = torch.zeros((), dtype=torch.float64)
+        for p in params:
+            square = p.grad.detach().double().pow(2).sum().cpu()
+            if getattr(p, "tensor_model_parallel", False):
+                sharded += square
+            else:
+                replicated += square
+        if self.tp_group is not None and dist.get_world_size(self.tp_group) > 1:
+            dist.all_reduce(sharded, group=self.tp_group)
+        norm = math.sqrt(float(sharded + replicated))
+        limit = max_norm if max_norm else math.inf
+        coef = min(limit / (norm + 1e-6), 1.0)
+        if coef < 1.0:
+            for p in params:
+                p.grad.mul_(coef)
+        return norm
 
     def forward(self, forward_type: str = "default_forward", **kwargs: Any) -> Any:
         """Dispatch to ``default_forward`` (the only branch a megatron trainer needs).
