@@ -18,7 +18,19 @@ def _init(rank: int, world: int, port: int) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
 
 
-def logits_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
+def all_checks(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
+    """Every check below in one process group; rank ``r`` writes ``out_dir/rank{r}.json``."""
+    _init(rank, world, port)
+    result = {
+        "logits": logits_parity(world, model_dir),
+        "policy": policy_parity(world, model_dir),
+        "update": update_parity(world, model_dir),
+    }
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    dist.destroy_process_group()
+
+
+def logits_parity(world: int, model_dir: str) -> dict:
     """For TP = world and TP = 1: the max |megatron logits − HF logits| and the round trip."""
     from megatron.core import parallel_state
     from transformers import AutoModelForCausalLM
@@ -27,7 +39,6 @@ def logits_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str
     from rl_core.models.megatron.gpt import build_gpt_model
     from rl_core.models.megatron.weights import hf_to_megatron, megatron_to_hf
 
-    _init(rank, world, port)
     hf = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     shape = HFShape.from_hf(hf.config)
     hf_state = hf.state_dict()
@@ -61,11 +72,10 @@ def logits_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str
             and all(torch.equal(back[k], hf_state[k]) for k in hf_state),
         }
         parallel_state.destroy_model_parallel()
-    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
-    dist.destroy_process_group()
+    return result
 
 
-def policy_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
+def policy_parity(world: int, model_dir: str) -> dict:
     """Megatron policy vs the HF policy on a padded batch: log-probs, entropy, gradients."""
     from megatron.core import parallel_state
 
@@ -77,7 +87,6 @@ def policy_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str
     from rl_core.models.megatron.weights import hf_to_megatron, megatron_to_hf
     from tests.llm_batches import random_llm_batch
 
-    _init(rank, world, port)
     hf_policy = build_causal_lm(ModelConfig(model_type="hf_causal_lm", model_path=model_dir))
     shape = HFShape.from_hf(hf_policy.model.config)
     batch = random_llm_batch(6, seed=1)
@@ -118,11 +127,10 @@ def policy_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str
             "grad_scale": max(float(g.abs().max()) for g in hf_grads.values()),
         }
         parallel_state.destroy_model_parallel()
-    Path(out_dir, f"policy{rank}.json").write_text(json.dumps(result))
-    dist.destroy_process_group()
+    return result
 
 
-def update_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
+def update_parity(world: int, model_dir: str) -> dict:
     """One GRPO update (2 epochs × 2 minibatches, micro-batches of 3) with the megatron
     policy at TP = world (one replica) and at TP 1 × DP = world, against the HF policy in
     one process, for every registered policy loss and loss aggregation mode."""
@@ -146,7 +154,6 @@ def update_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str
     )
     from tests.llm_batches import random_llm_batch
 
-    _init(rank, world, port)
     compared = [f"train/{t}" for t in (*LOSS_TERMS, "grad_norm")]
     batch = random_llm_batch(8, seed=2)
     batch.pop("ref_logprobs")
@@ -224,5 +231,4 @@ def update_parity(rank: int, world: int, port: int, model_dir: str, out_dir: str
                     "grad_norm": want["train/grad_norm"],
                 }
                 parallel_state.destroy_model_parallel()
-    Path(out_dir, f"update{rank}.json").write_text(json.dumps(result))
-    dist.destroy_process_group()
+    return result

@@ -4,7 +4,6 @@ logits equal to the Hugging Face model's at tensor-parallel sizes 1 and 2 (gloo,
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -88,47 +87,39 @@ def _gpt2():
     return GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50)
 
 
-def test_logits_equal_hugging_face_at_tp_1_and_2(tmp_path: Path) -> None:
-    model_dir = create_tiny_lm(tmp_path / "tiny", num_key_value_heads=2)
+@pytest.fixture(scope="module")
+def parity(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The checks of ``tests/megatron_ranks.py`` on 2 gloo ranks (one spawn for all)."""
+    root = tmp_path_factory.mktemp("megatron")
+    model_dir = create_tiny_lm(root / "tiny", num_key_value_heads=2)
     mp.spawn(
-        megatron_ranks.logits_parity,
-        args=(2, free_port(), str(model_dir), str(tmp_path)),
+        megatron_ranks.all_checks,
+        args=(2, free_port(), str(model_dir), str(root)),
         nprocs=2,
         join=True,
     )
+    return {r: json.loads((root / f"rank{r}.json").read_text()) for r in range(2)}
+
+
+def test_logits_equal_hugging_face_at_tp_1_and_2(parity: dict) -> None:
     for rank in range(2):
-        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
         for tp in ("tp2", "tp1"):
-            assert result[tp]["max_abs_diff"] < 1e-5, (rank, tp, result)
-            assert result[tp]["round_trip_exact"], (rank, tp)
+            result = parity[rank]["logits"][tp]
+            assert result["max_abs_diff"] < 1e-5, (rank, tp, result)
+            assert result["round_trip_exact"], (rank, tp)
 
 
-def test_policy_logprobs_entropy_and_gradients_equal_the_hf_policys(tmp_path: Path) -> None:
-    model_dir = create_tiny_lm(tmp_path / "tiny", num_key_value_heads=2)
-    mp.spawn(
-        megatron_ranks.policy_parity,
-        args=(2, free_port(), str(model_dir), str(tmp_path)),
-        nprocs=2,
-        join=True,
-    )
-    result = json.loads((tmp_path / "policy0.json").read_text())
+def test_policy_logprobs_entropy_and_gradients_equal_the_hf_policys(parity: dict) -> None:
     for tp in ("tp2", "tp1"):
-        r = result[tp]
+        r = parity[0]["policy"][tp]
         assert r["grad_scale"] > 1e-3, "the loss has no gradient: the test proves nothing"
         assert r["logprobs"] < 1e-5 and r["entropy"] < 1e-5, (tp, r)
         assert r["grads"] < 1e-5, (tp, r)
 
 
-def test_an_update_equals_the_single_process_hf_update(tmp_path: Path) -> None:
+def test_an_update_equals_the_single_process_hf_update(parity: dict) -> None:
     """TP 2 (one replica) and TP 1 × DP 2, every policy loss and aggregation mode."""
-    model_dir = create_tiny_lm(tmp_path / "tiny", num_key_value_heads=2)
-    mp.spawn(
-        megatron_ranks.update_parity,
-        args=(2, free_port(), str(model_dir), str(tmp_path)),
-        nprocs=2,
-        join=True,
-    )
-    result = json.loads((tmp_path / "update0.json").read_text())
+    result = parity[0]["update"]
     assert len(result) >= 8, result  # ≥ 1 loss × 4 aggregation modes × 2 layouts
     for case, r in result.items():
         assert r["moved"] > 1e-4, f"{case}: the update did not move the weights"
