@@ -145,7 +145,7 @@ def update_parity(world: int, model_dir: str) -> dict:
     from rl_core.models.megatron.config import HFShape, padded_vocab_size
     from rl_core.models.megatron.gpt import build_gpt_model
     from rl_core.models.megatron.policy import MegatronCausalLM
-    from rl_core.models.megatron.weights import hf_to_megatron, megatron_to_hf
+    from rl_core.models.megatron.weights import hf_to_megatron
     from rl_core.training.llm_update import (
         LOSS_TERMS,
         llm_update,
@@ -214,12 +214,7 @@ def update_parity(world: int, model_dir: str) -> dict:
                     t = torch.tensor(value, dtype=torch.float64)
                     dist.all_reduce(t)
                     summed[key] = float(t) / tp
-                ranks: list = [None] * tp
-                mine = {
-                    k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")
-                }
-                dist.all_gather_object(ranks, mine, group=tp_group)
-                back = megatron_to_hf(ranks, shape)
+                back = policy.hf_state_dict()  # the gather a weight sync or export uses
                 result[f"{loss}/{mode}/tp{tp}"] = {
                     "weights": max(
                         float((back[k] - expected[k]).abs().max())

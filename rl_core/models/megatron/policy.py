@@ -21,6 +21,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from rl_core.models.megatron.config import HFShape
 from rl_core.models.megatron.vocab_parallel import vocab_parallel_logprobs
+from rl_core.models.megatron.weights import megatron_to_hf
 
 
 def pack_left(ids: torch.Tensor, left_pad: torch.Tensor) -> torch.Tensor:
@@ -57,6 +58,28 @@ class MegatronCausalLM(nn.Module):
         self.tp_group = tp_group
         self.tp_rank = tp_rank
         self.dp_group = dp_group
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """The whole model's weights under Hugging Face names (collective over the TP group).
+
+        Every tensor-parallel rank gets the full dict (for a weight sync, an export or a
+        checkpoint); the vocabulary padding is dropped.
+        """
+        local = {
+            k: v.detach()
+            for k, v in self.model.state_dict().items()
+            if not k.endswith("_extra_state")
+        }
+        tp = 1 if self.tp_group is None else dist.get_world_size(self.tp_group)
+        ranks: list[dict[str, torch.Tensor]] = [{} for _ in range(tp)]
+        for name, tensor in local.items():
+            parts = [tensor]
+            if tp > 1:
+                parts = [torch.empty_like(tensor) for _ in range(tp)]
+                dist.all_gather(parts, tensor.contiguous(), group=self.tp_group)
+            for rank, part in enumerate(parts):
+                ranks[rank][name] = part
+        return megatron_to_hf(ranks, self.shape)
 
     def clip_grad_norm(self, max_norm: float | None) -> float:
         """Average gradients over data-parallel replicas, then clip by the global norm.
