@@ -17,7 +17,7 @@ from rl_core.models.megatron.config import (
     padded_vocab_size,
     tensor_parallel_problems,
 )
-from rl_core.models.megatron.weights import hf_to_megatron, megatron_to_hf
+from rl_core.models.megatron.weights import hf_to_megatron, megatron_to_hf, reshard
 from rl_core.models.tiny_lm import create_tiny_lm, tiny_qwen2_config
 from tests import megatron_ranks
 
@@ -59,6 +59,21 @@ def test_round_trip_is_exact(config, tp: int) -> None:
     assert sorted(back) == sorted(state)
     for name, tensor in state.items():
         assert torch.equal(back[name], tensor), name
+
+
+def test_shards_of_one_tensor_parallel_size_reshard_to_another_exactly() -> None:
+    torch.manual_seed(0)
+    hf = AutoModelForCausalLM.from_config(_llama(num_key_value_heads=4))
+    shape = HFShape.from_hf(hf.config)
+    state = hf.state_dict()
+    sizes = {tp: padded_vocab_size(shape.vocab_size, tp) for tp in (1, 2, 4)}
+    two = [hf_to_megatron(state, shape, 2, r, sizes[2]) for r in range(2)]
+    for tp in (1, 4):
+        direct = [hf_to_megatron(state, shape, tp, r, sizes[tp]) for r in range(tp)]
+        converted = reshard(two, shape, tp, sizes[tp])
+        for want, got in zip(direct, converted, strict=True):
+            assert sorted(want) == sorted(got)
+            assert all(torch.equal(want[k], got[k]) for k in want)
 
 
 def test_shape_reads_the_qwen2_and_llama_fields() -> None:

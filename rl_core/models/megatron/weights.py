@@ -136,3 +136,16 @@ def megatron_to_hf(ranks: list[Tensors], shape: HFShape) -> Tensors:
         out[dst + "mlp.gate_proj.weight"] = torch.cat([h[0] for h in halves])
         out[dst + "mlp.up_proj.weight"] = torch.cat([h[1] for h in halves])
     return out
+
+
+def reshard(ranks: list[Tensors], shape: HFShape, tp: int, padded_vocab: int) -> list[Tensors]:
+    """Tensor-parallel shards of one size as shards of another (exact; e.g. TP 2 → TP 1).
+
+    Args:
+        ranks: Every rank's state dict at the old size, in rank order.
+        shape: The model's sizes.
+        tp: The new tensor-parallel size.
+        padded_vocab: The padded vocabulary at the new size.
+    """
+    hf = megatron_to_hf(ranks, shape)
+    return [hf_to_megatron(hf, shape, tp, rank, padded_vocab) for rank in range(tp)]
