@@ -23,12 +23,13 @@ fi
 .venv/bin/python -m pytest "$@"
 # vLLM stage (whole suite only): the vLLM rollout engine for real on CPU.
 if [ -n "$vllm_pid" ]; then
-  if ! wait "$vllm_pid"; then
-    cat outputs/setup-vllm.log >&2
+  setup=0
+  wait "$vllm_pid" || setup=$?
+  trap - EXIT
+  cat outputs/setup-vllm.log >&2
+  if [ "$setup" -ne 0 ]; then
     echo "error: setting up .venv-vllm failed (log above, in outputs/setup-vllm.log)" >&2
     exit 1
   fi
-  trap - EXIT
-  cat outputs/setup-vllm.log >&2
   RLPIPE_VLLM_STAGE=1 .venv-vllm/bin/python -m pytest tests/vllm
 fi

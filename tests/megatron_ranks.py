@@ -30,14 +30,39 @@ def all_checks(rank: int, world: int, port: int, model_dir: str, out_dir: str) -
     dist.destroy_process_group()
 
 
+def megatron_policy(hf_state: dict, shape, tp: int):
+    """This rank's megatron policy at tensor-parallel size ``tp`` holding ``hf_state``'s
+    weights (initializes megatron's model parallelism; the caller destroys it)."""
+    from megatron.core import parallel_state
+
+    from rl_core.models.megatron.config import padded_vocab_size
+    from rl_core.models.megatron.gpt import build_gpt_model
+    from rl_core.models.megatron.policy import MegatronCausalLM
+    from rl_core.models.megatron.weights import hf_to_megatron
+
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
+    tp_rank = parallel_state.get_tensor_model_parallel_rank()
+    model = build_gpt_model(shape, tp=tp)
+    padded = padded_vocab_size(shape.vocab_size, tp)
+    missing, unexpected = model.load_state_dict(
+        hf_to_megatron(hf_state, shape, tp, tp_rank, padded), strict=False
+    )
+    assert not unexpected and all(k.endswith("_extra_state") for k in missing), missing
+    return MegatronCausalLM(
+        model,
+        shape,
+        parallel_state.get_tensor_model_parallel_group(),
+        tp_rank,
+        parallel_state.get_data_parallel_group(),
+    )
+
+
 def logits_parity(world: int, model_dir: str) -> dict:
     """For TP = world and TP = 1: the max |megatron logits − HF logits| and the round trip."""
     from megatron.core import parallel_state
     from transformers import AutoModelForCausalLM
 
-    from rl_core.models.megatron.config import HFShape, padded_vocab_size
-    from rl_core.models.megatron.gpt import build_gpt_model
-    from rl_core.models.megatron.weights import hf_to_megatron, megatron_to_hf
+    from rl_core.models.megatron.config import HFShape
 
     hf = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     shape = HFShape.from_hf(hf.config)
@@ -47,25 +72,14 @@ def logits_parity(world: int, model_dir: str) -> dict:
         expected = hf(input_ids=ids).logits
     result = {}
     for tp in sorted({world, 1}, reverse=True):
-        parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
-        tp_rank = parallel_state.get_tensor_model_parallel_rank()
-        model = build_gpt_model(shape, tp=tp).eval()
-        state = hf_to_megatron(
-            hf_state, shape, tp, tp_rank, padded_vocab_size(shape.vocab_size, tp)
-        )
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        assert not unexpected and all(k.endswith("_extra_state") for k in missing), missing
+        policy = megatron_policy(hf_state, shape, tp).eval()
         positions = torch.arange(ids.shape[1]).expand_as(ids)
-        group = parallel_state.get_tensor_model_parallel_group()
         with torch.no_grad():
-            part = model(ids, positions, attention_mask=None)
+            part = policy.model(ids, positions, attention_mask=None)
         parts = [torch.empty_like(part) for _ in range(tp)]
-        dist.all_gather(parts, part.contiguous(), group=group)
+        dist.all_gather(parts, part.contiguous(), group=policy.tp_group)
         logits = torch.cat(parts, dim=-1)[..., : shape.vocab_size]
-        mine = {k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")}
-        ranks: list = [None] * tp
-        dist.all_gather_object(ranks, mine, group=group)
-        back = megatron_to_hf(ranks, shape)
+        back = policy.hf_state_dict()
         result[f"tp{tp}"] = {
             "max_abs_diff": float((logits - expected).abs().max()),
             "round_trip_exact": sorted(back) == sorted(hf_state)
@@ -81,10 +95,8 @@ def policy_parity(world: int, model_dir: str) -> dict:
 
     from rl_core.config.policy_sections import ModelConfig
     from rl_core.models.causal_lm import build_causal_lm
-    from rl_core.models.megatron.config import HFShape, padded_vocab_size
-    from rl_core.models.megatron.gpt import build_gpt_model
-    from rl_core.models.megatron.policy import MegatronCausalLM
-    from rl_core.models.megatron.weights import hf_to_megatron, megatron_to_hf
+    from rl_core.models.megatron.config import HFShape
+    from rl_core.models.megatron.weights import megatron_to_hf
     from tests.llm_batches import random_llm_batch
 
     hf_policy = build_causal_lm(ModelConfig(model_type="hf_causal_lm", model_path=model_dir))
@@ -101,19 +113,12 @@ def policy_parity(world: int, model_dir: str) -> dict:
     hf_grads = {k: p.grad for k, p in hf_policy.model.named_parameters()}
     result = {}
     for tp in sorted({world, 1}, reverse=True):
-        parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
-        group = parallel_state.get_tensor_model_parallel_group()
-        tp_rank = parallel_state.get_tensor_model_parallel_rank()
-        model = build_gpt_model(shape, tp=tp)
-        padded = padded_vocab_size(shape.vocab_size, tp)
-        state = hf_to_megatron(hf_policy.model.state_dict(), shape, tp, tp_rank, padded)
-        model.load_state_dict(state, strict=False)
-        policy = MegatronCausalLM(model, shape, group if tp > 1 else None, tp_rank)
+        policy = megatron_policy(hf_policy.model.state_dict(), shape, tp)
         out = policy(forward_type="default_forward", forward_inputs=inputs, temperature=0.7)
         loss_of(out).backward()
-        grads = {k: p.grad for k, p in model.named_parameters()}
+        grads = {k: p.grad for k, p in policy.model.named_parameters()}
         ranks: list = [None] * tp
-        dist.all_gather_object(ranks, grads, group=group)
+        dist.all_gather_object(ranks, grads, group=policy.tp_group)
         as_hf = megatron_to_hf(ranks, shape)
         mask = batch["response_mask"].bool()
         result[f"tp{tp}"] = {
@@ -142,10 +147,7 @@ def update_parity(world: int, model_dir: str) -> dict:
     from rl_core.config import load_config
     from rl_core.config.schema import AlgorithmConfig
     from rl_core.models.causal_lm import build_causal_lm
-    from rl_core.models.megatron.config import HFShape, padded_vocab_size
-    from rl_core.models.megatron.gpt import build_gpt_model
-    from rl_core.models.megatron.policy import MegatronCausalLM
-    from rl_core.models.megatron.weights import hf_to_megatron
+    from rl_core.models.megatron.config import HFShape
     from rl_core.training.llm_update import (
         LOSS_TERMS,
         llm_update,
@@ -188,25 +190,11 @@ def update_parity(world: int, model_dir: str) -> dict:
             expected = hf.model.state_dict()
             for tp in sorted({world, 1}, reverse=True):
                 dp = world // tp
-                parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
-                tp_group = parallel_state.get_tensor_model_parallel_group()
-                tp_rank = parallel_state.get_tensor_model_parallel_rank()
+                policy = megatron_policy(start, shape, tp)
                 dp_rank = parallel_state.get_data_parallel_rank()
-                model = build_gpt_model(shape, tp=tp)
-                padded = padded_vocab_size(shape.vocab_size, tp)
-                model.load_state_dict(
-                    hf_to_megatron(start, shape, tp, tp_rank, padded), strict=False
-                )
-                policy = MegatronCausalLM(
-                    model,
-                    shape,
-                    tp_group,
-                    tp_rank,
-                    parallel_state.get_data_parallel_group(),
-                )
                 rows = rank_rows(8, 2, dp)
                 shards = [{k: v[r] for k, v in batch.items()} for r in rows]
-                opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=cfg.actor.adam_eps)
+                opt = torch.optim.Adam(policy.parameters(), lr=1e-3, eps=cfg.actor.adam_eps)
                 totals = minibatch_totals(shards, 2)
                 got = llm_update(policy, opt, shards[dp_rank], totals, *args, dp, 0.7, 4.0)
                 summed = {}

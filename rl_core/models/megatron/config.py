@@ -13,12 +13,13 @@ from typing import Any
 
 import torch
 
+from rl_core.models.causal_lm import DTYPES
+
 #: Hugging Face ``model_type`` → whether its attention projections q/k/v carry a bias.
 QKV_BIAS: dict[str, Callable[[Any], bool]] = {
     "qwen2": lambda hf: True,
     "llama": lambda hf: bool(getattr(hf, "attention_bias", False)),
 }
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class MegatronBridgeError(ValueError):
@@ -126,8 +127,8 @@ def transformer_config(
     problems = tensor_parallel_problems(shape, tp)
     if problems:
         raise MegatronBridgeError("; ".join(problems))
-    if precision not in _DTYPES:
-        raise MegatronBridgeError(f"precision {precision!r}: allowed {sorted(_DTYPES)}")
+    if precision not in DTYPES:
+        raise MegatronBridgeError(f"precision {precision!r}: allowed {sorted(DTYPES)}")
     return TransformerConfig(
         num_layers=shape.num_layers,
         hidden_size=shape.hidden_size,
@@ -156,7 +157,7 @@ def transformer_config(
         # Weights come from the Hugging Face model, but initialization also marks which
         # parameters are tensor-parallel shards (gradient norm, checkpoints rely on it).
         perform_initialization=True,
-        params_dtype=_DTYPES[precision],
+        params_dtype=DTYPES[precision],
         bf16=precision == "bfloat16",
         fp16=precision == "float16",
         tensor_model_parallel_size=tp,

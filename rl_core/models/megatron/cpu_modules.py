@@ -80,26 +80,23 @@ class SDPACoreAttention(nn.Module):
     ) -> torch.Tensor:
         """``[s, b, heads, d]`` queries, ``[s, b, groups, d]`` keys/values → ``[s, b, heads·d]``.
 
-        ``attention_mask`` (True = masked out, megatron's convention) is applied on top of
-        the causal mask when given.
+        Raises:
+            ValueError: A padding mask, packed sequences or an attention bias (rows come
+                packed left, so the causal mask is the only one needed).
         """
-        if packed_seq_params is not None or attention_bias is not None:
-            raise ValueError("SDPACoreAttention supports neither packed sequences nor a bias")
+        if (
+            attention_mask is not None
+            or packed_seq_params is not None
+            or attention_bias is not None
+        ):
+            raise ValueError(
+                "SDPACoreAttention takes no padding mask, packed sequences or bias: pack rows left"
+            )
         repeat = self.heads // self.groups
         if repeat > 1:
             key = key.repeat_interleave(repeat, dim=2)
             value = value.repeat_interleave(repeat, dim=2)
         q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))  # [b, h, s, d]
-        if attention_mask is None:
-            out = nn.functional.scaled_dot_product_attention(
-                q, k, v, is_causal=True, scale=self.scale
-            )
-        else:
-            s = q.shape[2]
-            causal = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
-            allowed = causal & ~attention_mask.to(torch.bool)
-            out = nn.functional.scaled_dot_product_attention(
-                q, k, v, attn_mask=allowed, scale=self.scale
-            )
+        out = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
         out = out.permute(2, 0, 1, 3)  # [s, b, h, d]
         return out.reshape(out.shape[0], out.shape[1], -1)

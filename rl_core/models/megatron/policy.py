@@ -148,7 +148,7 @@ class MegatronCausalLM(nn.Module):
             ValueError: ``compute_values`` (a value head is not supported here).
         """
         if compute_values:
-            raise ValueError("the megatron trainer has no value head (use actor.backend: fsdp)")
+            raise ValueError("the megatron trainer has no value head")
         prompt_ids, response_ids = forward_inputs["prompt_ids"], forward_inputs["response_ids"]
         prompt_len = prompt_ids.shape[1]
         left_pad = prompt_len - forward_inputs["prompt_mask"].sum(dim=1).long()
