@@ -3,7 +3,9 @@
 The step contract of :class:`infra.step_runtime.StepRuntime` for causal LMs:
 prompts come from the ``data`` section, rollout workers sample ``algorithm.group_size``
 responses per prompt, rewards are scored by fan-out tasks, advantages are computed here,
-and FSDP2 trainer ranks update the policy.
+and trainer ranks (FSDP2 or megatron, ``actor.backend``) update the policy. Tensor-parallel
+peers of a megatron trainer get the same rows (:class:`~rl_core.training.parallel_layout.
+ParallelLayout`); their answers are read once.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from rl_core.llm.prompting import encode_prompts, load_task_samples
 from rl_core.seeding import generation_rank_seed, generation_round_seed, update_shuffle_seed
 from rl_core.training.llm_advantage import compute_llm_advantages
 from rl_core.training.llm_update import minibatch_totals, rank_rows
+from rl_core.training.parallel_layout import ParallelLayout
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "reasoning_state.json"
@@ -79,6 +82,7 @@ class ReasoningRuntime(StepRuntime):
         self.workers = workers
         self.hybrid = workers.hybrid
         self.actor, self.rollout_group, self.ref = workers.actor, workers.rollout, workers.ref
+        self.layout = ParallelLayout(len(self.actor), cfg.actor.tensor_parallel_size)
         for group in self.groups:
             group.wait_started(cfg.timeouts.worker_start)
         self._setup_trainer()
@@ -94,8 +98,8 @@ class ReasoningRuntime(StepRuntime):
         address = self.actor.get(
             [self.actor[0].rendezvous_address.remote()], timeout, "worker_start", [0]
         )[0]
-        units = self.actor.call_within("worker_start", timeout, "setup", address)
-        logger.info("trainer: %d FSDP2 rank(s), %d sharded units each", len(units), units[0])
+        layouts = self.actor.call_within("worker_start", timeout, "setup", address)
+        logger.info("trainer: %s", layouts[0])
 
     # -- steps ---------------------------------------------------------------------------
     @classmethod
@@ -259,8 +263,9 @@ class ReasoningRuntime(StepRuntime):
         return StepResult(time.perf_counter() - start, metrics)
 
     def _shards(self, arrays: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
-        rows = np.array_split(np.arange(len(self.batch)), len(self.actor))
-        return [{k: v[r] for k, v in arrays.items()} for r in rows]
+        """One part of the rows per trainer rank (tensor-parallel peers share theirs)."""
+        rows = np.array_split(np.arange(len(self.batch)), self.layout.replicas)
+        return self.layout.per_rank([{k: v[r] for k, v in arrays.items()} for r in rows])
 
     def advantage(self, iteration: int) -> StepResult:
         """Trainer log-probs (and values), reference log-probs, token rewards, advantages."""
@@ -283,6 +288,7 @@ class ReasoningRuntime(StepRuntime):
             self.timeouts.advantage,
             "advantage",
         )
+        outs = self.layout.per_replica(outs)
         old = torch.tensor(np.concatenate([o["logprobs"] for o in outs]))
         values = (
             torch.tensor(np.concatenate([o["values"] for o in outs]))
@@ -322,7 +328,7 @@ class ReasoningRuntime(StepRuntime):
             update_shuffle_seed(self.cfg.run.seed, iteration)
         ).permutation(len(self.batch))
         arrays = {k: v[order] for k, v in self.batch.arrays.items()}
-        rows = rank_rows(len(order), self.cfg.actor.num_minibatches, len(self.actor))
+        rows = rank_rows(len(order), self.cfg.actor.num_minibatches, self.layout.replicas)
         shards = [{k: v[r] for k, v in arrays.items()} for r in rows]
         totals = minibatch_totals(
             [{k: torch.from_numpy(v) for k, v in s.items()} for s in shards],
@@ -331,11 +337,12 @@ class ReasoningRuntime(StepRuntime):
         outs = self.actor.get(
             [
                 h.update.remote(s, [(t.tokens, t.seqs) for t in totals], iteration)
-                for h, s in zip(self.actor.handles, shards, strict=True)
+                for h, s in zip(self.actor.handles, self.layout.per_rank(shards), strict=True)
             ],
             self.timeouts.update,
             "update",
         )
+        outs = self.layout.per_replica(outs)
         metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
         seconds = time.perf_counter() - start
         tokens = arrays["prompt_mask"].sum() + arrays["response_mask"].sum()
@@ -424,7 +431,7 @@ class ReasoningRuntime(StepRuntime):
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:
-        """Respawn dead workers; a dead trainer rank rebuilds the whole FSDP group."""
+        """Respawn dead workers; a dead trainer rank rebuilds the whole trainer group."""
         rebuilt: dict[str, list[int]] = {}
         for group in self.groups:
             dead = group.dead_ranks()

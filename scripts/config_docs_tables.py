@@ -113,7 +113,15 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("RLPipeConfig", "_batch_divides"): (
         "The batch (embodied: `env.num_workers × env.num_envs × rollout.num_steps`; "
         "reasoning: `data.prompts_per_batch × algorithm.group_size`) must divide into "
-        "`actor.num_minibatches × actor.num_workers` equal parts."
+        "`actor.num_minibatches × actor.num_workers` equal parts (megatron: data-parallel "
+        "replicas, `actor.num_workers / actor.megatron.tensor_model_parallel_size`)."
+    ),
+    ("RLPipeConfig", "_megatron_layout_fits"): (
+        "`actor.backend: megatron` trains `hf_causal_lm` without `model.value_head`; "
+        "`actor.num_workers` must be a multiple of `tensor_model_parallel_size × "
+        "pipeline_model_parallel_size`; the tensor-parallel size must divide the model's "
+        "attention heads, key/value heads and MLP width (read from `model.model_path`'s "
+        "`config.json`); `sequence_parallel` needs a tensor-parallel size above 1."
     ),
     ("RLPipeConfig", "_rollout_buffer_fits_memory"): (
         "A lower bound of the rollout batch's size must fit in the physical memory of the "

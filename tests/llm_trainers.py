@@ -1,4 +1,4 @@
-"""FSDP2 trainer ranks as Ray actors, for the integration tests of the reasoning trainer."""
+"""Trainer ranks (FSDP2 or megatron) as Ray actors, for integration tests of the trainer."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import torch
 from infra.workers.llm_workers import LLMActorWorker
 from rl_core.config import load_config
 from rl_core.training.llm_update import minibatch_totals, rank_rows
+from rl_core.training.parallel_layout import ParallelLayout
 from tests.llm_batches import random_llm_batch
 
 
@@ -35,7 +36,7 @@ def batch(n=8, seed=0):
 
 
 def trainer(cfg, world, options=None):
-    """``world`` FSDP2 trainer ranks meeting at rank 0's rendezvous address.
+    """``world`` trainer ranks (``cfg``'s backend) meeting at rank 0's rendezvous address.
 
     ``options(rank)`` gives each rank's Ray actor options (default: 0.3 CPU).
     """
@@ -47,16 +48,20 @@ def trainer(cfg, world, options=None):
     return ranks
 
 
-def update(ranks, data, iteration=0):
-    rows = rank_rows(len(data["response_ids"]), 2, len(ranks))
+def update(ranks, data, iteration=0, tp=1):
+    """One update of ``ranks`` (tensor-parallel peers of size ``tp`` share rows); the
+    metrics of each data-parallel replica."""
+    layout = ParallelLayout(len(ranks), tp)
+    rows = rank_rows(len(data["response_ids"]), 2, layout.replicas)
     shards = [{k: v[r] for k, v in data.items()} for r in rows]
     totals = minibatch_totals([{k: torch.from_numpy(v) for k, v in s.items()} for s in shards], 2)
-    return ray.get(
+    outs = ray.get(
         [
             h.update.remote(s, [(t.tokens, t.seqs) for t in totals], iteration)
-            for h, s in zip(ranks, shards, strict=True)
+            for h, s in zip(ranks, layout.per_rank(shards), strict=True)
         ]
     )
+    return layout.per_replica(outs)
 
 
 def full_state(ranks):

@@ -45,7 +45,8 @@ def _sft_batch(runtime: Any, iteration: int) -> dict[str, float]:
         "response_ids": r_ids.numpy(),
         "response_mask": r_mask.numpy(),
     }
-    shards = np.array_split(np.arange(len(rows)), len(runtime.actor))
+    layout = runtime.layout  # tensor-parallel peers train on the same rows
+    shards = layout.per_rank(np.array_split(np.arange(len(rows)), layout.replicas))
     totals = (float(r_mask.sum()), len(rows))
     outs = runtime.actor.get(
         [
@@ -55,6 +56,7 @@ def _sft_batch(runtime: Any, iteration: int) -> dict[str, float]:
         runtime.timeouts.update,
         "update",
     )
+    outs = layout.per_replica(outs)
     metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
     metrics["samples"] = float(len(rows))
     return metrics

@@ -1,9 +1,10 @@
 """The worker groups of a reasoning run, for either placement.
 
-* Hybrid engine (collocated placement, the default): one group of FSDP2 trainer ranks, each
+* Hybrid engine (collocated placement, the default): one group of trainer ranks, each
   also holding a rollout engine and, with a KL penalty, the reference model.
 * Disaggregated: trainer ranks, rollout workers and a reference worker in groups (and
-  processes) of their own.
+  processes) of their own. The megatron backend keeps the reference in its trainer ranks
+  (tensor-parallel like the policy), so it has no reference worker.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def start_reasoning_groups(
         config: The same config as a plain dict (what workers are built from).
         cluster_cpus: CPUs of the Ray cluster.
     """
-    use_ref = cfg.algorithm.kl_coef > 0
+    use_ref = cfg.algorithm.kl_coef > 0 and cfg.actor.backend == "fsdp"
     hybrid = uses_hybrid_engine(cfg)
     world = cfg.actor.num_workers
     # The reference model shares the trainer's CPUs: count it when splitting them.

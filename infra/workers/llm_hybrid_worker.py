@@ -1,8 +1,9 @@
 """The hybrid engine of a reasoning run: trainer, rollout engine and reference in one process.
 
-With collocated placement (RLinf's collocated mode, verl's hybrid engine) each FSDP2
-trainer rank also holds a rollout engine and, with a KL penalty, the frozen reference
-model. A weight sync gathers the full weights on every rank and copies them into its
+With collocated placement (RLinf's collocated mode, verl's hybrid engine) each trainer
+rank (FSDP2 or megatron) also holds a rollout engine and, with a KL penalty, the frozen
+reference model (the megatron backend keeps its own, tensor-parallel like the trainer). A
+weight sync gathers the full weights on every rank and copies them into its
 engine in memory (no serialization, no object store); generation and reference log-probs
 run where the trainer is. Seeds, prompt splits and casts are those of separate rollout and
 reference workers, so both placements learn the same weights from the same seed.
@@ -12,26 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
-from infra.llm import distributed as fsdp
 from infra.llm.engines import make_engine
 from infra.workers.base import Stopwatch, step_method
-from infra.workers.llm_workers import (
-    LLMActorWorker,
-    generate_responses,
-    reference_logprobs,
-    reference_model,
-)
+from infra.workers.llm_workers import LLMActorWorker, generate_responses, reference_model
 
 
 class LLMHybridWorker(LLMActorWorker):
-    """An FSDP2 trainer rank that also generates and scores reference log-probs.
+    """A trainer rank that also generates and scores reference log-probs.
 
     Args:
         config: Resolved config (dict).
-        rank: Data-parallel rank (also the rank of its rollout engine).
+        rank: Trainer rank (also the rank of its rollout engine).
         cpus: CPUs to pin to.
         world_size: Number of trainer ranks.
     """
@@ -42,8 +36,8 @@ class LLMHybridWorker(LLMActorWorker):
         super().__init__(config, rank, cpus, world_size)
         with self._own_rng():  # loading models here leaves the trainer's RNG untouched
             self.engine = make_engine(self.cfg.rollout.engine, self.cfg.model, self.cfg.rollout)
-            use_ref = self.cfg.algorithm.kl_coef > 0
-            self.reference = reference_model(self.cfg, self.device) if use_ref else None
+            if self.cfg.algorithm.kl_coef > 0 and self.backend.name == "fsdp":
+                self.reference = reference_model(self.cfg, self.device)
         self.engine_version: int | None = None
 
     def _own_rng(self) -> Any:
@@ -61,7 +55,7 @@ class LLMHybridWorker(LLMActorWorker):
             ``{"version", "mode": "memory", "nbytes": 0, "seconds"}``.
         """
         watch = Stopwatch()
-        state = self.policy.rollout_weights(fsdp.full_state_dict(self.policy, every_rank=True))
+        state = self.backend.rollout_state(every_rank=True)
         dtype = self.sender.dtype
         if dtype is not None:
             state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
@@ -76,14 +70,6 @@ class LLMHybridWorker(LLMActorWorker):
         """Responses, token log-probs and finished flags from this rank's engine."""
         with self._own_rng():  # the engine seeds torch's generator for each call
             return generate_responses(self.engine, prompt_ids, sampling, seed)
-
-    @step_method
-    def compute_logprobs(self, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Trainer log-probs (and values), plus ``ref_logprobs`` when there is a reference."""
-        out = super().compute_logprobs(shard)
-        if self.reference is not None:
-            out["ref_logprobs"] = reference_logprobs(self.reference, self.cfg, shard, self.device)
-        return out
 
     def get_version(self) -> int | None:
         """Weight version of the engine (None before the first sync)."""

@@ -1,4 +1,4 @@
-"""Ray workers of the reasoning path: FSDP2 trainer ranks, rollout engines, reference model.
+"""Ray workers of the reasoning path: trainer ranks, rollout engines, reference model.
 
 Batches travel as dicts of numpy arrays (see :mod:`rl_core.training.llm_update` for keys).
 """
@@ -14,8 +14,9 @@ import torch
 
 from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, tensors_to_bytes
 from infra.checkpoint.store import CheckpointError, open_store
-from infra.llm import distributed as fsdp
+from infra.llm import distributed
 from infra.llm.engines import make_engine
+from infra.llm.trainer_backends import make_backend
 from infra.weight_sync import (
     StaleWeightsError,
     WeightSender,
@@ -100,7 +101,7 @@ def reference_logprobs(
     out = _forward_in_micro_batches(
         reference,
         _tensors(batch, device),
-        cfg.actor.micro_batch_size,
+        cfg.actor.update_micro_batch_size,
         cfg.rollout.temperature,
         values=False,
     )
@@ -108,13 +109,17 @@ def reference_logprobs(
 
 
 class LLMActorWorker(WorkerBase):
-    """One FSDP2 rank of the reasoning trainer.
+    """One rank of the reasoning trainer (FSDP2 or megatron-core: ``actor.backend``).
 
     Args:
         config: Resolved config (dict).
-        rank: Data-parallel rank.
+        rank: Trainer rank.
         cpus: CPUs to pin to.
         world_size: Number of trainer ranks.
+
+    Attributes:
+        reference: The frozen reference model this rank computes log-probs with, when it
+            holds one (the hybrid engine; the megatron backend with a KL penalty).
     """
 
     group = "actor"
@@ -127,7 +132,8 @@ class LLMActorWorker(WorkerBase):
         self.world_size = world_size
         torch.manual_seed(worker_seed(self.cfg.run.seed, "actor", 0))  # same on every rank
         self.device = _device()
-        self.policy = get_model(self.cfg.model, None).to(self.device)
+        self.backend = make_backend(self.cfg, rank, world_size, self.device)
+        self.reference: torch.nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.guard = SkippedUpdateGuard(self.cfg.actor.max_skipped_updates_in_a_row)
         self.version = 0
@@ -139,27 +145,36 @@ class LLMActorWorker(WorkerBase):
             rollout.patch_full_sync_interval,
         )
 
+    @property
+    def policy(self) -> torch.nn.Module:
+        """The trainable policy (this rank's shard of it)."""
+        return self.backend.policy
+
+    @property
+    def data_parallel_size(self) -> int:
+        """Replicas the batch is split across (ranks / tensor-parallel size)."""
+        return self.backend.data_parallel_size
+
     def rendezvous_address(self) -> str:
         """Where the trainer's process group meets (asked of rank 0): its node and a port."""
-        return fsdp.rendezvous_address()
+        return distributed.rendezvous_address()
 
-    def setup(self, address: str) -> int:
+    def setup(self, address: str) -> str:
         """Join the process group at ``address``, shard the model, build the optimizer.
 
         Returns:
-            The number of modules sharded as units.
+            The trainer's layout in one line (for the log).
         """
-        fsdp.init_process_group(
-            self.cfg.actor.fsdp_config.backend, self.rank, self.world_size, address
-        )
-        units = fsdp.shard_model(self.policy, self.cfg.actor.fsdp_config.wrap_policy)
+        layout = self.backend.setup(address)
+        if self.backend.reference is not None:
+            self.reference = self.backend.reference
         actor = self.cfg.actor
         opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
         kwargs: dict[str, Any] = {"lr": actor.lr, "weight_decay": actor.weight_decay}
         if actor.optimizer in ("adam", "adamw"):
             kwargs["eps"] = actor.adam_eps
         self.optimizer = opt_cls[actor.optimizer](self.policy.parameters(), **kwargs)
-        return units
+        return layout
 
     def _set_lr(self, iteration: int) -> float:
         actor, run = self.cfg.actor, self.cfg.run
@@ -172,15 +187,26 @@ class LLMActorWorker(WorkerBase):
 
     @step_method
     def compute_logprobs(self, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Log-probs (and values with a critic) of this rank's rows under current weights."""
+        """Log-probs (and values with a critic) of this rank's rows under current weights.
+
+        With a reference model in this rank, also ``ref_logprobs``.
+        """
         self.policy.eval()
-        return _forward_in_micro_batches(
+        out = _forward_in_micro_batches(
             self.policy,
             _tensors(shard, self.device),
-            self.cfg.actor.micro_batch_size,
+            self.cfg.actor.update_micro_batch_size,
             self.cfg.rollout.temperature,
             values=self.cfg.model.value_head,
         )
+        if self.reference is not None:
+            out["ref_logprobs"] = reference_logprobs(self.reference, self.cfg, shard, self.device)
+        return out
+
+    def _update_options(self) -> Any:
+        """The ``actor`` section as the update reads it (this backend's micro-batch size)."""
+        actor = self.cfg.actor
+        return actor.model_copy(update={"micro_batch_size": actor.update_micro_batch_size})
 
     @step_method
     def update(
@@ -188,24 +214,24 @@ class LLMActorWorker(WorkerBase):
     ) -> dict[str, float]:
         """One policy update on this rank's rows; bumps the weight version."""
         watch = Stopwatch()
-        actor = self.cfg.actor
         lr = self._set_lr(iteration)
         self.policy.train()
+        replicas = self.data_parallel_size
         metrics = llm_update(
             self.policy,
             self.optimizer,
             _tensors(shard, self.device),
             [MinibatchTotals(t, s) for t, s in totals],
             self.cfg.algorithm,
-            actor,
-            self.world_size,
+            self._update_options(),
+            replicas,
             self.cfg.rollout.temperature,
             self.cfg.algorithm.loss_agg_norm or self.cfg.rollout.max_new_tokens,
             guard=self.guard,
             iteration=iteration,
         )
         self.version += 1
-        return {**metrics, "train/lr": lr / self.world_size, "seconds": watch.elapsed()}
+        return {**metrics, "train/lr": lr / replicas, "seconds": watch.elapsed()}
 
     def sft_update(
         self, shard: dict[str, np.ndarray], totals: tuple[float, int], iteration: int
@@ -215,19 +241,20 @@ class LLMActorWorker(WorkerBase):
         actor = self.cfg.actor
         lr = self._set_lr(iteration)
         self.policy.train()
+        replicas = self.data_parallel_size
         metrics = sft_update(
             self.policy,
             self.optimizer,
             _tensors(shard, self.device),
             MinibatchTotals(*totals),
-            actor.micro_batch_size,
+            actor.update_micro_batch_size,
             actor.max_grad_norm,
-            self.world_size,
+            replicas,
             guard=self.guard,
             iteration=iteration,
         )
         self.version += 1
-        return {**metrics, "train/lr": lr / self.world_size, "seconds": watch.elapsed()}
+        return {**metrics, "train/lr": lr / replicas, "seconds": watch.elapsed()}
 
     @step_method
     def sync_payload(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -236,10 +263,10 @@ class LLMActorWorker(WorkerBase):
         Call with ``num_returns=2``: the small ``meta`` (version, mode, bytes) goes to the
         driver while the payload goes from the object store to the rollout workers.
         """
-        state = fsdp.full_state_dict(self.policy)
+        state = self.backend.rollout_state(every_rank=False)
         if self.rank != 0:
             return None, None
-        payload = self.sender.payload(self.policy.rollout_weights(state), self.version)
+        payload = self.sender.payload(state, self.version)
         meta = {"version": payload["version"], "mode": payload["mode"]}
         meta["nbytes"] = payload_nbytes(payload)
         return meta, payload
@@ -268,7 +295,7 @@ class LLMActorWorker(WorkerBase):
 
     def full_state(self) -> dict[str, np.ndarray] | None:
         """The whole policy state dict as numpy (collective; rank 0 returns it)."""
-        state = fsdp.full_state_dict(self.policy)
+        state = self.backend.policy_state()
         return {k: v.numpy() for k, v in state.items()} if self.rank == 0 else None
 
     @step_method
@@ -281,17 +308,21 @@ class LLMActorWorker(WorkerBase):
         """
         watch = Stopwatch()
         bad = nonfinite_tensors(self.policy.state_dict().items())
-        if any_rank(bool(bad), self.device, self.world_size):
+        if any_rank(bool(bad), self.device, self.world_size):  # every rank: shards differ
             raise CheckpointError(nonfinite_weights_message(bad, self.version))
         store = open_store(store_uri)
         local = store.local_path(f"{folder}/actor_dcp")
         if local is None:
             raise CheckpointError("sharded trainer checkpoints need a local checkpoint store")
-        fsdp.save_sharded(self.policy, self.optimizer, local)
-        state = fsdp.full_state_dict(self.policy)
+        layout = self.backend.save_sharded(self.optimizer, local)
+        state = self.backend.policy_state()
         if self.rank == 0:
             store.write_bytes(f"{folder}/actor_0/model.safetensors", tensors_to_bytes(state))
-            state = {"version": self.version, "skipped_updates_in_a_row": self.guard.in_a_row}
+            state = {
+                "version": self.version,
+                "skipped_updates_in_a_row": self.guard.in_a_row,
+                "layout": layout,
+            }
             store.write_bytes(f"{folder}/actor_0/trainer_state.pt", object_to_bytes(state))
         return {"seconds": watch.elapsed()}
 
@@ -301,9 +332,10 @@ class LLMActorWorker(WorkerBase):
         local = store.local_path(f"{folder}/actor_dcp")
         if local is None:
             raise CheckpointError("sharded trainer checkpoints need a local checkpoint store")
-        fsdp.load_sharded(self.policy, self.optimizer, local, self.cfg.run.trust_checkpoint)
         path = f"{folder}/actor_0/trainer_state.pt"
         state = bytes_to_object(store.read_bytes(path), path)
+        layout = state.get("layout", {"backend": "fsdp"})
+        self.backend.load_sharded(self.optimizer, local, layout, self.cfg.run.trust_checkpoint)
         self.version = int(state["version"])
         self.guard.in_a_row = int(state.get("skipped_updates_in_a_row", 0))
         self.sender.reset()

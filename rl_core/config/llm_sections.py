@@ -1,4 +1,4 @@
-"""Config sections used by reasoning (language-model) runs only: prompt data and FSDP2."""
+"""Config sections used by reasoning (language-model) runs only: prompt data, trainers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rl_core.config.limits import MAX_PROMPTS, MAX_TOKENS
+from rl_core.config.limits import MAX_MINIBATCHES, MAX_PROMPTS, MAX_TOKENS, MAX_WORKERS
 from rl_core.config.sections import Section
 
 
@@ -80,6 +80,40 @@ class FSDPConfig(Section):
         "auto", description="Collectives backend; auto = nccl on GPU, gloo on CPU."
     )
     wrap_policy: WrapPolicyConfig = Field(default_factory=lambda: WrapPolicyConfig())
+
+
+class MegatronConfig(Section):
+    """megatron-core settings of the reasoning trainer (``actor.backend: megatron``).
+
+    The trainer's ``actor.num_workers`` ranks form ``tensor_model_parallel_size`` ×
+    ``pipeline_model_parallel_size`` × data-parallel groups (tensor-parallel peers are
+    neighbouring ranks). Collectives use NCCL on GPU, gloo on CPU.
+    """
+
+    tensor_model_parallel_size: int = Field(
+        1,
+        ge=1,
+        le=MAX_WORKERS,
+        description="Ranks each layer is split across; must divide actor.num_workers, the "
+        "attention heads, key/value heads and MLP width.",
+    )
+    pipeline_model_parallel_size: int = Field(
+        1, ge=1, le=1, description="Pipeline stages; only 1 (pipeline parallelism is not built)."
+    )
+    sequence_parallel: bool = Field(
+        False,
+        description="Megatron sequence parallelism (with tensor_model_parallel_size > 1); its "
+        "collectives need CUDA.",
+    )
+    precision: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Parameter and compute dtype of the megatron model."
+    )
+    micro_batch_size: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_MINIBATCHES,
+        description="Sequences per forward/backward on each rank (None: actor.micro_batch_size).",
+    )
 
 
 class VLLMConfig(Section):

@@ -34,7 +34,8 @@ from rl_core.config.limits import (
     MAX_TOKENS,
     MAX_WORKERS,
 )
-from rl_core.config.llm_sections import DataConfig, FSDPConfig, VLLMConfig
+from rl_core.config.llm_sections import DataConfig, FSDPConfig, MegatronConfig, VLLMConfig
+from rl_core.config.megatron_checks import megatron_problems
 from rl_core.config.policy_sections import EnvConfig, ModelConfig
 from rl_core.config.run_sections import (
     ClusterConfig,
@@ -202,7 +203,30 @@ class ActorConfig(Section):
         le=MAX_EPOCHS,
         description="SFT (flows/sft.py): optimizer steps, each on a new batch, per iteration.",
     )
+    backend: Literal["fsdp", "megatron"] = Field(
+        "fsdp",
+        description="Reasoning: the trainer of hf_causal_lm policies; fsdp (FSDP2, data "
+        "parallel) or megatron (megatron-core, tensor x data parallel; see actor.megatron).",
+    )
     fsdp_config: FSDPConfig = Field(default_factory=lambda: FSDPConfig())
+    megatron: MegatronConfig = Field(default_factory=lambda: MegatronConfig())
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        """Ranks each layer is split across (1 unless the megatron backend splits it)."""
+        return self.megatron.tensor_model_parallel_size if self.backend == "megatron" else 1
+
+    @property
+    def data_parallel_size(self) -> int:
+        """Model replicas the batch is split across (the trainer ranks / tensor parallel)."""
+        return self.num_workers // self.tensor_parallel_size
+
+    @property
+    def update_micro_batch_size(self) -> int:
+        """Sequences per forward/backward of this backend."""
+        if self.backend == "megatron" and self.megatron.micro_batch_size is not None:
+            return self.megatron.micro_batch_size
+        return self.micro_batch_size
 
 
 class RewardConfig(Section):
@@ -323,6 +347,13 @@ class RLPipeConfig(Section):
         return self
 
     @model_validator(mode="after")
+    def _megatron_layout_fits(self) -> RLPipeConfig:
+        problems = megatron_problems(self) if self.actor.backend == "megatron" else []
+        if problems:
+            raise ValueError("actor.backend = 'megatron': " + "; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
     def _hybrid_engine_possible(self) -> RLPipeConfig:
         blockers = hybrid_engine_blockers(self) if self.cluster.hybrid_engine == "on" else []
         if blockers:
@@ -346,11 +377,17 @@ class RLPipeConfig(Section):
     def _batch_divides(self) -> RLPipeConfig:
         if self.category == "reasoning":
             batch = self.data.prompts_per_batch * self.algorithm.group_size
-            parts = self.actor.num_minibatches * self.actor.num_workers
+            replicas = self.actor.data_parallel_size
+            parts = self.actor.num_minibatches * replicas
             if batch % parts:
+                what = (
+                    "actor.num_workers"
+                    if self.actor.tensor_parallel_size == 1
+                    else "(actor.num_workers/actor.megatron.tensor_model_parallel_size)"
+                )
                 raise ValueError(
                     f"the batch of {batch} responses (data.prompts_per_batch*algorithm."
-                    f"group_size) must divide into actor.num_minibatches*actor.num_workers = "
+                    f"group_size) must divide into actor.num_minibatches*{what} = "
                     f"{parts} equal parts"
                 )
             return self

@@ -97,10 +97,13 @@ def nonfinite_tensors(named: Iterable[tuple[str, torch.Tensor]]) -> list[str]:
     """Names of the floating tensors holding an inf or NaN.
 
     A sharded tensor (FSDP2 ``DTensor``) is checked on this rank's local shard; combine the
-    ranks' answers with :func:`any_rank`.
+    ranks' answers with :func:`any_rank`. Entries that are not tensors (megatron's
+    ``_extra_state``) are skipped.
     """
     bad = []
     for name, tensor in named:
+        if not isinstance(tensor, torch.Tensor):
+            continue
         local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
         if local.is_floating_point() and not bool(torch.isfinite(local).all()):
             bad.append(name)

@@ -4,3 +4,15 @@
 :mod:`.weights` converts weights both ways (per tensor-parallel rank),
 :mod:`.gpt` builds the ``GPTModel`` and :mod:`.cpu_modules` replaces the two modules that need CUDA.
 """
+
+import warnings
+
+# megatron-core warns at import and model build about GPU extensions (Transformer Engine,
+# Apex) and CUDA settings; none applies to the modules this package builds, and every
+# trainer rank would print them.
+for _message in (
+    r".*(Transformer Engine|Apex) (is|are) not installed",
+    r"full scope is deprecated",
+    r"When using async grad allreduce",
+):
+    warnings.filterwarnings("ignore", message=_message, category=UserWarning)

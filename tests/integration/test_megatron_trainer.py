@@ -1,0 +1,153 @@
+"""The megatron trainer as Ray workers over gloo: its updates equal the FSDP2 trainer's at
+TP 2 × DP 1 and TP 1 × DP 2, rollout engines hold its weights after bucket and patch syncs
+(their log-probs then equal the trainer's), and its sharded checkpoints resume exactly at
+the same tensor-parallel size and after resharding TP 2 → 1."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import ray
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from infra.checkpoint.store import CheckpointError
+from infra.ray_cluster import connect, shutdown
+from infra.workers.llm_workers import LLMRolloutWorker
+from rl_core.models.tiny_lm import create_tiny_lm
+from tests.llm_trainers import batch, config, full_state, trainer, update
+
+pytestmark = pytest.mark.integration
+
+
+def megatron(tiny_dir, tp, world, *extra):
+    return config(
+        tiny_dir,
+        "actor.backend=megatron",
+        f"actor.megatron.tensor_model_parallel_size={tp}",
+        f"actor.num_workers={world}",
+        *extra,
+    )
+
+
+def max_diff(a, b):
+    assert sorted(a) == sorted(b)
+    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
+
+
+def kill(*groups):
+    for group in groups:
+        for h in group:
+            ray.kill(h)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    connect(num_cpus=2)
+    yield
+    shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    # two key/value heads: tensor parallel 2 gives each rank one
+    path = tmp_path_factory.mktemp("lm") / "tiny"
+    return str(create_tiny_lm(path, num_hidden_layers=2, num_key_value_heads=2))
+
+
+@pytest.mark.parametrize(("tp", "world"), [(2, 2), (1, 2), (1, 1)])
+def test_megatron_update_equals_the_fsdp_update(cluster, tiny_dir, tp, world):
+    data = batch()
+    reference = trainer(config(tiny_dir), 1)
+    ranks = trainer(megatron(tiny_dir, tp, world), world)
+    before = full_state(reference)
+    assert max_diff(full_state(ranks), before) == 0.0  # the bridge loads the HF weights
+    for it in range(2):
+        (want,) = update(reference, data, it)
+        got = update(ranks, data, it, tp)
+        for key in ("train/policy_loss", "train/grad_norm", "train/optimizer_steps"):
+            total = sum(o[key] for o in got)
+            assert abs(total - want[key]) < 1e-5, (key, total, want[key])
+    a, b = full_state(reference), full_state(ranks)
+    assert max_diff(a, before) > 1e-3, "the update did not change the weights"
+    assert max_diff(a, b) < 1e-5
+    kill(reference, ranks)
+
+
+@pytest.mark.parametrize("mode", ["bucket", "patch"])
+def test_rollout_engine_holds_the_megatron_weights_after_each_sync(cluster, tiny_dir, mode):
+    cfg = megatron(
+        tiny_dir, 2, 2, f"rollout.weight_sync_mode={mode}", "rollout.patch_full_sync_interval=3"
+    )
+    ranks = trainer(cfg, 2)
+    rollout = ray.remote(LLMRolloutWorker).options(num_cpus=0.3).remote(cfg, 0, ())
+    sent = []
+    for it in range(4):
+        pairs = [h.sync_payload.options(num_returns=2).remote() for h in ranks]
+        meta = ray.get(pairs[0][0])
+        assert ray.get([p[0] for p in pairs[1:]]) == [None]
+        assert ray.get(rollout.load_weights.remote(pairs[0][1])) == meta["version"] == it
+        trainer_state = {k[len("model.") :]: v for k, v in full_state(ranks).items()}
+        rollout_state = ray.get(rollout.weights.remote())
+        for name, value in trainer_state.items():
+            np.testing.assert_array_equal(rollout_state[name], value, err_msg=name)
+        sent.append(meta["mode"])
+        # the engine samples; the trainer scores the same tokens with the same weights
+        prompts = [[5, 9, 12], [7, 8]]
+        sampling = {"max_new_tokens": 4, "temperature": 1.0, "stop_token_ids": []}
+        out = ray.get(rollout.generate.remote(prompts, sampling, it))
+        rows = rollout_rows(prompts, out["response_ids"])
+        scored = ray.get([h.compute_logprobs.remote(rows) for h in ranks])
+        assert np.array_equal(scored[0]["logprobs"], scored[1]["logprobs"])
+        for i, logprobs in enumerate(out["logprobs"]):
+            mismatch = np.abs(scored[0]["logprobs"][i, : len(logprobs)] - logprobs).max()
+            assert mismatch < 1e-5, (it, i, mismatch)
+        update(ranks, batch(seed=it), it, tp=2)
+    assert sent == (["full"] * 4 if mode == "bucket" else ["full", "patch", "patch", "full"])
+    kill(ranks, [rollout])
+
+
+def rollout_rows(prompts, responses):
+    from rl_core.llm import pad_left, pad_right
+
+    p_ids, p_mask = pad_left(prompts, 0)
+    r_ids, r_mask = pad_right(responses, 0)
+    return {
+        "prompt_ids": p_ids.numpy(),
+        "prompt_mask": p_mask.numpy(),
+        "response_ids": r_ids.numpy(),
+        "response_mask": r_mask.numpy(),
+    }
+
+
+def test_checkpoints_resume_exactly_and_reshard_from_tp2_to_tp1(cluster, tiny_dir, tmp_path):
+    store, folder = str(tmp_path), "step_00000002"
+    cfg2 = megatron(tiny_dir, 2, 2)
+    ranks = trainer(cfg2, 2)
+    for it in range(2):
+        update(ranks, batch(seed=it), it, tp=2)
+    ray.get([h.save_checkpoint.remote(store, folder) for h in ranks])
+    update(ranks, batch(seed=2), 2, tp=2)
+    straight = full_state(ranks)
+    kill(ranks)
+
+    resumed = trainer(cfg2, 2)
+    ray.get([h.load_checkpoint.remote(store, folder) for h in resumed])
+    update(resumed, batch(seed=2), 2, tp=2)
+    assert max_diff(full_state(resumed), straight) == 0.0  # bit-identical at TP 2
+    kill(resumed)
+
+    single = trainer(megatron(tiny_dir, 1, 1), 1)
+    ray.get(single[0].load_checkpoint.remote(store, folder))
+    update(single, batch(seed=2), 2)
+    assert max_diff(full_state(single), straight) < 1e-6  # the optimizer moments followed
+    kill(single)
+
+    fsdp = trainer(config(tiny_dir), 1)
+    with pytest.raises(CheckpointError, match="megatron"):
+        ray.get(fsdp[0].load_checkpoint.remote(store, folder))
+    kill(fsdp)
+
+    exported = load_file(str(tmp_path / folder / "actor_0" / "model.safetensors"))
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    model.load_state_dict({k[len("model.") :]: v for k, v in exported.items()})
