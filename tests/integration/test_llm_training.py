@@ -1,4 +1,4 @@
-"""The reasoning path end to end through the train CLI: Prefect flows and tasks, FSDP2
+"""The reasoning path end to end through the train CLI: Prefect flows and tasks, FSDP2 (or megatron)
 trainer ranks and rollout engines on Ray, MLflow metrics and sample tables, checkpoints
 that convert to a Hugging Face directory, and a bit-identical resume."""
 
@@ -33,7 +33,8 @@ pytestmark = pytest.mark.integration
 def preset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small GRPO preset on the tiny model: 2 FSDP2 ranks, patch sync, KL, DAPO sampling."""
     root = tmp_path_factory.mktemp("llm")
-    model = create_tiny_lm(root / "tiny", num_hidden_layers=2)
+    # two key/value heads: the megatron resume below splits them over 2 tensor-parallel ranks
+    model = create_tiny_lm(root / "tiny", num_hidden_layers=2, num_key_value_heads=2)
     config = {
         "run": {
             "name": "llm-it",
@@ -201,14 +202,22 @@ def test_grpo_run_records_flows_tasks_metrics_and_exports(
     }
 
 
+BACKENDS = {
+    "fsdp": [],
+    "megatron": ["actor.backend=megatron", "actor.megatron.tensor_model_parallel_size=2"],
+}
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_interrupted_llm_run_resumes_bit_identical(
-    tmp_path: Path, train_env: dict[str, str], preset: Path
+    tmp_path: Path, train_env: dict[str, str], preset: Path, backend: str
 ) -> None:
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    run_train(straight, train_env, "--config", str(preset), "eval.pass_k=1")
+    args = ["--config", str(preset), "eval.pass_k=1", *BACKENDS[backend]]
+    run_train(straight, train_env, *args)
     fail_at_3 = {**train_env, "RLPIPE_FAULTS": "exit:weight_sync@3"}  # off when resuming
     failed = subprocess.run(
-        train_cmd(resumed, "--config", str(preset), "eval.pass_k=1"),
+        train_cmd(resumed, *args),
         cwd=ROOT,
         env=fail_at_3,
         capture_output=True,
@@ -216,7 +225,7 @@ def test_interrupted_llm_run_resumes_bit_identical(
         timeout=600,
     )
     assert failed.returncode != 0 and "injected fault exit" in failed.stdout + failed.stderr
-    out = run_train(resumed, fail_at_3, "--config", str(preset), "eval.pass_k=1")
+    out = run_train(resumed, fail_at_3, *args)
     assert "resumed_from: 2" in out
     final = "llm-it/checkpoints/step_000004"
     a = load_file(str(straight / final / "actor_0" / "model.safetensors"))
