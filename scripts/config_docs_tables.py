@@ -120,8 +120,9 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`actor.backend: megatron` trains `hf_causal_lm` without `model.value_head`; "
         "`actor.num_workers` must be a multiple of `tensor_model_parallel_size × "
         "pipeline_model_parallel_size`; the tensor-parallel size must divide the model's "
-        "attention heads, key/value heads and MLP width (read from `model.model_path`'s "
-        "`config.json`); `sequence_parallel` needs a tensor-parallel size above 1."
+        "attention heads and MLP width and divide its key/value heads or be a multiple of "
+        "them (read from `model.model_path`'s `config.json`); `sequence_parallel` needs a "
+        "tensor-parallel size above 1."
     ),
     ("RLPipeConfig", "_rollout_buffer_fits_memory"): (
         "A lower bound of the rollout batch's size must fit in the physical memory of the "

@@ -35,9 +35,9 @@ def megatron_policy(hf_state: dict, shape, tp: int):
     weights (initializes megatron's model parallelism; the caller destroys it)."""
     from megatron.core import parallel_state
 
-    from rl_core.models.megatron.config import padded_vocab_size
+    from rl_core.models.megatron.config import kv_copies, padded_vocab_size
     from rl_core.models.megatron.gpt import build_gpt_model
-    from rl_core.models.megatron.policy import MegatronCausalLM
+    from rl_core.models.megatron.policy import MegatronCausalLM, kv_copy_group
     from rl_core.models.megatron.weights import hf_to_megatron
 
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
@@ -54,6 +54,7 @@ def megatron_policy(hf_state: dict, shape, tp: int):
         parallel_state.get_tensor_model_parallel_group(),
         tp_rank,
         parallel_state.get_data_parallel_group(),
+        kv_copy_group(tp, kv_copies(shape, tp)),
     )
 
 
@@ -116,6 +117,7 @@ def policy_parity(world: int, model_dir: str) -> dict:
         policy = megatron_policy(hf_policy.model.state_dict(), shape, tp)
         out = policy(forward_type="default_forward", forward_inputs=inputs, temperature=0.7)
         loss_of(out).backward()
+        policy.reduce_gradients()  # what the trainer does first (sums key/value copies)
         grads = {k: p.grad for k, p in policy.model.named_parameters()}
         ranks: list = [None] * tp
         dist.all_gather_object(ranks, grads, group=policy.tp_group)

@@ -28,11 +28,12 @@ from rl_core.models import get_model
 from rl_core.models.megatron.config import (
     HFShape,
     MegatronBridgeError,
+    kv_copies,
     padded_vocab_size,
     tensor_parallel_problems,
 )
 from rl_core.models.megatron.gpt import build_gpt_model
-from rl_core.models.megatron.policy import MegatronCausalLM
+from rl_core.models.megatron.policy import MegatronCausalLM, kv_copy_group
 from rl_core.models.megatron.weights import hf_to_megatron, reshard
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class MegatronBackend(TrainerBackend):
             parallel_state.initialize_model_parallel(tensor_model_parallel_size=self.tp)
         if parallel_state.get_tensor_model_parallel_rank() != self.tp_rank:
             raise RuntimeError("megatron's rank order is not tensor-parallel first")
+        self.kv_group = kv_copy_group(self.tp, kv_copies(self.shape, self.tp))
         self.policy = self._build(self._initial)
         if self.cfg.algorithm.kl_coef > 0:  # the reference follows the trainer's layout
             self.reference = self._build(self._initial).eval().requires_grad_(False)
@@ -111,6 +113,7 @@ class MegatronBackend(TrainerBackend):
             parallel_state.get_tensor_model_parallel_group(),
             self.tp_rank,
             parallel_state.get_data_parallel_group(),
+            self.kv_group,
         )
 
     def rollout_state(self, every_rank: bool) -> Tensors:

@@ -95,7 +95,8 @@ class MegatronConfig(Section):
         ge=1,
         le=MAX_WORKERS,
         description="Ranks each layer is split across; must divide actor.num_workers, the "
-        "attention heads, key/value heads and MLP width.",
+        "attention heads and MLP width, and divide the key/value heads or be a multiple of "
+        "them (each head is then copied to several ranks).",
     )
     pipeline_model_parallel_size: int = Field(
         1, ge=1, le=1, description="Pipeline stages; only 1 (pipeline parallelism is not built)."

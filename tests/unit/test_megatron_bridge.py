@@ -14,6 +14,7 @@ from infra.ops.processes import free_port
 from rl_core.models.megatron.config import (
     HFShape,
     MegatronBridgeError,
+    kv_copies,
     padded_vocab_size,
     tensor_parallel_problems,
 )
@@ -42,6 +43,8 @@ def _llama(**overrides) -> LlamaConfig:
         (tiny_qwen2_config(260), 1),  # GQA with one key/value head, tied, q/k/v bias
         (tiny_qwen2_config(260, num_key_value_heads=2), 2),
         (_llama(), 2),  # untied output layer, no bias, two heads per group
+        (tiny_qwen2_config(260), 2),  # one key/value head copied to both ranks
+        (_llama(num_key_value_heads=2), 4),  # two key/value heads, each on two ranks
     ],
 )
 def test_round_trip_is_exact(config, tp: int) -> None:
@@ -92,8 +95,27 @@ def test_unsupported_models_and_layouts_are_named() -> None:
         HFShape.from_hf(_llama(hidden_act="gelu"))
     with pytest.raises(MegatronBridgeError, match="rope_type 'linear'"):
         HFShape.from_hf(_llama(rope_scaling={"rope_type": "linear", "factor": 2.0}))
-    problems = tensor_parallel_problems(HFShape.from_hf(tiny_qwen2_config(260)), 2)
-    assert problems == ["tensor_model_parallel_size 2 does not divide num_key_value_heads (1)"]
+    assert tensor_parallel_problems(HFShape.from_hf(tiny_qwen2_config(260)), 2) == []
+    wide = _llama(hidden_size=96, num_attention_heads=6)
+    problems = tensor_parallel_problems(HFShape.from_hf(wide), 3)
+    assert problems == [
+        "tensor_model_parallel_size 3 does not divide intermediate_size (128)",
+        "tensor_model_parallel_size 3 neither divides num_key_value_heads (2) nor is a "
+        "multiple of it",
+    ]
+
+
+def test_copied_key_value_heads_are_the_same_on_each_rank() -> None:
+    hf = AutoModelForCausalLM.from_config(tiny_qwen2_config(260))
+    shape = HFShape.from_hf(hf.config)
+    assert (kv_copies(shape, 1), kv_copies(shape, 2)) == (1, 2)
+    padded = padded_vocab_size(shape.vocab_size, 2)
+    ranks = [hf_to_megatron(hf.state_dict(), shape, 2, r, padded) for r in range(2)]
+    name = "decoder.layers.0.self_attention.linear_qkv.weight"
+    # per rank: [one query head (32 rows), k (32 rows), v (32 rows)]
+    assert ranks[0][name].shape == (96, 64)
+    assert torch.equal(ranks[0][name][32:], ranks[1][name][32:])
+    assert not torch.equal(ranks[0][name][:32], ranks[1][name][:32])
 
 
 def _gpt2():
@@ -102,11 +124,12 @@ def _gpt2():
     return GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50)
 
 
-@pytest.fixture(scope="module")
-def parity(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The checks of ``tests/megatron_ranks.py`` on 2 gloo ranks (one spawn for all)."""
+@pytest.fixture(scope="module", params=[2, 1], ids=["kv2", "kv1-copied"])
+def parity(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> dict:
+    """The checks of ``tests/megatron_ranks.py`` on 2 gloo ranks (one spawn for all), for a
+    model with 2 key/value heads (one per rank at TP 2) and with 1 (copied to both)."""
     root = tmp_path_factory.mktemp("megatron")
-    model_dir = create_tiny_lm(root / "tiny", num_key_value_heads=2)
+    model_dir = create_tiny_lm(root / "tiny", num_key_value_heads=request.param)
     mp.spawn(
         megatron_ranks.all_checks,
         args=(2, free_port(), str(model_dir), str(root)),

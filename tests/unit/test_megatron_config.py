@@ -65,14 +65,19 @@ def test_bad_layouts_name_the_field_and_value(model_dirs, extra, expected):
     assert expected in error_of(megatron(model_dirs[2], *extra))
 
 
-def test_tensor_parallel_must_divide_the_models_key_value_heads(model_dirs):
+def test_tensor_parallel_must_divide_the_models_heads(model_dirs):
     message = error_of(
         megatron(
-            model_dirs[1], "actor.num_workers=2", "actor.megatron.tensor_model_parallel_size=2"
+            model_dirs[2], "actor.num_workers=4", "actor.megatron.tensor_model_parallel_size=4"
         )
     )
-    assert "tensor_model_parallel_size 2 does not divide num_key_value_heads (1)" in message
-    assert model_dirs[1] in message
+    assert "tensor_model_parallel_size 4 does not divide num_attention_heads (2)" in message
+    assert model_dirs[2] in message
+    # one key/value head is copied to both ranks of tensor parallel 2
+    copied = megatron(
+        model_dirs[1], "actor.num_workers=2", "actor.megatron.tensor_model_parallel_size=2"
+    )
+    assert load_config(None, copied).actor.tensor_parallel_size == 2
 
 
 def test_the_batch_divides_into_data_parallel_replicas_not_ranks(model_dirs):

@@ -88,17 +88,38 @@ class HFShape:
 
 
 def tensor_parallel_problems(shape: HFShape, tp: int) -> list[str]:
-    """Why ``tp`` ranks cannot split ``shape`` (empty when they can)."""
+    """Why ``tp`` ranks cannot split ``shape`` (empty when they can).
+
+    Key/value heads either split over the ranks or, when there are fewer of them than
+    ranks, are copied so that every rank holds one (:func:`kv_copies`).
+    """
     sizes = {
         "num_attention_heads": shape.num_heads,
-        "num_key_value_heads": shape.num_kv_heads,
         "intermediate_size": shape.ffn_hidden_size,
     }
-    return [
+    problems = [
         f"tensor_model_parallel_size {tp} does not divide {name} ({value})"
         for name, value in sizes.items()
         if value % tp
     ]
+    kv = shape.num_kv_heads
+    if kv % tp and tp % kv:
+        problems.append(
+            f"tensor_model_parallel_size {tp} neither divides num_key_value_heads ({kv}) nor "
+            "is a multiple of it"
+        )
+    return problems
+
+
+def kv_copies(shape: HFShape, tp: int) -> int:
+    """Copies of each key/value head at tensor-parallel size ``tp`` (1: no copies).
+
+    With fewer key/value heads than ranks (``tp`` a multiple of them), each head is copied
+    to ``tp / num_key_value_heads`` neighbouring ranks, as vLLM does; megatron then sees
+    ``tp`` query groups. The trainer sums the copies' gradients so they stay equal.
+    """
+    kv = shape.num_kv_heads
+    return 1 if kv % tp == 0 else tp // kv
 
 
 def padded_vocab_size(vocab_size: int, tp: int, divisible_by: int = 128) -> int:
@@ -134,7 +155,7 @@ def transformer_config(
         hidden_size=shape.hidden_size,
         ffn_hidden_size=shape.ffn_hidden_size,
         num_attention_heads=shape.num_heads,
-        num_query_groups=shape.num_kv_heads,
+        num_query_groups=shape.num_kv_heads * kv_copies(shape, tp),
         kv_channels=shape.head_dim,
         normalization="RMSNorm",
         layernorm_epsilon=shape.norm_eps,

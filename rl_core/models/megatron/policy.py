@@ -19,9 +19,9 @@ import torch.distributed as dist
 from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from rl_core.models.megatron.config import HFShape
+from rl_core.models.megatron.config import HFShape, kv_copies
 from rl_core.models.megatron.vocab_parallel import vocab_parallel_logprobs
-from rl_core.models.megatron.weights import megatron_to_hf
+from rl_core.models.megatron.weights import megatron_to_hf, qkv_layout
 
 
 def pack_left(ids: torch.Tensor, left_pad: torch.Tensor) -> torch.Tensor:
@@ -29,6 +29,29 @@ def pack_left(ids: torch.Tensor, left_pad: torch.Tensor) -> torch.Tensor:
     length = ids.shape[1]
     index = (torch.arange(length, device=ids.device) + left_pad.unsqueeze(1)) % length
     return ids.gather(1, index)
+
+
+def kv_copy_group(tp: int, copies: int) -> Any:
+    """The process group of the ranks holding copies of this rank's key/value heads.
+
+    Collective: every rank creates every group (blocks of ``copies`` neighbouring ranks,
+    which lie inside one tensor-parallel group as ranks are ordered tensor-parallel first).
+
+    Args:
+        tp: Tensor-parallel size.
+        copies: Copies of each key/value head (:func:`~.config.kv_copies`); 1: no group.
+    """
+    if copies == 1:
+        return None
+    if tp % copies:
+        raise ValueError(f"{copies} key/value copies do not fit {tp} tensor-parallel ranks")
+    mine = None
+    for start in range(0, dist.get_world_size(), copies):
+        ranks = list(range(start, start + copies))
+        group = dist.new_group(ranks)
+        if dist.get_rank() in ranks:
+            mine = group
+    return mine
 
 
 class MegatronCausalLM(nn.Module):
@@ -40,6 +63,8 @@ class MegatronCausalLM(nn.Module):
         tp_group: The tensor-parallel process group (None: one rank).
         tp_rank: This rank's index in it.
         dp_group: The data-parallel process group (None: one replica).
+        kv_group: The ranks holding copies of this rank's key/value heads
+            (:func:`kv_copy_group`; None when heads are not copied).
     """
 
     forward_types = ("default_forward",)
@@ -51,6 +76,7 @@ class MegatronCausalLM(nn.Module):
         tp_group: Any = None,
         tp_rank: int = 0,
         dp_group: Any = None,
+        kv_group: Any = None,
     ) -> None:
         super().__init__()
         self.model = model
@@ -58,6 +84,11 @@ class MegatronCausalLM(nn.Module):
         self.tp_group = tp_group
         self.tp_rank = tp_rank
         self.dp_group = dp_group
+        self.kv_group = kv_group
+        self.tp = 1 if tp_group is None else dist.get_world_size(tp_group)
+        self.kv_copies = kv_copies(shape, self.tp)
+        if self.kv_copies > 1 and kv_group is None:
+            raise ValueError("copied key/value heads need their kv_group")
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole model's weights under Hugging Face names (collective over the TP group).
@@ -70,7 +101,7 @@ class MegatronCausalLM(nn.Module):
             for k, v in self.model.state_dict().items()
             if not k.endswith("_extra_state")
         }
-        tp = 1 if self.tp_group is None else dist.get_world_size(self.tp_group)
+        tp = self.tp
         ranks: list[dict[str, torch.Tensor]] = [{} for _ in range(tp)]
         for name, tensor in local.items():
             parts = [tensor]
@@ -81,43 +112,70 @@ class MegatronCausalLM(nn.Module):
                 ranks[rank][name] = part
         return megatron_to_hf(ranks, self.shape)
 
-    def clip_grad_norm(self, max_norm: float | None) -> float:
-        """Average gradients over data-parallel replicas, then clip by the global norm.
+    def _kv_rows(self, grad: torch.Tensor) -> torch.Tensor:
+        """The key/value rows of a ``linear_qkv`` weight or bias gradient (a view)."""
+        groups, per_group, dim = qkv_layout(self.shape, self.tp)
+        local = grad.view(groups // self.tp, (per_group + 2) * dim, *grad.shape[1:])
+        return local[:, per_group * dim :]
 
-        The norm covers the whole model: squares of tensor-parallel shards are summed over
-        the tensor-parallel ranks, replicated tensors (norms) count once. Clipping follows
-        ``torch.nn.utils.clip_grad_norm_`` (coefficient ``max_norm / (norm + 1e-6)``, at
-        most 1).
+    def _is_qkv(self, name: str) -> bool:
+        return self.kv_copies > 1 and ".linear_qkv." in name
 
-        Returns:
-            The gradient norm before clipping.
+    def reduce_gradients(self) -> None:
+        """Average gradients over data-parallel replicas; sum those of key/value copies.
+
+        The copies of a key/value head then each hold the gradient of the one Hugging Face
+        head they stand for, and equal updates keep them equal.
         """
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        if not params:
-            return 0.0
+        named = [(n, p) for n, p in self.model.named_parameters() if p.grad is not None]
         replicas = 1 if self.dp_group is None else dist.get_world_size(self.dp_group)
-        if replicas > 1:
-            grads = [p.grad for p in params]
+        if replicas > 1 and named:
+            grads = [p.grad for _, p in named]
             flat = _flatten_dense_tensors(grads)
             dist.all_reduce(flat, group=self.dp_group)
             flat /= replicas
             for grad, reduced in zip(grads, _unflatten_dense_tensors(flat, grads), strict=True):
                 grad.copy_(reduced)
+        for name, p in named:
+            if self._is_qkv(name):
+                rows = self._kv_rows(p.grad)
+                summed = rows.contiguous()
+                dist.all_reduce(summed, group=self.kv_group)
+                rows.copy_(summed)
+
+    def clip_grad_norm(self, max_norm: float | None) -> float:
+        """Reduce gradients (:meth:`reduce_gradients`), then clip by the global norm.
+
+        The norm covers the whole model: squares of tensor-parallel shards are summed over
+        the tensor-parallel ranks, replicated tensors (norms) and key/value copies count
+        once. Clipping follows ``torch.nn.utils.clip_grad_norm_`` (coefficient
+        ``max_norm / (norm + 1e-6)``, at most 1).
+
+        Returns:
+            The gradient norm before clipping.
+        """
+        named = [(n, p) for n, p in self.model.named_parameters() if p.grad is not None]
+        if not named:
+            return 0.0
+        self.reduce_gradients()
         sharded = torch.zeros((), dtype=torch.float64)
         replicated = torch.zeros((), dtype=torch.float64)
-        for p in params:
+        for name, p in named:
             square = p.grad.detach().double().pow(2).sum().cpu()
+            if self._is_qkv(name):  # every copy's rank adds these squares: count them once
+                kv_square = self._kv_rows(p.grad).double().pow(2).sum().cpu()
+                square -= kv_square * (1 - 1 / self.kv_copies)
             if getattr(p, "tensor_model_parallel", False):
                 sharded += square
             else:
                 replicated += square
-        if self.tp_group is not None and dist.get_world_size(self.tp_group) > 1:
+        if self.tp > 1:
             dist.all_reduce(sharded, group=self.tp_group)
         norm = math.sqrt(float(sharded + replicated))
         limit = max_norm if max_norm else math.inf
         coef = min(limit / (norm + 1e-6), 1.0)
         if coef < 1.0:
-            for p in params:
+            for _, p in named:
                 p.grad.mul_(coef)
         return norm
 

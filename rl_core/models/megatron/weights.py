@@ -5,14 +5,17 @@ Megatron keeps q, k and v in one ``linear_qkv`` tensor laid out per key/value gr
 MLP's gate and up projections are one ``linear_fc1`` tensor holding this rank's slice of
 each; the vocabulary is padded with zero rows and split over the ranks. Row-parallel
 layers (``linear_proj``, ``linear_fc2``) split their input dimension. Norms are copied to
-every rank. Both directions only move and split tensors, so a round trip is exact.
+every rank. With fewer key/value heads than tensor-parallel ranks, each key/value head is
+copied into as many query groups as it has ranks (:func:`~.config.kv_copies`); the way
+back reads the first copy. Both directions only move, copy and split tensors, so a round
+trip is exact.
 """
 
 from __future__ import annotations
 
 import torch
 
-from rl_core.models.megatron.config import HFShape
+from rl_core.models.megatron.config import HFShape, kv_copies
 
 Tensors = dict[str, torch.Tensor]
 _HF_LAYER = "model.layers.{i}."
@@ -29,35 +32,38 @@ _ROW_PARALLEL = {
 }
 
 
-def _fuse_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shape: HFShape) -> torch.Tensor:
-    groups, per_group, dim = (
-        shape.num_kv_heads,
-        shape.num_heads // shape.num_kv_heads,
-        shape.head_dim,
-    )
+def qkv_layout(shape: HFShape, tp: int) -> tuple[int, int, int]:
+    """``(query groups, query heads per group, head dim)`` of ``linear_qkv`` at size ``tp``."""
+    groups = shape.num_kv_heads * kv_copies(shape, tp)
+    return groups, shape.num_heads // groups, shape.head_dim
+
+
+def _fuse_qkv(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shape: HFShape, tp: int
+) -> torch.Tensor:
+    groups, per_group, dim = qkv_layout(shape, tp)
+    copies = kv_copies(shape, tp)
     rest = q.shape[1:]
+    kv_heads = shape.num_kv_heads
     parts = (
         q.reshape(groups, per_group * dim, *rest),
-        k.reshape(groups, dim, *rest),
-        v.reshape(groups, dim, *rest),
+        k.reshape(kv_heads, dim, *rest).repeat_interleave(copies, dim=0),
+        v.reshape(kv_heads, dim, *rest).repeat_interleave(copies, dim=0),
     )
     return torch.cat(parts, dim=1).reshape(groups * (per_group + 2) * dim, *rest)
 
 
-def _split_qkv(fused: torch.Tensor, shape: HFShape) -> tuple[torch.Tensor, ...]:
-    groups, per_group, dim = (
-        shape.num_kv_heads,
-        shape.num_heads // shape.num_kv_heads,
-        shape.head_dim,
-    )
+def _split_qkv(fused: torch.Tensor, shape: HFShape, tp: int) -> tuple[torch.Tensor, ...]:
+    groups, per_group, dim = qkv_layout(shape, tp)
+    copies = kv_copies(shape, tp)
     rest = fused.shape[1:]
     q, k, v = fused.reshape(groups, (per_group + 2) * dim, *rest).split(
         [per_group * dim, dim, dim], dim=1
     )
     return (
         q.reshape(groups * per_group * dim, *rest),
-        k.reshape(groups * dim, *rest),
-        v.reshape(groups * dim, *rest),
+        k[::copies].reshape(shape.num_kv_heads * dim, *rest),
+        v[::copies].reshape(shape.num_kv_heads * dim, *rest),
     )
 
 
@@ -97,7 +103,7 @@ def hf_to_megatron(hf: Tensors, shape: HFShape, tp: int, rank: int, padded_vocab
         kinds = ("weight", "bias") if shape.qkv_bias else ("weight",)
         for kind in kinds:
             q, k, v = (hf[f"{src}self_attn.{p}_proj.{kind}"] for p in "qkv")
-            out[f"{dst}self_attention.linear_qkv.{kind}"] = shard(_fuse_qkv(q, k, v, shape))
+            out[f"{dst}self_attention.linear_qkv.{kind}"] = shard(_fuse_qkv(q, k, v, shape, tp))
         gate, up = hf[src + "mlp.gate_proj.weight"], hf[src + "mlp.up_proj.weight"]
         out[dst + "mlp.linear_fc1.weight"] = torch.cat([shard(gate), shard(up)])
     return out
@@ -129,7 +135,7 @@ def megatron_to_hf(ranks: list[Tensors], shape: HFShape) -> Tensors:
             out[dst + name] = joined(src + mc, dim=1)
         kinds = ("weight", "bias") if shape.qkv_bias else ("weight",)
         for kind in kinds:
-            qkv = _split_qkv(joined(f"{src}self_attention.linear_qkv.{kind}"), shape)
+            qkv = _split_qkv(joined(f"{src}self_attention.linear_qkv.{kind}"), shape, len(ranks))
             for p, tensor in zip("qkv", qkv, strict=True):
                 out[f"{dst}self_attn.{p}_proj.{kind}"] = tensor.contiguous()
         halves = [r[src + "mlp.linear_fc1.weight"].chunk(2) for r in ranks]
