@@ -2,12 +2,15 @@
 
 Runs GRPO on the tiny model twice with the same workers: a bare loop over the
 ``ReasoningRuntime`` (no Prefect, no MLflow; rewards scored in-process) and the real train
-flow (iteration flows, tasks, MLflow). Then, as the single-process anchor, TRL's
-``GRPOTrainer`` on the same model, prompts, reward and hyperparameters (in a subprocess,
-one thread; see ``_trl_anchor.py``). Prints medians side by side and the ratios.
+flow (iteration flows, tasks, MLflow). The bare loop runs once per trainer backend: FSDP2
+and megatron-core (tensor parallel across all trainer ranks), the backend column. Then, as
+the single-process anchor, TRL's ``GRPOTrainer`` on the same model, prompts, reward and
+hyperparameters (in a subprocess, one thread; see ``_trl_anchor.py``). Prints medians side
+by side and the ratios.
 
-Usage: ``python benchmarks/llm_step.py [--iterations 8] [--workers 1]`` (trainer ranks;
-with the default placement each rank also holds the rollout engine: the hybrid engine).
+Usage: ``python benchmarks/llm_step.py [--iterations 8] [--workers 1] [--no-megatron]``
+(trainer ranks; with the default placement each rank also holds the rollout engine: the
+hybrid engine; megatron splits every layer over the ``--workers`` ranks).
 """
 
 from __future__ import annotations
@@ -53,6 +56,11 @@ def overrides(model_dir: Path, iterations: int, workers: int) -> list[str]:
     ]
 
 
+def megatron_overrides(workers: int) -> list[str]:
+    """The same run on the megatron trainer, tensor parallel over every trainer rank."""
+    return ["actor.backend=megatron", f"actor.megatron.tensor_model_parallel_size={workers}"]
+
+
 def bare(ovr: list[str], iterations: int) -> dict[str, list[float]]:
     cfg = prepare_model(load_config(overrides=[*ovr, "tracking.enabled=false"]))
     runtime = ReasoningRuntime(cfg)
@@ -93,10 +101,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=8)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--no-megatron", action="store_true", help="skip the megatron backend's bare loop"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ovr = overrides(Path(tmp) / "tiny", args.iterations, args.workers)
         base = bare(ovr, args.iterations)
+        mega = None
+        if not args.no_megatron:
+            mega = bare([*ovr, *megatron_overrides(args.workers)], args.iterations)
         keys = tuple(f"time/{s}" for s in STEPS) + (
             "time/iteration",
             "time/orchestration",
@@ -108,14 +122,29 @@ def main() -> None:
         )
         trl = trl_steps(ovr, args.iterations)  # the same model directory, after both runs
     series = flow["series"]
-    print(f"GRPO, tiny model, 16 prompts x 8 responses, {args.workers} FSDP2 rank(s), medians:")
-    print(f"{'':>14} {'bare loop':>10} {'train flow':>11} {'TRL':>8}")
+    print(f"GRPO, tiny model, 16 prompts x 8 responses, {args.workers} trainer rank(s), medians:")
+    print(f"{'':>14} {'bare FSDP2':>10} {'bare megatron':>13} {'train flow':>11} {'TRL':>8}")
+
+    def mega_cell(key: str) -> str:
+        return f"{med(mega[key]):>12.3f}s" if mega else f"{'-':>13}"
+
     for step in STEPS:
-        print(f"{step:>14} {med(base[step]):>9.3f}s {med(series[f'time/{step}']):>10.3f}s {'-':>8}")
+        print(
+            f"{step:>14} {med(base[step]):>9.3f}s {mega_cell(step)} "
+            f"{med(series[f'time/{step}']):>10.3f}s {'-':>8}"
+        )
     bare_it, flow_it = med(base["iteration"]), med(series["time/iteration"])
     trl_it = f"{med(trl):.3f}s" if trl else "-"
-    print(f"{'iteration':>14} {bare_it:>9.3f}s {flow_it:>10.3f}s {trl_it:>8}")
-    print(f"ratio train flow / bare loop {flow_it / bare_it:.2f}x")
+    print(
+        f"{'iteration':>14} {bare_it:>9.3f}s {mega_cell('iteration')} {flow_it:>10.3f}s {trl_it:>8}"
+    )
+    print(f"ratio train flow / bare loop {flow_it / bare_it:.2f}x (train flow: FSDP2)")
+    if mega:
+        fsdp_tps, mega_tps = med(base["train_tokens_per_s"]), med(mega["train_tokens_per_s"])
+        print(
+            f"update tokens/s: FSDP2 {fsdp_tps:.0f}, megatron (tensor parallel "
+            f"{args.workers}) {mega_tps:.0f}; ratio megatron / FSDP2 {mega_tps / fsdp_tps:.2f}x"
+        )
     if trl:
         print(
             f"TRL GRPOTrainer (same model, prompts, reward, batch, lr; one process, one "
