@@ -177,6 +177,7 @@ class MegatronBackend(TrainerBackend):
         old_tp, entries = int(saved["tensor_parallel_size"]), list(saved["optimizer_entries"])
         ranks = [self.tp_rank] if old_tp == self.tp else list(range(old_tp))
         templates = self._templates(old_tp, ranks)
+        names = self._param_names
         state = {
             "model": {f"tp{r}/{k}": v for r in ranks for k, v in templates[r].items()},
             "optim": {
@@ -184,7 +185,7 @@ class MegatronBackend(TrainerBackend):
                 for r in ranks
                 for entry in entries
                 for name, tensor in templates[r].items()
-                if name in self._param_names
+                if name in names
             },
         }
         signed_dcp.load(state, path, trust)
@@ -201,9 +202,7 @@ class MegatronBackend(TrainerBackend):
             model = [self._reshard(model)]
             moments = {
                 entry: [
-                    self._reshard(parts)
-                    if entry not in _SCALAR_STATE
-                    else _scalars(parts, self._param_names)
+                    self._reshard(parts) if entry not in _SCALAR_STATE else _scalars(parts, names)
                 ]
                 for entry, parts in moments.items()
             }

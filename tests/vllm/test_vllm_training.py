@@ -1,5 +1,6 @@
 """GRPO through the train CLI with ``rollout.engine: vllm``: vLLM in the Ray rollout worker,
-weights synced from the FSDP2 trainer every iteration (both sync modes)."""
+weights synced from the trainer every iteration (both sync modes; FSDP2, and megatron at
+tensor parallel 2 with patch syncs)."""
 
 from __future__ import annotations
 
@@ -32,10 +33,27 @@ def write_preset(root: Path, mode: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("mode", ["bucket", "patch"])
-def test_grpo_with_vllm_rollouts(tmp_path: Path, train_env: dict[str, str], mode: str) -> None:  # noqa: F811
+BACKENDS = {
+    "fsdp": [],
+    "megatron": [
+        "actor.backend=megatron",
+        "actor.num_workers=2",
+        "actor.megatron.tensor_model_parallel_size=2",
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("mode", "backend"), [("bucket", "fsdp"), ("patch", "fsdp"), ("patch", "megatron")]
+)
+def test_grpo_with_vllm_rollouts(
+    tmp_path: Path,
+    train_env: dict[str, str],  # noqa: F811
+    mode: str,
+    backend: str,
+) -> None:
     preset = write_preset(tmp_path, mode)
-    out = run_train(tmp_path, train_env, "--config", str(preset))
+    out = run_train(tmp_path, train_env, "--config", str(preset), *BACKENDS[backend])
     assert "accuracy" in out
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name(preset.stem).experiment_id])
