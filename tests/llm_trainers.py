@@ -5,7 +5,7 @@ from __future__ import annotations
 import ray
 import torch
 
-from infra.workers.llm_workers import LLMActorWorker
+from infra.workers.llm_workers import LLMActorWorker, LLMRolloutWorker
 from rl_core.config import load_config
 from rl_core.training.llm_update import minibatch_totals, rank_rows
 from rl_core.training.parallel_layout import ParallelLayout
@@ -66,3 +66,17 @@ def update(ranks, data, iteration=0, tp=1):
 
 def full_state(ranks):
     return ray.get([h.full_state.remote() for h in ranks])[0]
+
+
+def rollout_worker(cfg):
+    """A rollout worker (HF engine unless ``cfg`` says otherwise) as a Ray actor."""
+    return ray.remote(LLMRolloutWorker).options(num_cpus=0.3).remote(cfg, 0, ())
+
+
+def sync(ranks, rollout):
+    """One weight sync from the trainer ranks to ``rollout``; returns its meta (rank 0's)."""
+    pairs = [h.sync_payload.options(num_returns=2).remote() for h in ranks]
+    meta = ray.get(pairs[0][0])
+    assert ray.get([p[0] for p in pairs[1:]]) == [None] * (len(ranks) - 1)
+    assert ray.get(rollout.load_weights.remote(pairs[0][1])) == meta["version"]
+    return meta

@@ -1,5 +1,6 @@
-"""Real components for integration tests: a Prefect server on 127.0.0.1 (own PREFECT_HOME)
-and training runs as subprocesses (each starts its own local Ray cluster)."""
+"""Real components for integration tests: a Prefect server on 127.0.0.1 (own PREFECT_HOME),
+training runs as subprocesses (each starts its own local Ray cluster), and a local Ray
+cluster in the test process for tests that drive workers directly."""
 
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ import pytest
 from infra.ops.prefect_api import LocalPrefectServer
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[None]:
+    """A local Ray cluster (2 CPUs) in this process for the module's tests."""
+    from infra.ray_cluster import connect, shutdown
+
+    connect(num_cpus=2)
+    yield
+    shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -8,19 +8,18 @@ import pytest
 import ray
 import torch
 
-from infra.ray_cluster import connect, shutdown
-from infra.workers.llm_workers import LLMRolloutWorker
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.llm_trainers import batch, config, full_state, trainer, update
+from tests.llm_trainers import (
+    batch,
+    config,
+    full_state,
+    rollout_worker,
+    sync,
+    trainer,
+    update,
+)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    connect(num_cpus=2)
-    yield
-    shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +27,7 @@ def tiny_dir(tmp_path_factory):
     return str(create_tiny_lm(tmp_path_factory.mktemp("lm") / "tiny", num_hidden_layers=2))
 
 
-def test_two_fsdp_ranks_match_a_single_process_update(cluster, tiny_dir):
+def test_two_fsdp_ranks_match_a_single_process_update(ray_local, tiny_dir):
     cfg = config(tiny_dir)
     data = batch()
     single, double = trainer(cfg, 1), trainer(cfg, 2)
@@ -47,16 +46,13 @@ def test_two_fsdp_ranks_match_a_single_process_update(cluster, tiny_dir):
 
 
 @pytest.mark.parametrize("mode", ["bucket", "patch"])
-def test_rollout_weights_equal_trainer_weights_after_each_sync(cluster, tiny_dir, mode):
+def test_rollout_weights_equal_trainer_weights_after_each_sync(ray_local, tiny_dir, mode):
     cfg = config(tiny_dir, f"rollout.weight_sync_mode={mode}", "rollout.patch_full_sync_interval=3")
-    ranks = trainer(cfg, 2)
-    rollout = ray.remote(LLMRolloutWorker).options(num_cpus=0.3).remote(cfg, 0, ())
+    ranks, rollout = trainer(cfg, 2), rollout_worker(cfg)
     sent = []
     for it in range(4):
-        pairs = [h.sync_payload.options(num_returns=2).remote() for h in ranks]
-        meta = ray.get(pairs[0][0])
-        ray.get([p[0] for p in pairs[1:]])
-        assert ray.get(rollout.load_weights.remote(pairs[0][1])) == meta["version"] == it
+        meta = sync(ranks, rollout)
+        assert meta["version"] == it
         trainer_state = {
             k[len("model.") :]: v for k, v in full_state(ranks).items() if k.startswith("model.")
         }
@@ -76,7 +72,7 @@ def test_rollout_weights_equal_trainer_weights_after_each_sync(cluster, tiny_dir
 
 
 def test_fsdp_ranks_agree_to_skip_a_nonfinite_update_and_to_refuse_a_checkpoint(
-    cluster, tiny_dir, tmp_path
+    ray_local, tiny_dir, tmp_path
 ):
     cfg = config(tiny_dir, "actor.max_skipped_updates_in_a_row=10")
     ranks = trainer(cfg, 2)

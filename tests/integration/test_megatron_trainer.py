@@ -12,10 +12,16 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from infra.checkpoint.store import CheckpointError
-from infra.ray_cluster import connect, shutdown
-from infra.workers.llm_workers import LLMRolloutWorker
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.llm_trainers import batch, config, full_state, trainer, update
+from tests.llm_trainers import (
+    batch,
+    config,
+    full_state,
+    rollout_worker,
+    sync,
+    trainer,
+    update,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -42,13 +48,6 @@ def kill(*groups):
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    connect(num_cpus=2)
-    yield
-    shutdown()
-
-
-@pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     # the default tiny model: its one key/value head is copied to both ranks at TP 2 (the
     # bridge's parity tests and the multinode test cover a model with one head per rank)
@@ -56,7 +55,7 @@ def tiny_dir(tmp_path_factory):
 
 
 @pytest.mark.parametrize(("tp", "world"), [(2, 2), (1, 2), (1, 1)])
-def test_megatron_update_equals_the_fsdp_update(cluster, tiny_dir, tp, world):
+def test_megatron_update_equals_the_fsdp_update(ray_local, tiny_dir, tp, world):
     data = batch()
     reference = trainer(config(tiny_dir), 1)
     ranks = trainer(megatron(tiny_dir, tp, world), world)
@@ -75,18 +74,15 @@ def test_megatron_update_equals_the_fsdp_update(cluster, tiny_dir, tp, world):
 
 
 @pytest.mark.parametrize("mode", ["bucket", "patch"])
-def test_rollout_engine_holds_the_megatron_weights_after_each_sync(cluster, tiny_dir, mode):
+def test_rollout_engine_holds_the_megatron_weights_after_each_sync(ray_local, tiny_dir, mode):
     cfg = megatron(
         tiny_dir, 2, 2, f"rollout.weight_sync_mode={mode}", "rollout.patch_full_sync_interval=3"
     )
-    ranks = trainer(cfg, 2)
-    rollout = ray.remote(LLMRolloutWorker).options(num_cpus=0.3).remote(cfg, 0, ())
+    ranks, rollout = trainer(cfg, 2), rollout_worker(cfg)
     sent = []
     for it in range(4):
-        pairs = [h.sync_payload.options(num_returns=2).remote() for h in ranks]
-        meta = ray.get(pairs[0][0])
-        assert ray.get([p[0] for p in pairs[1:]]) == [None]
-        assert ray.get(rollout.load_weights.remote(pairs[0][1])) == meta["version"] == it
+        meta = sync(ranks, rollout)
+        assert meta["version"] == it
         trainer_state = {k[len("model.") :]: v for k, v in full_state(ranks).items()}
         rollout_state = ray.get(rollout.weights.remote())
         for name, value in trainer_state.items():
@@ -120,7 +116,7 @@ def rollout_rows(prompts, responses):
     }
 
 
-def test_checkpoints_resume_exactly_and_reshard_from_tp2_to_tp1(cluster, tiny_dir, tmp_path):
+def test_checkpoints_resume_exactly_and_reshard_from_tp2_to_tp1(ray_local, tiny_dir, tmp_path):
     store, folder = str(tmp_path), "step_00000002"
     cfg2 = megatron(tiny_dir, 2, 2)
     ranks = trainer(cfg2, 2)
