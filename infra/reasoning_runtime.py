@@ -310,7 +310,11 @@ class ReasoningRuntime(StepRuntime):
         scores = torch.from_numpy(self.batch.scores)
         result = compute_llm_advantages(scores, r_mask, old, self.cfg.algorithm, values, ref)
         rollout_lp = pad_right_float(self.batch.rollout_logprobs, r_ids.shape[1])
-        arrays.update(old_logprobs=old.numpy(), advantages=result.advantages.float().numpy())
+        arrays.update(
+            old_logprobs=old.numpy(),
+            advantages=result.advantages.float().numpy(),
+            rollout_logprobs=rollout_lp.float().numpy(),  # the behaviour policy's
+        )
         if values is not None:
             arrays.update(old_values=values.numpy(), returns=result.returns.float().numpy())
         self.batch.arrays = arrays

@@ -9,8 +9,10 @@ def registry_for(kind: str) -> Registry:
     """Return the registry for ``kind`` with built-ins loaded.
 
     Args:
-        kind: ``model``, ``env``, ``advantage``, ``policy_loss`` or ``reward``.
+        kind: ``model``, ``env``, ``advantage``, ``policy_loss``, ``is_correction`` or
+            ``reward``.
     """
+    from rl_core.algorithms.off_policy import IS_CORRECTIONS
     from rl_core.algorithms.registry import ADVANTAGES, POLICY_LOSSES
     from rl_core.envs.registry import ENVS
     from rl_core.models.registry import MODELS
@@ -21,6 +23,7 @@ def registry_for(kind: str) -> Registry:
         "env": ENVS,
         "advantage": ADVANTAGES,
         "policy_loss": POLICY_LOSSES,
+        "is_correction": IS_CORRECTIONS,
         "reward": REWARDS,
     }
     return registries[kind]

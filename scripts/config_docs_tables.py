@@ -12,6 +12,7 @@ REGISTERED_FIELDS: dict[tuple[str, str], str] = {
     ("model", "model_type"): "model",
     ("algorithm", "adv_type"): "advantage",
     ("algorithm", "loss_type"): "policy_loss",
+    ("algorithm", "is_correction"): "is_correction",
     ("reward", "reward_type"): "reward",
 }
 
@@ -28,6 +29,7 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ),
     ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
     ("model", "hidden_sizes"): "non-empty, each from 1 to {max_layer_width}",
+    ("algorithm", "is_correction"): "or `none` (no correction)",
     ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
     ("run", "name"): (
         "1 to 128 letters, digits, `.`, `_` or `-`, starting with a letter or digit (one "
@@ -115,6 +117,11 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "reasoning: `data.prompts_per_batch × algorithm.group_size`) must divide into "
         "`actor.num_minibatches × actor.num_workers` equal parts (megatron: data-parallel "
         "replicas, `actor.num_workers / actor.megatron.tensor_model_parallel_size`)."
+    ),
+    ("RLPipeConfig", "_off_policy_correction_fits"): (
+        "`algorithm.loss_type: decoupled_ppo` is for reasoning runs (it needs the rollout "
+        "engine's log-probs) and excludes `algorithm.is_correction` (the same ratio would be "
+        "corrected twice)."
     ),
     ("RLPipeConfig", "_megatron_layout_fits"): (
         "`actor.backend: megatron` trains `hf_causal_lm` without `model.value_head`; "

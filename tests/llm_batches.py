@@ -8,7 +8,8 @@ from rl_core.llm import pad_left, pad_right
 
 
 def random_llm_batch(n: int = 6, seed: int = 0, vocab: int = 260) -> dict[str, torch.Tensor]:
-    """``n`` rows of random prompts (2-5 tokens) and responses (1-4 tokens) with targets."""
+    """``n`` rows of random prompts (2-5 tokens) and responses (1-4 tokens) with targets
+    (old, reference and rollout log-probs, advantages)."""
     g = torch.Generator().manual_seed(seed)
 
     def seq(low: int, high: int) -> list[int]:
@@ -20,7 +21,7 @@ def random_llm_batch(n: int = 6, seed: int = 0, vocab: int = 260) -> dict[str, t
     p_ids, p_mask = pad_left(prompts, 0)
     r_ids, r_mask = pad_right(responses, 0)
     shape = r_ids.shape
-    return {
+    batch = {
         "prompt_ids": p_ids,
         "prompt_mask": p_mask,
         "response_ids": r_ids,
@@ -29,3 +30,6 @@ def random_llm_batch(n: int = 6, seed: int = 0, vocab: int = 260) -> dict[str, t
         "advantages": torch.randn(shape, generator=g),
         "ref_logprobs": -torch.rand(shape, generator=g) * 3,
     }
+    # the rollout engine's log-probs: the trainer's, slightly off (as a sampler's are)
+    batch["rollout_logprobs"] = batch["old_logprobs"] + 0.1 * torch.randn(shape, generator=g)
+    return batch

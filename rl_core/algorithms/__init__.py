@@ -2,7 +2,8 @@
 
 Importing this package registers the built-ins: advantage estimators ``"gae"``, ``"grpo"``,
 ``"dr_grpo"``, ``"rloo"``, ``"reinforce_plus_plus"``, ``"reinforce_plus_plus_baseline"``
-and ``"token_gae"``; policy loss ``"ppo"``; KL estimators ``"k1"``, ``"k2"``, ``"k3"``,
+and ``"token_gae"``; policy losses ``"ppo"`` and ``"decoupled_ppo"``; importance-sampling
+corrections ``"tis"`` and ``"mis"``; KL estimators ``"k1"``, ``"k2"``, ``"k3"``,
 ``"low_var_kl"`` and their straight-through ``+`` variants; the loss aggregation modes.
 """
 
@@ -33,6 +34,11 @@ from rl_core.algorithms.losses import (
     entropy_bonus,
     masked_mean,
 )
+from rl_core.algorithms.off_policy import (
+    IS_CORRECTIONS,
+    compute_decoupled_ppo_loss,
+    importance_weights,
+)
 from rl_core.algorithms.registry import (
     ADVANTAGES,
     POLICY_LOSSES,
@@ -46,6 +52,9 @@ from rl_core.algorithms.registry import (
 
 __all__ = [
     "ADVANTAGES",
+    "IS_CORRECTIONS",
+    "compute_decoupled_ppo_loss",
+    "importance_weights",
     "KL_ESTIMATORS",
     "LOSS_AGGREGATIONS",
     "aggregate_loss",

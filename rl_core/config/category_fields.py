@@ -60,6 +60,11 @@ CATEGORY_ONLY_FIELDS: dict[str, dict[str, Any]] = {
             "overlong_buffer_length",
             "overlong_penalty_factor",
             "kl_in_reward",
+            "is_correction",
+            "is_level",
+            "is_threshold",
+            "is_threshold_low",
+            "behaviour_weight_cap",
         },
         "actor": {
             "micro_batch_size",

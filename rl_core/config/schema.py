@@ -153,6 +153,24 @@ class AlgorithmConfig(Section):
     target_kl: float | None = Field(
         None, gt=0.0, description="Stop an update's epochs early above this KL."
     )
+    is_correction: str = Field(
+        "none",
+        description="Reasoning: importance-sampling correction of the rollout engine's "
+        "samples towards the trainer's policy (none, tis: truncate ratios at is_threshold, "
+        "mis: drop tokens or sequences whose ratio leaves [is_threshold_low, is_threshold]).",
+    )
+    is_level: Literal["token", "sequence"] = Field(
+        "token", description="Ratio per token, or per sequence (the product over its tokens)."
+    )
+    is_threshold: float = Field(2.0, gt=1.0, description="Upper bound of the IS ratio.")
+    is_threshold_low: float | None = Field(
+        None, gt=0.0, le=1.0, description="mis: lower bound of the ratio (None: 1/is_threshold)."
+    )
+    behaviour_weight_cap: float = Field(
+        5.0,
+        gt=1.0,
+        description="decoupled_ppo: largest weight pi_proximal / pi_behaviour of a token.",
+    )
 
     @field_validator("adv_type")
     @classmethod
@@ -163,6 +181,11 @@ class AlgorithmConfig(Section):
     @classmethod
     def _known_loss(cls, value: str) -> str:
         return check_registered("policy_loss", value)
+
+    @field_validator("is_correction")
+    @classmethod
+    def _known_correction(cls, value: str) -> str:
+        return value if value == "none" else check_registered("is_correction", value)
 
 
 class ActorConfig(Section):
@@ -343,6 +366,23 @@ class RLPipeConfig(Section):
                 f"model.model_path = {path!r} is not a local Hugging Face model directory (no "
                 "config.json); build the tiny test model with "
                 "'python scripts/build_tiny_lm.py <dir>'"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _off_policy_correction_fits(self) -> RLPipeConfig:
+        algo = self.algorithm
+        decoupled = algo.loss_type.lower() == "decoupled_ppo"
+        if decoupled and self.category != "reasoning":
+            raise ValueError(
+                "algorithm.loss_type = 'decoupled_ppo' weights tokens by the rollout engine's "
+                "log-probs, which only reasoning runs record (allowed here: 'ppo')"
+            )
+        if decoupled and algo.is_correction != "none":
+            raise ValueError(
+                f"algorithm.is_correction = {algo.is_correction!r} with loss_type "
+                "'decoupled_ppo' would correct the same ratio twice (decoupled_ppo already "
+                "weights by pi_proximal / pi_behaviour); set is_correction: none"
             )
         return self
 

@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl_core.algorithms import aggregation_weights, count_sequences, get_policy_loss, kl_penalty
+from rl_core.algorithms import (
+    aggregation_weights,
+    count_sequences,
+    get_policy_loss,
+    importance_weights,
+    kl_penalty,
+)
 from rl_core.models.base_policy import BasePolicy
 from rl_core.training.nonfinite import SkippedUpdateGuard, all_finite, any_rank
 
@@ -134,6 +140,7 @@ def accumulate_minibatch(
             compute_entropy=True,
             temperature=temperature,
         )
+        pg_weights, is_stats = _corrected(weights, part, algo)
         pg_loss, pg_stats = loss_fn(
             logprobs=out["logprobs"],
             old_logprobs=part["old_logprobs"],
@@ -141,9 +148,12 @@ def accumulate_minibatch(
             clip_ratio_low=algo.clip_ratio_low,
             clip_ratio_high=algo.clip_ratio_high,
             clip_ratio_c=algo.clip_ratio_c,
-            loss_mask=weights,
+            loss_mask=pg_weights,
             loss_agg_mode="weighted-sum",
+            behaviour_logprobs=part.get("rollout_logprobs"),
+            behaviour_weight_cap=algo.behaviour_weight_cap,
         )
+        pg_stats = {**pg_stats, **is_stats}
         entropy = (out["entropy"] * weights).sum()
         loss = pg_loss - algo.entropy_coef * entropy
         terms = {"policy_loss": pg_loss, "entropy": entropy}
@@ -163,6 +173,32 @@ def accumulate_minibatch(
         for name, value in pg_stats.items():
             stats[name] = stats.get(name, 0.0) + float(value) / len(micro) / world_size
     return {**sums, **stats}
+
+
+def _corrected(
+    weights: torch.Tensor, part: dict[str, torch.Tensor], algo: Any
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Token weights of the policy loss times ``algo.is_correction``'s importance weights.
+
+    The ratio is trainer (``old_logprobs``) over rollout engine (``rollout_logprobs``).
+    """
+    if algo.is_correction == "none":
+        return weights, {}
+    if "rollout_logprobs" not in part:
+        raise ValueError(
+            f"algorithm.is_correction = {algo.is_correction!r} needs the rollout engine's "
+            "log-probs in the batch (rollout_logprobs)"
+        )
+    is_weights, stats = importance_weights(
+        part["old_logprobs"],
+        part["rollout_logprobs"],
+        part["response_mask"],
+        algo.is_correction,
+        algo.is_level,
+        algo.is_threshold,
+        algo.is_threshold_low,
+    )
+    return weights * is_weights, stats
 
 
 def _value_loss(

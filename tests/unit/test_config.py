@@ -168,7 +168,8 @@ def test_unknown_section_lists_sections():
     [
         ("model.model_type=nope", "model.model_type", "hf_causal_lm, mlp_actor_critic"),
         ("algorithm.adv_type=nope", "algorithm.adv_type", "dr_grpo, gae, grpo"),
-        ("algorithm.loss_type=nope", "algorithm.loss_type", "ppo"),
+        ("algorithm.loss_type=nope", "algorithm.loss_type", "decoupled_ppo, ppo"),
+        ("algorithm.is_correction=nope", "algorithm.is_correction", "mis, tis"),
         ("env.env_type=nope", "env.env_type", "gym"),
         ("reward.reward_type=nope", "reward.reward_type", "composite, env, format, math_verify"),
     ],
