@@ -32,6 +32,13 @@ class EnvConfig(Section):
         description="Consecutive envs sharing a reset seed (GRPO-style groups).",
     )
     vectorization: Literal["sync", "async"] = "sync"
+    step_latency_ms: float = Field(
+        0.0,
+        ge=0.0,
+        le=60_000.0,
+        description="Wait this long in every step of an env worker's batch of envs, like the "
+        "round trip to a remote simulator or robot (measures overlap honestly on few cores).",
+    )
     max_episode_steps: int | None = Field(None, ge=1, le=MAX_EVAL_STEPS)
     kwargs: Annotated[dict[str, Any], AfterValidator(check_finite_tree)] = Field(
         default_factory=dict,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -42,6 +44,7 @@ class VectorEnvAdapter:
         group_size: Consecutive envs sharing a reset seed.
         vectorization: ``sync`` (one process) or ``async`` (subprocesses).
         render_mode: Passed to each env (e.g. ``rgb_array`` for videos).
+        sleep: How :meth:`step` waits out ``env_cfg.step_latency_ms`` (tests replace it).
     """
 
     def __init__(
@@ -52,9 +55,13 @@ class VectorEnvAdapter:
         group_size: int = 1,
         vectorization: str = "sync",
         render_mode: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.num_envs = num_envs
         self.group_size = group_size
+        # a remote simulator or robot: every step of the batch waits one round trip
+        self.step_latency_s = float(getattr(env_cfg, "step_latency_ms", 0.0)) / 1000.0
+        self._sleep = sleep
         fns = [lambda: make_single_env(env_cfg, render_mode=render_mode) for _ in range(num_envs)]
         cls = AsyncVectorEnv if vectorization == "async" else SyncVectorEnv
         self.vec = cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
@@ -92,6 +99,8 @@ class VectorEnvAdapter:
             episodes' last observations, rows of non-ended envs are copies of ``env_obs``)
             and ``episodes`` (list of ``(return, length)`` of episodes that ended).
         """
+        if self.step_latency_s > 0:
+            self._sleep(self.step_latency_s)
         obs, rewards, terminated, truncated, info = self.vec.step(actions)
         rewards = np.asarray(rewards, dtype=np.float32)
         terminated = np.asarray(terminated, dtype=bool)

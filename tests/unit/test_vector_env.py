@@ -188,3 +188,18 @@ def test_episode_stats_survive_set_state():
     finally:
         envs.close()
         copy.close()
+
+
+def test_step_latency_waits_once_per_batch_step_and_changes_nothing_else():
+    waits = []
+    slow = VectorEnvAdapter(
+        env_cfg(step_latency_ms=2.5), 4, seed=0, sleep=lambda seconds: waits.append(seconds)
+    )
+    actions = random_actions(slow, np.random.default_rng(0), 5)
+    frames = rollout(slow, actions)
+    assert waits == [0.0025] * 5  # one round trip per step of the 4 envs
+    fast = make(num_envs=4, seed=0)
+    assert fast.step_latency_s == 0.0
+    for a, b in zip(frames, rollout(fast, actions), strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
