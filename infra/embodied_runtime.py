@@ -14,12 +14,14 @@ from typing import Any
 import numpy as np
 
 from infra import ray_cluster
+from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_bytes, wrap_bytes
 from infra.checkpoint.store import open_store, step_dir_name
 from infra.checkpoint.worker_state import WORKERS_FILE, decode_workers_state, encode_workers_state
 from infra.deadlines import Liveness, wait_for
 from infra.eval_video import render_episode
 from infra.evaluation import run_episodes
 from infra.placement import plan_placement
+from infra.rollout_pipeline import RolloutPipeline
 from infra.step_runtime import (
     Evaluation,
     FanoutJob,
@@ -39,6 +41,8 @@ from rl_core.config.hybrid import uses_hybrid_engine
 from rl_core.seeding import env_reseed, eval_seeds
 
 logger = logging.getLogger(__name__)
+#: Batches an async run collected ahead of the trainer, in a checkpoint folder.
+PIPELINE_FILE = "rollout_pipeline.pt"
 
 
 @register_category
@@ -97,6 +101,14 @@ class EmbodiedRuntime(StepRuntime):
                 lambda r: (self.config_dict, r, self.placement["rollout"].cpus, self.spaces),
                 liveness,
             )
+        self.pipeline: RolloutPipeline | None = None
+        if cfg.run.mode == "async":
+            self.pipeline = RolloutPipeline(cfg.algorithm.max_staleness)
+            logger.info(
+                "async mode: batches collected up to %d weight version(s) ahead of the trainer",
+                cfg.algorithm.max_staleness,
+            )
+        self.published_version = 0  # the weight version the rollout workers were last given
         self.prestart(cfg)  # (done already when the train CLI prestarted it)
         # Wait for every worker to finish start-up (fails fast on config/extension errors).
         self.env.wait_started(cfg.timeouts.worker_start)
@@ -122,6 +134,7 @@ class EmbodiedRuntime(StepRuntime):
         timeout = self.timeouts.weight_sync
         if self.hybrid:
             (out,) = self.actor.call_within("weight_sync", timeout, "sync_rollout_weights")
+            self.published_version = int(out["version"])
             return StepResult(
                 time.perf_counter() - start,
                 {"rollout/weight_sync_bytes": 0.0, "rollout/weight_sync_buckets": 0.0},
@@ -136,6 +149,7 @@ class EmbodiedRuntime(StepRuntime):
         versions = self.rollout_group.call_within(
             "weight_sync", timeout, "load_weights", out["refs"], out["version"]
         )
+        self.published_version = int(out["version"])
         return StepResult(
             time.perf_counter() - start,
             {
@@ -145,17 +159,19 @@ class EmbodiedRuntime(StepRuntime):
             info={"version": out["version"], "rollout_versions": versions},
         )
 
-    def rollout(self, iteration: int) -> StepResult:
-        """Run every env worker's rollout loop and hand the batches to the trainer."""
-        start = time.perf_counter()
-        self.faults.arm("rollout", iteration, self.env[0])
-        pairs = [
+    def _launch(self, version: int | None = None) -> list[tuple[Any, Any]]:
+        """Start every env worker's rollout loop; ``(batch, stats)`` refs per env worker."""
+        return [
             h.interact.options(num_returns=2).remote(
-                self.rollout_group[i % len(self.rollout_group)], self.cfg.rollout.num_steps
+                self.rollout_group[i % len(self.rollout_group)],
+                self.cfg.rollout.num_steps,
+                version,
             )
             for i, h in enumerate(self.env.handles)
         ]
-        batch_refs = [p[0] for p in pairs]
+
+    def _collect(self, pairs: list[tuple[Any, Any]]) -> list[dict[str, Any]]:
+        """Wait for the launched rollout loops and hand their batches to the trainer."""
         # an env worker waits on its rollout worker: a deadline kills both
         owners = [
             (self.env.owners([i])[0], self.rollout_group.owners([i % len(self.rollout_group)])[0])
@@ -163,16 +179,45 @@ class EmbodiedRuntime(StepRuntime):
         ]
         timeout = self.timeouts.rollout
         stats = wait_for([p[1] for p in pairs], owners, timeout, "rollout", self.env.liveness)
-        self.actor.call_within("rollout", timeout, "receive_batch", *batch_refs)
+        self.actor.call_within("rollout", timeout, "receive_batch", *[p[0] for p in pairs])
+        return stats
+
+    def rollout(self, iteration: int) -> StepResult:
+        """Collect the iteration's batch and hand it to the trainer.
+
+        Sync mode runs every env worker's rollout loop now; async mode takes the batch
+        launched ``algorithm.max_staleness`` iterations ago and launches the next one
+        (:mod:`infra.rollout_pipeline`).
+        """
+        start = time.perf_counter()
+        self.faults.arm("rollout", iteration, self.env[0])
+        metrics: dict[str, float] = {}
+        if self.pipeline is None:
+            stats = self._collect(self._launch())
+        else:
+            self.pipeline.fill(iteration, self.published_version, self._launch)
+            chunk = self.pipeline.take(iteration)
+            waited = time.perf_counter()
+            stats = self._collect(chunk.pairs)
+            staleness = float(self.published_version - chunk.version)
+            metrics = {
+                "async/staleness_mean": staleness,
+                "async/staleness_max": staleness,
+                "async/buffer_fill": len(self.pipeline.chunks) / max(self.pipeline.staleness, 1),
+                "async/trainer_idle_seconds": time.perf_counter() - waited,
+                "async/rollout_idle_seconds": self.pipeline.idle_seconds(stats),
+            }
         returns = [r for s in stats for r in s["episode_returns"]]
         lengths = [n for s in stats for n in s["episode_lengths"]]
         env_steps = sum(s["env_steps"] for s in stats)
         seconds = time.perf_counter() - start
-        metrics = {
-            "env/episodes": float(len(returns)),
-            "rollout/steps_per_second": env_steps / max(seconds, 1e-9),
-            "env/step_seconds": float(max(s["env_seconds"] for s in stats)),
-        }
+        metrics.update(
+            {
+                "env/episodes": float(len(returns)),
+                "rollout/steps_per_second": env_steps / max(seconds, 1e-9),
+                "env/step_seconds": float(max(s["env_seconds"] for s in stats)),
+            }
+        )
         if returns:
             metrics["env/episode_return_mean"] = float(np.mean(returns))
             metrics["env/episode_length_mean"] = float(np.mean(lengths))
@@ -279,12 +324,18 @@ class EmbodiedRuntime(StepRuntime):
         store = open_store(store_uri)
         timeout = self.timeouts.checkpoint
         refs = self.actor.call("save_checkpoint", store_uri, folder)
+        pipeline = None
+        if self.pipeline is not None:  # batches collected ahead are part of the run's state
+            self.pipeline.drain(timeout)
+            pipeline = object_to_bytes(wrap_bytes(self.pipeline.to_state()))
         env_states = self.env.call_within("checkpoint", timeout, "get_state")
         rng_states = self.rollout_group.call_within("checkpoint", timeout, "get_rng_state")
         # the trainer's files first: it refuses non-finite weights, and then nothing else is
         # written into the step folder
         self.actor.get(refs, timeout, "checkpoint")
         store.write_bytes(f"{folder}/{WORKERS_FILE}", encode_workers_state(env_states, rng_states))
+        if pipeline is not None:
+            store.write_bytes(f"{folder}/{PIPELINE_FILE}", pipeline)
         return {"seconds": time.perf_counter() - start, "dir": folder}
 
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
@@ -314,6 +365,14 @@ class EmbodiedRuntime(StepRuntime):
             timeout,
             "checkpoint",
         )
+        if self.pipeline is not None:
+            self.pipeline = RolloutPipeline(self.cfg.algorithm.max_staleness)
+            path = f"{folder}/{PIPELINE_FILE}"
+            if store.exists(path):  # written by an async run (a sync run's has none)
+                data = store.read_bytes(path)
+                self.pipeline.load_state(unwrap_bytes(bytes_to_object(data, path)))
+            else:
+                self.pipeline.next_index = step
 
     def _reseed(self, rank: int, step: int) -> int:
         return env_reseed(self.cfg.run.seed, rank, self.cfg.env.num_envs, step)
@@ -329,14 +388,29 @@ class EmbodiedRuntime(StepRuntime):
         return [(self.actor, "snapshot", "restore_snapshot")]
 
     def snapshot(self, step: str) -> None:
-        """Env and sampling state before a rollout; trainer state before an update."""
+        """Env and sampling state before a rollout; trainer state before an update.
+
+        In async mode the batches launched ahead are collected first (the workers are idle
+        then, so their state is whole) and the launched set is kept too.
+        """
+        if step == "rollout" and self.pipeline is not None:
+            self.pipeline.drain(self.timeouts.rollout)
+            self._pipeline_kept = self.pipeline.snapshot()
         for group, method, _ in self._step_state(step):
             group.call_within(step, getattr(self.timeouts, step), method)
 
     def restore(self, step: str) -> None:
-        """Put back the state kept by :meth:`snapshot`."""
+        """Put back the state kept by :meth:`snapshot`.
+
+        In async mode, batches the failed attempt launched are waited for (they must not
+        step the envs after the restore) and then forgotten.
+        """
+        if step == "rollout" and self.pipeline is not None:
+            self.pipeline.drain(self.timeouts.rollout)
         for group, _, method in self._step_state(step):
             group.call_within(step, getattr(self.timeouts, step), method)
+        if step == "rollout" and self.pipeline is not None:
+            self.pipeline.restore(self._pipeline_kept)
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:

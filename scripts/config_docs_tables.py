@@ -105,8 +105,8 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ),
     ("RLPipeConfig", "_hybrid_engine_possible"): (
         "`cluster.hybrid_engine: on` needs rollout and actor on the same CPU set, "
-        "`rollout.num_workers` equal to `actor.num_workers` and, for reasoning models, "
-        "`rollout.engine: hf`."
+        "`rollout.num_workers` equal to `actor.num_workers`, `run.mode: sync` and, for "
+        "reasoning models, `rollout.engine: hf`."
     ),
     ("RLPipeConfig", "_stages_divide"): (
         "`rollout.pipeline_stages` must divide `env.num_envs` into slices that are multiples "
@@ -117,6 +117,10 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "reasoning: `data.prompts_per_batch × algorithm.group_size`) must divide into "
         "`actor.num_minibatches × actor.num_workers` equal parts (megatron: data-parallel "
         "replicas, `actor.num_workers / actor.megatron.tensor_model_parallel_size`)."
+    ),
+    ("RLPipeConfig", "_async_mode_fits"): (
+        "`run.mode: async` runs embodied models (reasoning runs are `sync`); it turns the "
+        "hybrid engine off (`cluster.hybrid_engine: on` is refused with it)."
     ),
     ("RLPipeConfig", "_off_policy_correction_fits"): (
         "`algorithm.loss_type: decoupled_ppo` is for reasoning runs (it needs the rollout "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,9 @@ class EnvWorker(WorkerBase):
         return self.slices[0].spaces
 
     @step_method
-    def interact(self, rollout: Any, num_steps: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    def interact(
+        self, rollout: Any, num_steps: int, version: int | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Collect ``num_steps`` steps of every env, asking ``rollout`` for actions.
 
         With ``rollout.pipeline_stages > 1`` the envs are split into that many slices whose
@@ -54,14 +57,19 @@ class EnvWorker(WorkerBase):
         Args:
             rollout: Handle of the RolloutWorker to query.
             num_steps: Steps per env.
+            version: The weight version every action of this batch is sampled with (async
+                mode; None: whatever the rollout worker holds).
 
         Returns:
             ``(batch, stats)``: the time-major batch (see ``rl_core.training.batch``) and
-            small statistics (episodes finished, env steps, seconds spent).
+            small statistics (episodes finished, env steps, seconds spent, the weight
+            version, and wall-clock start and end).
         """
         watch = Stopwatch()
+        started = time.time()
         pending = [
-            rollout.predict.remote(env.observation(), "train", self.rank) for env in self.slices
+            rollout.predict.remote(env.observation(), "train", self.rank, version)
+            for env in self.slices
         ]
         env_time = 0.0
         steps, trunc_index, trunc_obs = [], [], []
@@ -74,7 +82,7 @@ class EnvWorker(WorkerBase):
                 out = env.step(actions)
                 env_time += step_watch.elapsed()
                 if t + 1 < num_steps:
-                    pending[k] = rollout.predict.remote(out["env_obs"], "train", self.rank)
+                    pending[k] = rollout.predict.remote(out["env_obs"], "train", self.rank, version)
                 parts.append((result, out))
             result, out = _merge_parts(parts)
             steps.append(
@@ -104,6 +112,9 @@ class EnvWorker(WorkerBase):
             "env_steps": num_steps * self.num_envs,
             "seconds": watch.elapsed(),
             "env_seconds": env_time,
+            "weights_version": version,
+            "started": started,
+            "finished": time.time(),
         }
         return batch, stats
 

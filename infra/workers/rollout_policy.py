@@ -15,17 +15,29 @@ from rl_core.seeding import sampling_seed
 from rl_core.training.batch import to_numpy_tree
 
 
+def kept_versions(cfg: Any) -> int:
+    """Weight versions a rollout copy keeps: those batches in flight may still use."""
+    return cfg.algorithm.max_staleness + 1 if cfg.run.mode == "async" else 1
+
+
 class RolloutPolicy:
     """A policy in eval mode with one sampling stream per calling env worker.
+
+    In async mode (``keep_versions > 1``) the last ``keep_versions`` synced weight versions
+    are kept, and a ``predict`` that names a version answers with exactly those weights: a
+    batch collected while newer weights arrive stays on the version it started with.
 
     Args:
         policy: The rollout copy of the model (its weights are replaced by weight syncs).
         seed: Seed the per-caller sampling streams derive from.
+        keep_versions: Synced versions kept for ``predict(version=…)`` (1: only the latest).
     """
 
-    def __init__(self, policy: torch.nn.Module, seed: int) -> None:
+    def __init__(self, policy: torch.nn.Module, seed: int, keep_versions: int = 1) -> None:
         self.policy = policy.eval()
         self.seed = seed
+        self.keep_versions = keep_versions
+        self.kept: dict[int, dict[str, torch.Tensor]] = {}
         # One sampling stream per calling env worker: requests of different env workers
         # interleave in arrival order, so a shared stream would not be reproducible.
         self.generators: dict[int, torch.Generator] = {}
@@ -41,9 +53,31 @@ class RolloutPolicy:
 
     @torch.no_grad()
     def predict(
-        self, env_obs: dict[str, Any], mode: str = "train", caller: int = 0
+        self,
+        env_obs: dict[str, Any],
+        mode: str = "train",
+        caller: int = 0,
+        version: int | None = None,
     ) -> tuple[Any, dict[str, Any]]:
-        """Actions (env-ready numpy) and training extras for a batch of observations."""
+        """Actions (env-ready numpy) and training extras for a batch of observations.
+
+        Args:
+            env_obs: Batched observations.
+            mode: ``train`` (sample) or ``eval`` (deterministic).
+            caller: Rank of the calling env worker (selects its sampling stream).
+            version: Answer with these synced weights (kept ones; None: the current).
+
+        Raises:
+            KeyError: ``version`` is neither current nor kept.
+        """
+        if version is not None and version != self.version:
+            if version not in self.kept:
+                raise KeyError(
+                    f"weights version {version} is not kept by this rollout copy (current "
+                    f"{self.version}, kept {sorted(self.kept)})"
+                )
+            self.policy.load_state_dict(self.kept[version], strict=True)
+            self.version = version
         actions, result = self.policy.predict_action_batch(
             env_obs, mode=mode, compute_values=True, generator=self._generator(caller)
         )
@@ -51,9 +85,13 @@ class RolloutPolicy:
 
     @torch.no_grad()
     def load_state_dict(self, state: dict[str, torch.Tensor], version: int) -> int:
-        """Copy ``state`` into the rollout copy; returns the new version."""
+        """Copy ``state`` into the rollout copy (kept too in async mode); returns the version."""
         self.policy.load_state_dict(state, strict=True)
         self.version = version
+        if self.keep_versions > 1:
+            self.kept[version] = {k: v.detach().clone() for k, v in state.items()}
+            for old in sorted(self.kept)[: -self.keep_versions]:
+                del self.kept[old]
         return version
 
     def get_rng_state(self) -> dict[int, torch.Tensor]:
@@ -85,7 +123,11 @@ class ServesRollout:
     sampling: RolloutPolicy
 
     def predict(
-        self, env_obs: dict[str, Any], mode: str = "train", caller: int = 0
+        self,
+        env_obs: dict[str, Any],
+        mode: str = "train",
+        caller: int = 0,
+        version: int | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Actions (env-ready numpy) and training extras for a batch of observations.
 
@@ -93,8 +135,9 @@ class ServesRollout:
             env_obs: Batched observations.
             mode: ``train`` (sample) or ``eval`` (deterministic).
             caller: Rank of the calling env worker (selects its sampling stream).
+            version: The synced weights to answer with (async mode; None: the current).
         """
-        return self.sampling.predict(env_obs, mode, caller)
+        return self.sampling.predict(env_obs, mode, caller, version)
 
     def get_version(self) -> int:
         """Weight version of the rollout copy (-1 before the first sync)."""

@@ -8,7 +8,7 @@ import ray
 
 from infra.weight_sync import buckets_to_state_dict
 from infra.workers.base import WorkerBase, resolve
-from infra.workers.rollout_policy import RolloutPolicy, ServesRollout
+from infra.workers.rollout_policy import RolloutPolicy, ServesRollout, kept_versions
 from rl_core.models import get_model
 from rl_core.seeding import worker_seed
 
@@ -25,6 +25,7 @@ class RolloutWorker(ServesRollout, WorkerBase):
         self.sampling = RolloutPolicy(
             get_model(self.cfg.model, resolve(spaces)),
             worker_seed(self.cfg.run.seed, "rollout", rank),
+            keep_versions=kept_versions(self.cfg),
         )
 
     def load_weights(self, bucket_refs: list[Any], version: int) -> int:

@@ -39,6 +39,11 @@ def hybrid_engine_blockers(cfg: Any) -> list[str]:
             f"({cfg.actor.num_workers}): the hybrid engine runs one rollout engine in each "
             "trainer worker"
         )
+    if cfg.run.mode == "async":
+        reasons.append(
+            "run.mode = 'async' collects while the trainer updates, so the rollout policy "
+            "needs a process of its own"
+        )
     if cfg.category == "reasoning" and cfg.rollout.engine != "hf":
         reasons.append(
             f"rollout.engine = {cfg.rollout.engine!r} runs in rollout workers of its own "

@@ -153,6 +153,13 @@ class AlgorithmConfig(Section):
     target_kl: float | None = Field(
         None, gt=0.0, description="Stop an update's epochs early above this KL."
     )
+    max_staleness: int = Field(
+        1,
+        ge=0,
+        le=MAX_EPOCHS,
+        description="run.mode async: most weight versions the policy that collected a batch "
+        "may lag the trainer (0 reproduces sync mode).",
+    )
     is_correction: str = Field(
         "none",
         description="Reasoning: importance-sampling correction of the rollout engine's "
@@ -366,6 +373,15 @@ class RLPipeConfig(Section):
                 f"model.model_path = {path!r} is not a local Hugging Face model directory (no "
                 "config.json); build the tiny test model with "
                 "'python scripts/build_tiny_lm.py <dir>'"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _async_mode_fits(self) -> RLPipeConfig:
+        if self.run.mode == "async" and self.category != "embodied":
+            raise ValueError(
+                f"run.mode = 'async' runs embodied models only for now; this run's model "
+                f"({self.model.model_type}) is {self.category} (allowed: 'sync')"
             )
         return self
 

@@ -1,0 +1,140 @@
+"""Batches collected ahead of the trainer (``run.mode: async``).
+
+At iteration ``k`` the driver launches the collection of batch ``k + N`` (``N`` =
+``algorithm.max_staleness``) with the weights just synced (version ``v_k``), then takes
+batch ``k``, launched ``N`` iterations earlier with ``v_{k-N}``. The env workers' call
+queues hold the launched batches (at most ``N`` ahead: the bound of the buffer) and Ray's
+object store their results, so env workers step while the trainer updates. Each batch is
+pinned to the version it was launched with: every action of it is sampled with exactly
+those weights (rollout workers keep the last ``N + 1`` versions), so which version a batch
+used does not depend on timing, and a run is reproducible. ``N = 0`` launches and takes the
+same batch: sync mode.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+
+@dataclass
+class Chunk:
+    """One launched batch: per env worker a ``(batch, stats)`` pair of ObjectRefs.
+
+    Attributes:
+        index: The iteration that takes it.
+        version: The weight version its actions are sampled with.
+        pairs: ``(batch_ref, stats_ref)`` per env worker.
+    """
+
+    index: int
+    version: int
+    pairs: list[tuple[Any, Any]]
+
+
+@dataclass
+class RolloutPipeline:
+    """The launched, not yet taken batches, in launch order.
+
+    Attributes:
+        staleness: ``algorithm.max_staleness``: how far ahead batches are launched.
+        chunks: Launched batches, oldest first.
+        next_index: The iteration the next launched batch is for.
+        last_finished: Per env worker, when its previous batch ended (for idle time).
+    """
+
+    staleness: int
+    chunks: deque[Chunk] = field(default_factory=deque)
+    next_index: int = 0
+    last_finished: dict[int, float] = field(default_factory=dict)
+
+    def fill(self, iteration: int, version: int, launch: Callable[[int], list]) -> int:
+        """Launch batches up to iteration ``iteration + staleness`` with ``version``.
+
+        Args:
+            iteration: The iteration about to take its batch.
+            version: The weight version the rollout workers were just synced to.
+            launch: ``launch(version)`` starts one batch and returns its pairs.
+
+        Returns:
+            How many batches were launched.
+        """
+        self.next_index = max(self.next_index, iteration)
+        launched = 0
+        while self.next_index <= iteration + self.staleness:
+            self.chunks.append(Chunk(self.next_index, version, launch(version)))
+            self.next_index += 1
+            launched += 1
+        return launched
+
+    def take(self, iteration: int) -> Chunk:
+        """The batch of ``iteration`` (the oldest launched one).
+
+        Raises:
+            RuntimeError: The oldest batch belongs to another iteration.
+        """
+        chunk = self.chunks.popleft()
+        if chunk.index != iteration:
+            raise RuntimeError(
+                f"the oldest collected batch is for iteration {chunk.index}, not {iteration}"
+            )
+        return chunk
+
+    def idle_seconds(self, stats: list[dict[str, Any]]) -> float:
+        """Longest wait of an env worker between its previous batch and this one."""
+        gaps = [
+            max(0.0, s["started"] - self.last_finished[rank])
+            for rank, s in enumerate(stats)
+            if rank in self.last_finished
+        ]
+        self.last_finished.update({rank: s["finished"] for rank, s in enumerate(stats)})
+        return max(gaps, default=0.0)
+
+    def refs(self) -> list[Any]:
+        """Every ObjectRef of the launched batches."""
+        return [ref for chunk in self.chunks for pair in chunk.pairs for ref in pair]
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait until every launched batch is collected (results stay in the store)."""
+        refs = self.refs()
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=timeout)
+
+    # -- snapshots and checkpoints ---------------------------------------------------------
+    def snapshot(self) -> tuple[list[Chunk], int]:
+        """What :meth:`restore` puts back (the launched batches and the next index)."""
+        return list(self.chunks), self.next_index
+
+    def restore(self, kept: tuple[list[Chunk], int]) -> None:
+        """Forget batches launched since :meth:`snapshot`."""
+        chunks, self.next_index = kept
+        self.chunks = deque(chunks)
+
+    def to_state(self) -> dict[str, Any]:
+        """The launched batches' data (collected first) for a checkpoint."""
+        chunks = [
+            {
+                "index": c.index,
+                "version": c.version,
+                "pairs": [list(ray.get(list(pair))) for pair in c.pairs],
+            }
+            for c in self.chunks
+        ]
+        return {"next_index": self.next_index, "chunks": chunks}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Put back what :meth:`to_state` returned (the data goes into the object store)."""
+        self.next_index = int(state["next_index"])
+        self.chunks = deque(
+            Chunk(
+                int(c["index"]),
+                int(c["version"]),
+                [(ray.put(batch), ray.put(stats)) for batch, stats in c["pairs"]],
+            )
+            for c in state["chunks"]
+        )
+        self.last_finished = {}

@@ -1,0 +1,107 @@
+"""Async mode (``run.mode: async``) of embodied PPO: batches collected ahead of the trainer
+are pinned to a weight version at most ``max_staleness`` behind, ``max_staleness: 0``
+learns exactly what sync mode learns, a retried rollout is applied once, and a checkpoint
+carries the batches collected ahead so a resumed run continues exactly."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from infra import ray_cluster
+from infra.step_runtime import make_runtime, run_iteration_in_process
+from rl_core.config import RLPipeConfig, load_config
+
+pytestmark = pytest.mark.integration
+BASE = [
+    "rollout.num_steps=16",
+    "env.num_envs=4",
+    "actor.num_minibatches=2",
+    "actor.update_epochs=2",
+    "tracking.enabled=false",
+    "cluster.hybrid_engine=off",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> Iterator[None]:
+    ray_cluster.connect(num_cpus=2)
+    yield
+    ray_cluster.shutdown()
+
+
+def config(*extra: str) -> RLPipeConfig:
+    return load_config("ppo_cartpole", [*BASE, *extra])
+
+
+def train(cfg: RLPipeConfig, iterations: int, retry_rollout_at: int = -1, runtime=None, start=0):
+    """``iterations`` in process; the trainer's weights and each iteration's metrics.
+
+    At ``retry_rollout_at`` a rollout is run, undone (as before a retry) and run again.
+    """
+    runtime = runtime or make_runtime(cfg)
+    metrics = []
+    for it in range(start, start + iterations):
+        if it == retry_rollout_at:
+            runtime.weight_sync(it)
+            runtime.snapshot("rollout")
+            runtime.rollout(it)
+            runtime.restore("rollout")
+        steps = run_iteration_in_process(runtime, it)
+        metrics.append(steps["rollout"].metrics)
+    return runtime.actor.call_sync("get_state_dict")[0], metrics, runtime
+
+
+def same_weights(a, b) -> None:
+    assert a.keys() == b.keys()
+    for name, value in a.items():
+        np.testing.assert_array_equal(b[name], value, err_msg=name)
+
+
+def test_staleness_zero_learns_exactly_what_sync_mode_learns() -> None:
+    sync, _, rt = train(config(), 3)
+    rt.shutdown()
+    zero, metrics, rt = train(config("run.mode=async", "algorithm.max_staleness=0"), 3)
+    rt.shutdown()
+    same_weights(sync, zero)
+    assert [m["async/staleness_max"] for m in metrics] == [0.0, 0.0, 0.0]
+
+
+def test_batches_lag_at_most_max_staleness_and_a_retried_rollout_counts_once() -> None:
+    cfg = config("run.mode=async", "algorithm.max_staleness=2")
+    straight, metrics, rt = train(cfg, 5)
+    rt.shutdown()
+    lags = [m["async/staleness_max"] for m in metrics]
+    assert lags == [0.0, 1.0, 2.0, 2.0, 2.0]  # batches 0-2 were launched with version 0
+    assert all(m["async/buffer_fill"] == 1.0 for m in metrics)  # 2 batches ahead
+    retried, _, rt = train(cfg, 5, retry_rollout_at=3)
+    rt.shutdown()
+    same_weights(straight, retried)
+    assert any(m["async/rollout_idle_seconds"] >= 0.0 for m in metrics)
+    assert all(m["async/trainer_idle_seconds"] >= 0.0 for m in metrics)
+
+
+def test_a_checkpoint_keeps_the_batches_collected_ahead(tmp_path) -> None:
+    cfg = config("run.mode=async", "algorithm.max_staleness=1")
+    straight, _, rt = train(cfg, 4)
+    rt.shutdown()
+    first, _, rt = train(cfg, 2)
+    rt.save_checkpoint(str(tmp_path), 2)
+    rt.shutdown()
+    resumed = make_runtime(cfg)
+    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
+    assert [c.index for c in resumed.pipeline.chunks] == [2]  # launched before the save
+    weights, metrics, rt = train(cfg, 2, runtime=resumed, start=2)
+    rt.shutdown()
+    same_weights(straight, weights)
+    assert [m["async/staleness_max"] for m in metrics] == [1.0, 1.0]
+
+
+def test_async_mode_is_refused_where_it_cannot_run() -> None:
+    from rl_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="cluster.hybrid_engine = 'on' is not possible"):
+        load_config("ppo_cartpole", ["run.mode=async", "cluster.hybrid_engine=on"])
+    assert load_config("ppo_cartpole", ["run.mode=async"]).run.mode == "async"
