@@ -133,13 +133,20 @@ def _read_mlflow(
     if shown is None:
         return SolveResult(False, None, None, None, exit_s)
     after = {k: history(f"time/{k}").get(shown.step, 0.0) for k in ("eval_video", "checkpoint")}
+    steps = sorted(client.get_metric_history(run_id, "env/total_steps"), key=lambda m: m.step)
+    steps = [m for m in steps if m.step <= shown.step]
+    rate = 0.0  # env steps per second from the first iteration's metrics to the shown one
+    if len(steps) > 1 and steps[-1].timestamp > steps[0].timestamp:
+        rate = (steps[-1].value - steps[0].value) / (
+            (steps[-1].timestamp - steps[0].timestamp) / 1000
+        )
     return SolveResult(
         solved=solving is not None,
         solved_s=solving.timestamp / 1000 - started_unix if solving else None,
         env_steps=int(history("env/total_steps").get(shown.step, 0)),
         eval_return=shown.value,
         exit_s=exit_s,
-        notes={"after_eval_s": sum(after.values())},
+        notes={"after_eval_s": sum(after.values()), "env_steps_per_s": rate},
     )
 
 
