@@ -9,7 +9,8 @@ step, a CLI run whose driver is SIGKILLed at that step and then relaunched.
 Prints a table: fault, step, completed, identical, extra seconds (against the reference).
 
 Usage:
-  python benchmarks/chaos.py [--presets ppo_cartpole,reasoning] [--kinds raise,kill,hang]
+  python benchmarks/chaos.py [--presets ppo_cartpole,async_cartpole,reasoning]
+                             [--kinds raise,kill,hang]
                              [--steps weight_sync,...] [--driver-kill] [--json FILE]
 """
 
@@ -78,6 +79,11 @@ PRESETS: dict[str, tuple[str, list[str]]] = {
         ],
     ),
 }
+#: ppo_cartpole in async mode: batches collected one weight version ahead of the trainer.
+PRESETS["async_cartpole"] = (
+    "ppo_cartpole",
+    [*PRESETS["ppo_cartpole"][1], "run.mode=async", "algorithm.max_staleness=1"],
+)
 
 
 def env_fingerprint(obj: Any, depth: int = 0) -> Any:

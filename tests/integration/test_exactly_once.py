@@ -53,6 +53,19 @@ def test_embodied_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, 
     ]
 
 
+def test_async_mode_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
+    """Async mode: a failed rollout step forgets what it launched and puts the env and
+    sampling state back; a killed worker is replayed from the checkpoint, which carries the
+    batches collected ahead."""
+    rows = run_matrix(
+        tmp_path,
+        train_env,
+        "--presets=async_cartpole",
+        "--cases=raise:rollout,kill:rollout,raise:update",
+    )
+    assert [r["fault"] for r in rows] == ["raise:rollout@1", "kill:rollout@1", "raise:update@1"]
+
+
 def test_reasoning_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
     rows = run_matrix(
         tmp_path,
