@@ -1,0 +1,54 @@
+"""The async mode's pipeline of launched batches: which iteration launches which batch with
+which weight version, the staleness bound, idle times, and snapshots (no Ray needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.rollout_pipeline import RolloutPipeline
+
+
+def run(pipeline: RolloutPipeline, iterations: range) -> list[tuple[int, int, int]]:
+    """``(iteration, batch index, batch version)`` taken per iteration; version = iteration."""
+    launched = []
+    taken = []
+    for it in iterations:
+        pipeline.fill(it, version=it, launch=lambda v: launched.append(v) or [("b", "s")])
+        chunk = pipeline.take(it)
+        taken.append((it, chunk.index, chunk.version))
+    return taken
+
+
+@pytest.mark.parametrize("staleness", [0, 1, 3])
+def test_batch_k_is_sampled_with_version_k_minus_n(staleness):
+    taken = run(RolloutPipeline(staleness), range(6))
+    assert [i for i, _, _ in taken] == [index for _, index, _ in taken]
+    assert [v for _, _, v in taken] == [max(k - staleness, 0) for k in range(6)]
+    assert all(k - v <= staleness for k, _, v in taken)
+
+
+def test_the_buffer_holds_n_batches_ahead():
+    pipeline = RolloutPipeline(2)
+    run(pipeline, range(3))
+    assert [c.index for c in pipeline.chunks] == [3, 4]
+    with pytest.raises(RuntimeError, match="for iteration 3, not 4"):
+        pipeline.take(4)
+
+
+def test_a_restored_snapshot_forgets_what_was_launched_since():
+    pipeline = RolloutPipeline(1)
+    run(pipeline, range(2))
+    kept = pipeline.snapshot()
+    run(pipeline, range(2, 4))
+    pipeline.restore(kept)
+    assert [c.index for c in pipeline.chunks] == [2] and pipeline.next_index == 3
+    assert run(pipeline, range(2, 4)) == [(2, 2, 1), (3, 3, 2)]
+
+
+def test_idle_seconds_are_the_longest_gap_between_batches_of_an_env_worker():
+    pipeline = RolloutPipeline(1)
+    assert pipeline.idle_seconds([{"started": 0.0, "finished": 1.0}]) == 0.0
+    gaps = [{"started": 1.5, "finished": 2.0}, {"started": 5.0, "finished": 6.0}]
+    pipeline.last_finished[1] = 4.0
+    assert pipeline.idle_seconds(gaps) == 1.0  # worker 0: 0.5 s, worker 1: 1.0 s
+    assert pipeline.last_finished == {0: 2.0, 1: 6.0}
