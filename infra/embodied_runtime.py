@@ -159,13 +159,22 @@ class EmbodiedRuntime(StepRuntime):
             info={"version": out["version"], "rollout_versions": versions},
         )
 
-    def _launch(self, version: int | None = None) -> list[tuple[Any, Any]]:
-        """Start every env worker's rollout loop; ``(batch, stats)`` refs per env worker."""
+    def _launch(
+        self, index: int | None = None, version: int | None = None
+    ) -> list[tuple[Any, Any]]:
+        """Start every env worker's rollout loop; ``(batch, stats)`` refs per env worker.
+
+        Args:
+            index: Async mode: the batch's index (env workers keep their state from before
+                it, for a retry).
+            version: Async mode: the weight version its actions are sampled with.
+        """
         return [
             h.interact.options(num_returns=2).remote(
                 self.rollout_group[i % len(self.rollout_group)],
                 self.cfg.rollout.num_steps,
                 version,
+                index,
             )
             for i, h in enumerate(self.env.handles)
         ]
@@ -215,7 +224,7 @@ class EmbodiedRuntime(StepRuntime):
             {
                 "env/episodes": float(len(returns)),
                 "rollout/steps_per_second": env_steps / max(seconds, 1e-9),
-                "env/step_seconds": float(max(s["env_seconds"] for s in stats)),
+                "env/step_seconds": float(max(s.get("env_seconds", 0.0) for s in stats)),
             }
         )
         if returns:
@@ -327,6 +336,7 @@ class EmbodiedRuntime(StepRuntime):
         pipeline = None
         if self.pipeline is not None:  # batches collected ahead are part of the run's state
             self.pipeline.drain(timeout)
+            self._rewind_envs(self.pipeline.forget_failed(), "checkpoint")
             pipeline = object_to_bytes(wrap_bytes(self.pipeline.to_state()))
         env_states = self.env.call_within("checkpoint", timeout, "get_state")
         rng_states = self.rollout_group.call_within("checkpoint", timeout, "get_rng_state")
@@ -390,27 +400,42 @@ class EmbodiedRuntime(StepRuntime):
     def snapshot(self, step: str) -> None:
         """Env and sampling state before a rollout; trainer state before an update.
 
-        In async mode the batches launched ahead are collected first (the workers are idle
-        then, so their state is whole) and the launched set is kept too.
+        In async mode a rollout keeps only the set of launched batches: env workers keep
+        their env and sampling state from before each batch themselves.
         """
         if step == "rollout" and self.pipeline is not None:
-            self.pipeline.drain(self.timeouts.rollout)
             self._pipeline_kept = self.pipeline.snapshot()
+            return
         for group, method, _ in self._step_state(step):
             group.call_within(step, getattr(self.timeouts, step), method)
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`.
 
-        In async mode, batches the failed attempt launched are waited for (they must not
-        step the envs after the restore) and then forgotten.
+        In async mode the launched batches are waited for (none may step the envs after
+        this); collected ones are kept, and from the first that failed on, the batches are
+        forgotten and the env workers put back their state from before it: the retried
+        step launches them again, with the same weight versions.
         """
         if step == "rollout" and self.pipeline is not None:
             self.pipeline.drain(self.timeouts.rollout)
+            self._rewind_envs(self.pipeline.restore(self._pipeline_kept), step)
+            return
         for group, _, method in self._step_state(step):
             group.call_within(step, getattr(self.timeouts, step), method)
-        if step == "rollout" and self.pipeline is not None:
-            self.pipeline.restore(self._pipeline_kept)
+
+    def _rewind_envs(self, index: int | None, step: str) -> None:
+        """Env workers put back their env and sampling state from before batch ``index``."""
+        if index is None:
+            return
+        self.env.get(
+            [
+                h.rewind.remote(self.rollout_group[i % len(self.rollout_group)], index)
+                for i, h in enumerate(self.env.handles)
+            ],
+            getattr(self.timeouts, step),
+            step,
+        )
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:

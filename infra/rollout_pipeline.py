@@ -20,6 +20,9 @@ from typing import Any
 
 import ray
 
+#: Wall-clock fields of a batch's statistics (not checkpointed).
+TIMINGS = ("seconds", "env_seconds", "started", "finished")
+
 
 @dataclass
 class Chunk:
@@ -51,14 +54,18 @@ class RolloutPipeline:
     chunks: deque[Chunk] = field(default_factory=deque)
     next_index: int = 0
     last_finished: dict[int, float] = field(default_factory=dict)
+    versions: dict[int, int] = field(default_factory=dict)
 
-    def fill(self, iteration: int, version: int, launch: Callable[[int], list]) -> int:
-        """Launch batches up to iteration ``iteration + staleness`` with ``version``.
+    def fill(self, iteration: int, version: int, launch: Callable[[int, int], list]) -> int:
+        """Launch batches up to iteration ``iteration + staleness``.
+
+        A batch launched again after :meth:`rewind` keeps the version it was first launched
+        with; a new one gets ``version``.
 
         Args:
             iteration: The iteration about to take its batch.
             version: The weight version the rollout workers were just synced to.
-            launch: ``launch(version)`` starts one batch and returns its pairs.
+            launch: ``launch(index, version)`` starts one batch and returns its pairs.
 
         Returns:
             How many batches were launched.
@@ -66,9 +73,13 @@ class RolloutPipeline:
         self.next_index = max(self.next_index, iteration)
         launched = 0
         while self.next_index <= iteration + self.staleness:
-            self.chunks.append(Chunk(self.next_index, version, launch(version)))
+            index = self.next_index
+            pinned = self.versions.setdefault(index, version)
+            self.chunks.append(Chunk(index, pinned, launch(index, pinned)))
             self.next_index += 1
             launched += 1
+        for old in [i for i in self.versions if i < iteration]:
+            del self.versions[old]
         return launched
 
     def take(self, iteration: int) -> Chunk:
@@ -85,13 +96,18 @@ class RolloutPipeline:
         return chunk
 
     def idle_seconds(self, stats: list[dict[str, Any]]) -> float:
-        """Longest wait of an env worker between its previous batch and this one."""
+        """Longest wait of an env worker between its previous batch and this one.
+
+        Batches restored from a checkpoint carry no timings and count no wait.
+        """
         gaps = [
             max(0.0, s["started"] - self.last_finished[rank])
             for rank, s in enumerate(stats)
-            if rank in self.last_finished
+            if rank in self.last_finished and "started" in s
         ]
-        self.last_finished.update({rank: s["finished"] for rank, s in enumerate(stats)})
+        self.last_finished.update(
+            {rank: s["finished"] for rank, s in enumerate(stats) if "finished" in s}
+        )
         return max(gaps, default=0.0)
 
     def refs(self) -> list[Any]:
@@ -106,22 +122,54 @@ class RolloutPipeline:
 
     # -- snapshots and checkpoints ---------------------------------------------------------
     def snapshot(self) -> tuple[list[Chunk], int]:
-        """What :meth:`restore` puts back (the launched batches and the next index)."""
+        """What :meth:`restore` starts from (the launched batches and the next index)."""
         return list(self.chunks), self.next_index
 
-    def restore(self, kept: tuple[list[Chunk], int]) -> None:
-        """Forget batches launched since :meth:`snapshot`."""
-        chunks, self.next_index = kept
-        self.chunks = deque(chunks)
+    def restore(self, kept: tuple[list[Chunk], int]) -> int | None:
+        """Undo a failed step: keep the batches that were collected, forget the rest.
+
+        The batches of ``kept`` and those launched since are taken in order; from the first
+        one that failed (or the first of those launched since, when they all succeeded but
+        the step failed after launching) every later batch is forgotten.
+
+        Returns:
+            The index of the first forgotten batch, whose previous env and sampling state
+            the caller puts back (None: nothing forgotten).
+        """
+        chunks, next_index = kept
+        since = [c for c in self.chunks if c.index >= next_index]
+        self.chunks = deque(chunks + since)
+        self.next_index = next_index + len(since)
+        return self.forget_failed()
+
+    def forget_failed(self) -> int | None:
+        """Forget the first launched batch that failed and every later one.
+
+        Returns:
+            The first forgotten index (None: none failed); the caller puts back the env
+            and sampling state from before it.
+        """
+        ordered = list(self.chunks)
+        first_bad = next((i for i, c in enumerate(ordered) if _failed(c)), None)
+        if first_bad is None:
+            return None
+        self.chunks = deque(ordered[:first_bad])
+        self.next_index = ordered[first_bad].index
+        return self.next_index
 
     def to_state(self) -> dict[str, Any]:
-        """The launched batches' data (collected first) for a checkpoint."""
+        """The launched batches' data (collected first) for a checkpoint.
+
+        Their wall-clock timings are left out: a checkpoint holds what training depends on,
+        so two runs that trained the same write the same file.
+        """
+
+        def kept(pair: list[Any]) -> list[Any]:
+            batch, stats = ray.get(list(pair))
+            return [batch, {k: v for k, v in stats.items() if k not in TIMINGS}]
+
         chunks = [
-            {
-                "index": c.index,
-                "version": c.version,
-                "pairs": [list(ray.get(list(pair))) for pair in c.pairs],
-            }
+            {"index": c.index, "version": c.version, "pairs": [kept(pair) for pair in c.pairs]}
             for c in self.chunks
         ]
         return {"next_index": self.next_index, "chunks": chunks}
@@ -138,3 +186,13 @@ class RolloutPipeline:
             for c in state["chunks"]
         )
         self.last_finished = {}
+
+
+def _failed(chunk: Chunk) -> bool:
+    """Whether collecting ``chunk`` raised (its results are ready: the caller drained)."""
+    for _, stats in chunk.pairs:
+        try:
+            ray.get(stats, timeout=0)
+        except Exception:  # noqa: BLE001 - any error means the batch must be collected again
+            return True
+    return False

@@ -37,6 +37,9 @@ class EnvWorker(WorkerBase):
             )
             for k in range(self.stages)
         ]
+        # async mode: env and sampling state before each batch still in the pipeline
+        self._before: dict[int, tuple[list[Any], Any]] = {}
+        self.keep_batches = self.cfg.algorithm.max_staleness + 2
 
     def spaces(self) -> EnvSpaces:
         """Single-env observation/action spaces (for building models)."""
@@ -44,7 +47,7 @@ class EnvWorker(WorkerBase):
 
     @step_method
     def interact(
-        self, rollout: Any, num_steps: int, version: int | None = None
+        self, rollout: Any, num_steps: int, version: int | None = None, key: int | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Collect ``num_steps`` steps of every env, asking ``rollout`` for actions.
 
@@ -59,6 +62,8 @@ class EnvWorker(WorkerBase):
             num_steps: Steps per env.
             version: The weight version every action of this batch is sampled with (async
                 mode; None: whatever the rollout worker holds).
+            key: Async mode: the batch's index; the env and sampling state from before it
+                are kept under it for :meth:`rewind`.
 
         Returns:
             ``(batch, stats)``: the time-major batch (see ``rl_core.training.batch``) and
@@ -67,6 +72,8 @@ class EnvWorker(WorkerBase):
         """
         watch = Stopwatch()
         started = time.time()
+        if key is not None:
+            self._keep_state_before(key, rollout)
         pending = [
             rollout.predict.remote(env.observation(), "train", self.rank, version)
             for env in self.slices
@@ -118,6 +125,32 @@ class EnvWorker(WorkerBase):
         }
         return batch, stats
 
+    def _keep_state_before(self, key: int, rollout: Any) -> None:
+        rng = ray.get(rollout.get_caller_rng.remote(self.rank))
+        self._before[key] = ([env.get_state() for env in self.slices], rng)
+        for old in [k for k in self._before if k < key - self.keep_batches]:
+            del self._before[old]
+
+    def rewind(self, rollout: Any, key: int) -> bool:
+        """Put back the env and sampling state from before batch ``key`` (async mode).
+
+        A batch that failed before it started changed nothing, so the state from before the
+        first later batch that started is the same.
+
+        Returns:
+            Whether a kept state was put back (False: nothing ran since, nothing to undo).
+        """
+        keys = sorted(k for k in self._before if k >= key)
+        if not keys:
+            return False
+        envs, rng = self._before[keys[0]]
+        for env, data in zip(self.slices, envs, strict=True):
+            env.set_state(data)
+        ray.get(rollout.set_caller_rng.remote(self.rank, rng))
+        for k in keys:
+            del self._before[k]
+        return True
+
     def snapshot(self) -> None:
         """Keep the envs' state in memory (before a rollout)."""
         self._snapshot = [env.get_state() for env in self.slices]
@@ -142,6 +175,7 @@ class EnvWorker(WorkerBase):
 
     def set_state(self, state: list[dict[str, Any] | bytes] | None, fallback_seed: int) -> None:
         """Restore env state, or reseed deterministically when none was saved."""
+        self._before.clear()
         if state is None or len(state) != len(self.slices):
             width = self.num_envs // self.stages
             for k, env in enumerate(self.slices):

@@ -151,6 +151,14 @@ class ServesRollout:
         """Restore the sampling RNG states."""
         self.sampling.set_rng_state(state)
 
+    def get_caller_rng(self, caller: int) -> torch.Tensor:
+        """The sampling stream state of env worker ``caller`` (async mode's per-batch undo)."""
+        return self.sampling._generator(caller).get_state()
+
+    def set_caller_rng(self, caller: int, state: torch.Tensor) -> None:
+        """Put back the sampling stream state of env worker ``caller``."""
+        self.sampling._generator(caller).set_state(state)
+
     def snapshot_rollout(self) -> None:
         """Keep the sampling streams' state (before a rollout)."""
         self.sampling.snapshot()

@@ -13,7 +13,7 @@ def run(pipeline: RolloutPipeline, iterations: range) -> list[tuple[int, int, in
     launched = []
     taken = []
     for it in iterations:
-        pipeline.fill(it, version=it, launch=lambda v: launched.append(v) or [("b", "s")])
+        pipeline.fill(it, version=it, launch=lambda i, v: launched.append(v) or [("b", "s")])
         chunk = pipeline.take(it)
         taken.append((it, chunk.index, chunk.version))
     return taken
@@ -35,14 +35,26 @@ def test_the_buffer_holds_n_batches_ahead():
         pipeline.take(4)
 
 
-def test_a_restored_snapshot_forgets_what_was_launched_since():
-    pipeline = RolloutPipeline(1)
-    run(pipeline, range(2))
+def test_a_restore_keeps_collected_batches_and_forgets_from_the_first_failed_one(monkeypatch):
+    import infra.rollout_pipeline as module
+
+    failed: set[int] = set()
+    monkeypatch.setattr(module, "_failed", lambda chunk: chunk.index in failed)
+    pipeline = RolloutPipeline(2)
+    run(pipeline, range(2))  # batches 2 and 3 launched ahead
     kept = pipeline.snapshot()
-    run(pipeline, range(2, 4))
-    pipeline.restore(kept)
+    pipeline.fill(2, version=2, launch=lambda i, v: [("b", "s")])  # launches batch 4
+    pipeline.take(2)
+    # the step failed after its batches were collected: all are kept
+    assert pipeline.restore(kept) is None
+    assert [c.index for c in pipeline.chunks] == [2, 3, 4] and pipeline.next_index == 5
+    # batch 3 failed: it and batch 4 are forgotten; 3 is launched again with its version
+    pipeline.take(2)
+    failed.add(3)
+    assert pipeline.restore(kept) == 3
     assert [c.index for c in pipeline.chunks] == [2] and pipeline.next_index == 3
-    assert run(pipeline, range(2, 4)) == [(2, 2, 1), (3, 3, 2)]
+    failed.clear()
+    assert run(pipeline, range(2, 5)) == [(2, 2, 0), (3, 3, 1), (4, 4, 2)]
 
 
 def test_idle_seconds_are_the_longest_gap_between_batches_of_an_env_worker():
