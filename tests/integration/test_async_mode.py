@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from infra import ray_cluster
-from infra.step_runtime import make_runtime, run_iteration_in_process
+from infra.step_runtime import make_runtime
 from rl_core.config import RLPipeConfig, load_config
+from tests.in_process import run_iterations
 
 pytestmark = pytest.mark.integration
 BASE = [
@@ -42,15 +43,8 @@ def train(cfg: RLPipeConfig, iterations: int, retry_rollout_at: int = -1, runtim
     At ``retry_rollout_at`` a rollout is run, undone (as before a retry) and run again.
     """
     runtime = runtime or make_runtime(cfg)
-    metrics = []
-    for it in range(start, start + iterations):
-        if it == retry_rollout_at:
-            runtime.weight_sync(it)
-            runtime.snapshot("rollout")
-            runtime.rollout(it)
-            runtime.restore("rollout")
-        steps = run_iteration_in_process(runtime, it)
-        metrics.append(steps["rollout"].metrics)
+    results = run_iterations(runtime, range(start, start + iterations), retry_rollout_at)
+    metrics = [steps["rollout"].metrics for steps in results]
     return runtime.actor.call_sync("get_state_dict")[0], metrics, runtime
 
 

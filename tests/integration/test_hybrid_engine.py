@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from infra import ray_cluster
-from infra.step_runtime import make_runtime, run_iteration_in_process
+from infra.step_runtime import make_runtime
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.models.tiny_lm import create_tiny_lm
+from tests.in_process import run_iterations
 
 pytestmark = pytest.mark.integration
 
@@ -34,13 +35,7 @@ def train(cfg: RLPipeConfig, iterations: int, state_method: str, retry_rollout_a
     runtime = make_runtime(cfg)
     try:
         facts: dict[str, Any] = {"hybrid": runtime.hybrid, "groups": len(runtime.groups)}
-        for it in range(iterations):
-            if it == retry_rollout_at:
-                runtime.weight_sync(it)
-                runtime.snapshot("rollout")
-                runtime.rollout(it)
-                runtime.restore("rollout")
-            steps = run_iteration_in_process(runtime, it)
+        steps = run_iterations(runtime, range(iterations), retry_rollout_at)[-1]
         facts["sync_bytes"] = steps["weight_sync"].metrics["rollout/weight_sync_bytes"]
         facts["versions"] = steps["weight_sync"].info["rollout_versions"]
         return runtime.actor.call_sync(state_method)[0], facts
