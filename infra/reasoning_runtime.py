@@ -21,9 +21,10 @@ import torch
 from infra import ray_cluster
 from infra.checkpoint import signed_dcp
 from infra.checkpoint.store import open_store, step_dir_name
+from infra.llm.advantage_step import advantage_step
 from infra.llm.engines import check_rollout_engine
 from infra.llm.evaluation import evaluate_heldout
-from infra.llm.responses import ResponseBatch, pad_right_float, reward_chunk, sampling_params
+from infra.llm.responses import ResponseBatch, reward_chunk, sampling_params
 from infra.llm.reward_scoring import score_chunk
 from infra.llm.sft_steps import sft_step
 from infra.llm.worker_groups import start_reasoning_groups
@@ -39,10 +40,8 @@ from rl_core.algorithms import overlong_penalty
 from rl_core.algorithms.dapo import fill_with_informative_groups
 from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
-from rl_core.llm import pad_left, pad_right
 from rl_core.llm.prompting import encode_prompts, load_task_samples
 from rl_core.seeding import generation_rank_seed, generation_round_seed, update_shuffle_seed
-from rl_core.training.llm_advantage import compute_llm_advantages
 from rl_core.training.llm_update import minibatch_totals, rank_rows
 from rl_core.training.parallel_layout import ParallelLayout
 
@@ -262,67 +261,9 @@ class ReasoningRuntime(StepRuntime):
         self.batch.scores = scores
         return StepResult(time.perf_counter() - start, metrics)
 
-    def _shards(self, arrays: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
-        """One part of the rows per trainer rank (tensor-parallel peers share theirs)."""
-        rows = np.array_split(np.arange(len(self.batch)), self.layout.replicas)
-        return self.layout.per_rank([{k: v[r] for k, v in arrays.items()} for r in rows])
-
     def advantage(self, iteration: int) -> StepResult:
-        """Trainer log-probs (and values), reference log-probs, token rewards, advantages."""
-        start = time.perf_counter()
-        self.faults.arm("advantage", iteration, self.actor[0])
-        pad = int(self.tokenizer.pad_token_id)
-        p_ids, p_mask = pad_left(self.batch.prompt_ids, pad)
-        r_ids, r_mask = pad_right(self.batch.response_ids, pad)
-        arrays = {
-            "prompt_ids": p_ids.numpy(),
-            "prompt_mask": p_mask.numpy(),
-            "response_ids": r_ids.numpy(),
-            "response_mask": r_mask.numpy(),
-        }
-        outs = self.actor.get(
-            [
-                h.compute_logprobs.remote(s)
-                for h, s in zip(self.actor.handles, self._shards(arrays), strict=True)
-            ],
-            self.timeouts.advantage,
-            "advantage",
-        )
-        outs = self.layout.per_replica(outs)
-        old = torch.tensor(np.concatenate([o["logprobs"] for o in outs]))
-        values = (
-            torch.tensor(np.concatenate([o["values"] for o in outs]))
-            if "values" in outs[0]
-            else None
-        )
-        ref = None
-        if "ref_logprobs" in outs[0]:  # the hybrid engine's trainer ranks hold the reference
-            ref = torch.tensor(np.concatenate([o["ref_logprobs"] for o in outs]))
-            arrays["ref_logprobs"] = ref.numpy()
-        elif self.ref is not None:
-            (ref_lp,) = self.ref.get(
-                [self.ref[0].compute_ref_logprobs.remote(arrays)],
-                self.timeouts.advantage,
-                "advantage",
-            )
-            ref = torch.tensor(ref_lp)
-            arrays["ref_logprobs"] = ref.numpy()
-        scores = torch.from_numpy(self.batch.scores)
-        result = compute_llm_advantages(scores, r_mask, old, self.cfg.algorithm, values, ref)
-        rollout_lp = pad_right_float(self.batch.rollout_logprobs, r_ids.shape[1])
-        arrays.update(
-            old_logprobs=old.numpy(),
-            advantages=result.advantages.float().numpy(),
-            rollout_logprobs=rollout_lp.float().numpy(),  # the behaviour policy's
-        )
-        if values is not None:
-            arrays.update(old_values=values.numpy(), returns=result.returns.float().numpy())
-        self.batch.arrays = arrays
-        valid = r_mask.bool()
-        mismatch = float((old - rollout_lp)[valid].abs().mean()) if valid.any() else 0.0
-        return StepResult.of(
-            time.perf_counter() - start, {**result.metrics, "rollout/logprob_mismatch": mismatch}
-        )
+        """Trainer and reference log-probs, token rewards, advantages (``advantage_step``)."""
+        return advantage_step(self, iteration)
 
     def update(self, iteration: int) -> StepResult:
         """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks."""
