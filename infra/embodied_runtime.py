@@ -18,8 +18,12 @@ from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_
 from infra.checkpoint.store import open_store, step_dir_name
 from infra.checkpoint.worker_state import WORKERS_FILE, decode_workers_state, encode_workers_state
 from infra.deadlines import Liveness, wait_for
-from infra.eval_video import render_episode
-from infra.evaluation import run_episodes
+from infra.embodied_evaluation import (
+    combine_episodes,
+    evaluate_checkpoint,
+    evaluation_jobs,
+    video_job,
+)
 from infra.placement import plan_placement
 from infra.rollout_pipeline import RolloutPipeline
 from infra.step_runtime import (
@@ -38,7 +42,7 @@ from infra.workers.hybrid_worker import HybridActorWorker
 from infra.workers.rollout_worker import RolloutWorker
 from rl_core.config import RLPipeConfig
 from rl_core.config.hybrid import uses_hybrid_engine
-from rl_core.seeding import env_reseed, eval_seeds
+from rl_core.seeding import env_reseed
 
 logger = logging.getLogger(__name__)
 #: Batches an async run collected ahead of the trainer, in a checkpoint folder.
@@ -256,73 +260,26 @@ class EmbodiedRuntime(StepRuntime):
         """ObjectRef of the trainer's weights (numpy state dict) for evaluation tasks."""
         return self.actor[0].get_state_dict.remote()
 
-    # -- evaluation ----------------------------------------------------------------------
+    # -- evaluation (infra/embodied_evaluation.py) ---------------------------------------
     def evaluation_jobs(self, iteration: int) -> list[FanoutJob]:
         """Deterministic episodes on the fixed evaluation seeds, in ``eval.num_tasks`` parts."""
-        num = self.cfg.eval.num_episodes
-        seeds = eval_seeds(self.cfg.run.seed, num)
-        weights = self.policy_weights_ref()
         fault = self.faults.task_fault("evaluate", iteration)
-        parts = [list(p) for p in np.array_split(seeds, min(self.cfg.eval.num_tasks, num))]
-        return [
-            FanoutJob(
-                "eval_episodes",
-                run_episodes,
-                {"config": self.config_dict, "state_dict": weights, "seeds": [int(s) for s in p]},
-                fault if i == 0 else None,
-            )
-            for i, p in enumerate(parts)
-        ]
+        return evaluation_jobs(self.cfg, self.config_dict, self.policy_weights_ref(), fault)
 
     def evaluate(self, iteration: int, results: list[Any] | None) -> Evaluation:
         """Combine the episode jobs' returns and lengths into ``eval/*`` metrics."""
-        results = results or []
-        returns = [r for res in results for r in res["returns"]]
-        lengths = [n for res in results for n in res["lengths"]]
-        return Evaluation(
-            {
-                "eval/return_mean": float(np.mean(returns)),
-                "eval/return_std": float(np.std(returns)),
-                "eval/return_min": float(np.min(returns)),
-                "eval/length_mean": float(np.mean(lengths)),
-                "eval/episodes": float(len(returns)),
-            },
-            seconds=max(res["seconds"] for res in results),
-        )
+        return combine_episodes(results or [])
 
     def video_job(self, iteration: int) -> FanoutJob | None:
         """Render the current policy on the first evaluation seed."""
-        seed = eval_seeds(self.cfg.run.seed, 1)[0]
-        return FanoutJob(
-            "eval_video",
-            render_episode,
-            {"config": self.config_dict, "state_dict": self.policy_weights_ref(), "seed": seed},
-        )
+        return video_job(self.cfg, self.config_dict, self.policy_weights_ref())
 
     @classmethod
     def evaluate_checkpoint(
         cls, store_uri: str, checkpoint: dict[str, Any], episodes: int
     ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
-        """Deterministic episodes of the checkpoint's policy, split like in training.
-
-        Seeds are split into ``eval.num_tasks`` parts exactly as in training, so batch
-        shapes (and therefore float rounding) match the in-training evaluation.
-        """
-        config = checkpoint["config"]
-        config = {**config, "eval": {**config["eval"], "deterministic": True}}
-        seeds = eval_seeds(int(config["run"]["seed"]), episodes)
-        parts = np.array_split(seeds, min(int(config["eval"]["num_tasks"]), episodes))
-        weights = checkpoint["weights"]
-        results = [run_episodes(config, weights, [int(s) for s in part]) for part in parts]
-        returns = [r for res in results for r in res["returns"]]
-        metrics = {
-            "eval/return_mean": sum(returns) / len(returns),
-            "eval/return_min": min(returns),
-            "eval/return_max": max(returns),
-            "eval/episodes": len(returns),
-        }
-        headline = f"mean return {metrics['eval/return_mean']:.1f} over {len(returns)} episodes"
-        return metrics, [], headline
+        """Deterministic episodes of the checkpoint's policy, split like in training."""
+        return evaluate_checkpoint(checkpoint, episodes)
 
     # -- checkpoints ---------------------------------------------------------------------
     def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
