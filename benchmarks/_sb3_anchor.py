@@ -1,6 +1,7 @@
-"""Stable-Baselines3 PPO on CartPole-v1 with the rl-baselines3-zoo hyperparameters.
+"""Stable-Baselines3 anchors with the rl-baselines3-zoo hyperparameters.
 
-Run as its own process by ``cartpole_solve.py``:
+PPO on CartPole-v1 and SAC on Pendulum-v1 (:data:`ANCHORS`, keyed by env id). Run as its own
+process by ``cartpole_solve.py``:
 ``python benchmarks/_sb3_anchor.py SEED PROTOCOL_JSON``. It trains with one torch thread,
 evaluates from a callback exactly as rlpipe does (:class:`_solve_protocol.EvalProtocol`:
 same episode seeds, vector-env width, greedy actions, interval in env steps, target), stops
@@ -20,7 +21,8 @@ import numpy as np
 import torch
 from _solve_protocol import RESULT_PREFIX, EvalProtocol
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
-from stable_baselines3 import PPO
+from stable_baselines3 import PPO, SAC
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
@@ -47,7 +49,24 @@ ZOO_CARTPOLE: dict[str, Any] = {
 }
 
 
-def evaluate(model: PPO, protocol: EvalProtocol) -> float:
+#: ``hyperparams/sac.yml`` of rl-baselines3-zoo, entry ``Pendulum-v1`` (the rest are SAC's
+#: defaults: 256x256 networks, batch 256, buffer 1e6, 100 learning starts, tau 0.005,
+#: gamma 0.99, one gradient step per env step, auto-tuned entropy).
+ZOO_PENDULUM_SAC: dict[str, Any] = {
+    "n_envs": 1,
+    "n_timesteps": 20_000,
+    "policy": "MlpPolicy",
+    "learning_rate": 1e-3,
+}
+
+#: env id → (algorithm class, zoo hyperparameters).
+ANCHORS: dict[str, tuple[type[BaseAlgorithm], dict[str, Any]]] = {
+    "CartPole-v1": (PPO, ZOO_CARTPOLE),
+    "Pendulum-v1": (SAC, ZOO_PENDULUM_SAC),
+}
+
+
+def evaluate(model: BaseAlgorithm, protocol: EvalProtocol) -> float:
     """Mean return over the protocol's episodes, batched like rlpipe's ``run_episodes``."""
     returns: list[float] = []
     for part in np.array_split(protocol.seeds, min(protocol.num_tasks, len(protocol.seeds))):
@@ -58,7 +77,7 @@ def evaluate(model: PPO, protocol: EvalProtocol) -> float:
     return float(np.mean(returns))
 
 
-def _play(model: PPO, protocol: EvalProtocol, seeds: list[int]) -> list[float]:
+def _play(model: BaseAlgorithm, protocol: EvalProtocol, seeds: list[int]) -> list[float]:
     """One episode per seed in one vector env; steps after an episode's end are ignored."""
     fns = [lambda: gym.make(protocol.env_id, **protocol.env_kwargs) for _ in seeds]
     envs = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
@@ -81,9 +100,9 @@ def _play(model: PPO, protocol: EvalProtocol, seeds: list[int]) -> list[float]:
 class SolveCallback(BaseCallback):
     """Evaluate every ``interval_steps`` env steps after an update; stop once solved.
 
-    SB3 trains right after collecting a rollout, so the start of the next rollout is the
-    first moment the policy has learned from all ``num_timesteps`` steps (like rlpipe, which
-    evaluates after the iteration's update).
+    SB3 trains right after collecting a rollout (PPO: n_steps per env; SAC: one step), so
+    the start of the next rollout is the first moment the policy has learned from all
+    ``num_timesteps`` steps (like rlpipe, which evaluates after the iteration's update).
     """
 
     def __init__(self, protocol: EvalProtocol) -> None:
@@ -117,10 +136,11 @@ def main(argv: list[str]) -> int:
     """Train seed ``argv[0]`` under protocol ``argv[1]``; print the result line."""
     seed, protocol = int(argv[0]), EvalProtocol.from_json(argv[1])
     torch.set_num_threads(1)
-    params = dict(ZOO_CARTPOLE)
+    algorithm, zoo = ANCHORS[protocol.env_id]
+    params = dict(zoo)
     n_envs, n_timesteps = params.pop("n_envs"), params.pop("n_timesteps")
     env = make_vec_env(protocol.env_id, n_envs=n_envs, seed=seed, env_kwargs=protocol.env_kwargs)
-    model = PPO(env=env, seed=seed, device="cpu", verbose=0, **params)
+    model = algorithm(env=env, seed=seed, device="cpu", verbose=0, **params)
     model.set_logger(Logger(folder=None, output_formats=[]))  # its default makes a /tmp folder
     callback = SolveCallback(protocol)
     model.learn(total_timesteps=n_timesteps, callback=callback)

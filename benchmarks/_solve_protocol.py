@@ -13,6 +13,8 @@ from typing import Any
 
 #: Start of the line on which the SB3 anchor process prints its result (JSON).
 RESULT_PREFIX = "SB3_RESULT "
+#: Envs the SB3 anchor has zoo hyperparameters for (``_sb3_anchor.ANCHORS``), and its algorithm.
+SB3_ANCHOR_ENVS = {"CartPole-v1": "PPO", "Pendulum-v1": "SAC"}
 
 
 @dataclass(frozen=True)

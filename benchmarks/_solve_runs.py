@@ -146,7 +146,14 @@ def _read_mlflow(
         env_steps=int(history("env/total_steps").get(shown.step, 0)),
         eval_return=shown.value,
         exit_s=exit_s,
-        notes={"after_eval_s": sum(after.values()), "env_steps_per_s": rate},
+        notes={
+            "after_eval_s": sum(after.values()),
+            "env_steps_per_s": rate,
+            # off-policy runs: gradient steps up to the shown evaluation (0 for PPO)
+            "gradient_steps": sum(
+                v for k, v in history("train/gradient_steps").items() if k <= shown.step
+            ),
+        },
     )
 
 

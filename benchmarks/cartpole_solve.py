@@ -1,15 +1,19 @@
-"""Time to solve CartPole from process start: rlpipe's train CLI against Stable-Baselines3 PPO.
+"""Time to solve from process start: rlpipe's train CLI against Stable-Baselines3.
+
+PPO on CartPole-v1 (the default preset) or SAC on Pendulum-v1 (``--config sac_pendulum``;
+``crossq_pendulum`` runs against the same SAC anchor).
 
 For each seed, one after the other:
   * rlpipe: ``python flows/train.py run.seed=S run.output_dir=<temp>`` (the default
     preset, as a user runs it);
-  * anchor: Stable-Baselines3 PPO with the rl-baselines3-zoo CartPole-v1 hyperparameters,
+  * anchor: Stable-Baselines3 PPO (SAC) with the rl-baselines3-zoo hyperparameters,
     in its own process (one torch thread), evaluated from a callback with rlpipe's protocol
     (same episodes, seeds, greedy actions, interval in env steps, target) and stopped once
     solved (``benchmarks/_sb3_anchor.py``).
 Both are timed from just before the subprocess is launched to the end of the evaluation that
 reached the target (start-up, imports and evaluations included), and to the process's exit.
-Prints a per-seed table, the medians and the ratio of medians (target: rlpipe ≤ 1.5× SB3).
+Prints a per-seed table (with rlpipe's gradient steps up to the solving evaluation), the
+medians and the ratio of medians (targets: rlpipe ≤ 1.5× SB3 PPO, ≤ 1.0× SB3 SAC).
 
 ``--stack`` starts a local stack once (``scripts/stack.py up --ray`` in a temporary home) and
 the rlpipe runs use its Prefect API and Ray head, as they do while a user keeps the stack up.
@@ -33,7 +37,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _solve_protocol import EvalProtocol, SolveResult, from_config, median_solved_s  # noqa: E402
+from _solve_protocol import (  # noqa: E402
+    SB3_ANCHOR_ENVS,
+    EvalProtocol,
+    SolveResult,
+    from_config,
+    median_solved_s,
+)
 from _solve_runs import run_rlpipe, run_sb3  # noqa: E402
 from _stack import local_stack  # noqa: E402
 
@@ -41,8 +51,8 @@ from rl_core.config import load_config  # noqa: E402
 from rl_core.config.loader import DEFAULT_PRESET  # noqa: E402
 from rl_core.seeding import eval_seeds  # noqa: E402
 
-TARGET_RATIO = 1.5
-SB3_ENV = "CartPole-v1"
+#: Target of the ratio rlpipe / SB3 per anchor algorithm.
+TARGET_RATIOS = {"PPO": 1.5, "SAC": 1.0}
 INSTALL_HINT = "install the anchors: bash scripts/setup_bench.sh"
 
 
@@ -94,7 +104,7 @@ def main() -> None:
         print(f"stable_baselines3 is not importable: {INSTALL_HINT}")
     with local_stack() if args.stack else nullcontext() as home:
         rows = run_seeds(seeds, preset, args, with_sb3, home)
-    summarize(rows, with_sb3)
+    summarize(rows, with_sb3, load_config(preset, args.overrides).env.env_id)
 
 
 def run_seeds(
@@ -115,15 +125,20 @@ def run_seeds(
             )
         ours = run_rlpipe(seed, args.config, args.overrides, protocol.target, args.timeout, home)
         theirs = None
-        if with_sb3 and protocol.env_id == SB3_ENV:
+        if with_sb3 and protocol.env_id in SB3_ANCHOR_ENVS:
             theirs = run_sb3(seed, protocol, args.timeout)
         rows.append((seed, ours, theirs))
-        print(f"{seed:>4} | {seconds(ours)} | {seconds(theirs)}", flush=True)
+        grads = ours.notes.get("gradient_steps")
+        extra = f" | rlpipe gradient steps {grads:.0f}" if grads else ""
+        print(f"{seed:>4} | {seconds(ours)} | {seconds(theirs)}{extra}", flush=True)
     return rows
 
 
-def summarize(rows: list[tuple[int, SolveResult, SolveResult | None]], with_sb3: bool) -> None:
+def summarize(
+    rows: list[tuple[int, SolveResult, SolveResult | None]], with_sb3: bool, env_id: str
+) -> None:
     """Medians over seeds (an unsolved run counts as infinitely slow) and their ratio."""
+    target = TARGET_RATIOS.get(SB3_ANCHOR_ENVS.get(env_id, ""), 1.0)
     ours = [r[1] for r in rows]
     theirs = [r[2] for r in rows if r[2] is not None]
     med_ours = median_solved_s(ours)
@@ -138,16 +153,17 @@ def summarize(rows: list[tuple[int, SolveResult, SolveResult | None]], with_sb3:
             f"covers that iteration's video and checkpoint (median {statistics.median(after):.1f} s)"
         )
     if not theirs:
-        print(f"no SB3 anchor: {INSTALL_HINT if not with_sb3 else f'it is {SB3_ENV} only'}")
+        envs = ", ".join(SB3_ANCHOR_ENVS)
+        print(f"no SB3 anchor: {INSTALL_HINT if not with_sb3 else f'it has {envs} only'}")
         return
     med_theirs = median_solved_s(theirs)
     if math.isinf(med_ours) or math.isinf(med_theirs):
         print(
-            f"ratio of medians rlpipe / SB3: n/a, a median run did not solve (target <= {TARGET_RATIO}x)"
+            f"ratio of medians rlpipe / SB3: n/a, a median run did not solve (target <= {target}x)"
         )
         return
     ratio = med_ours / med_theirs
-    print(f"ratio of medians rlpipe / SB3: {ratio:.2f}x (target <= {TARGET_RATIO}x)")
+    print(f"ratio of medians rlpipe / SB3: {ratio:.2f}x (target <= {target}x)")
 
 
 if __name__ == "__main__":

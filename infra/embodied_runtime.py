@@ -59,6 +59,20 @@ class EmbodiedRuntime(StepRuntime):
 
     category = "embodied"
     score_metric = "eval/return_mean"
+    #: Trainer worker classes: separate rollout workers, and the hybrid engine.
+    trainer_worker: type = ActorWorker
+    hybrid_trainer_worker: type = HybridActorWorker
+
+    @classmethod
+    def variant_for(cls, cfg: RLPipeConfig) -> type[StepRuntime]:
+        """Off-policy algorithms (SAC, CrossQ, RLPD) train with a replay buffer worker."""
+        from rl_core.algorithms.actor_critic_family import actor_critic_spec
+
+        if actor_critic_spec(cfg.algorithm.loss_type) is None:
+            return cls
+        from infra.off_policy_runtime import OffPolicyRuntime
+
+        return OffPolicyRuntime
 
     def __init__(self, cfg: RLPipeConfig) -> None:
         super().__init__(cfg)
@@ -88,7 +102,7 @@ class EmbodiedRuntime(StepRuntime):
         self.spaces: Any = Pending(self.env[0].spaces.remote())
         self.actor = WorkerGroup(
             "actor",
-            HybridActorWorker if self.hybrid else ActorWorker,
+            self.hybrid_trainer_worker if self.hybrid else self.trainer_worker,
             sizes["actor"],
             self.placement["actor"],
             lambda r: (self.config_dict, r, self.placement["actor"].cpus, self.spaces),
@@ -113,12 +127,17 @@ class EmbodiedRuntime(StepRuntime):
                 cfg.algorithm.max_staleness,
             )
         self.published_version = 0  # the weight version the rollout workers were last given
+        self.more_groups: list[WorkerGroup] = self.start_more_groups(liveness)
         self.prestart(cfg)  # (done already when the train CLI prestarted it)
         # Wait for every worker to finish start-up (fails fast on config/extension errors).
         self.env.wait_started(cfg.timeouts.worker_start)
         self.spaces = self.spaces.get(timeout=cfg.timeouts.worker_start)
         for group in self.groups[1:]:
             group.wait_started(cfg.timeouts.worker_start)
+
+    def start_more_groups(self, liveness: Liveness) -> list[WorkerGroup]:
+        """Worker groups a subclass adds (started with the others, waited for after them)."""
+        return []
 
     @classmethod
     def prestart(cls, cfg: RLPipeConfig) -> None:
@@ -128,7 +147,8 @@ class EmbodiedRuntime(StepRuntime):
     @property
     def groups(self) -> list[WorkerGroup]:
         """Every worker group of the run."""
-        return [self.env, self.actor] + ([] if self.hybrid else [self.rollout_group])
+        rollout = [] if self.hybrid else [self.rollout_group]
+        return [self.env, self.actor, *rollout, *self.more_groups]
 
     # -- steps ---------------------------------------------------------------------------
     def weight_sync(self, iteration: int) -> StepResult:

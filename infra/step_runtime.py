@@ -127,6 +127,16 @@ class StepRuntime(ABC):
         self.config_dict = cfg.model_dump(mode="json")
         self.faults = FaultInjector()
 
+    @classmethod
+    def variant_for(cls, cfg: RLPipeConfig) -> type[StepRuntime]:
+        """The runtime class that trains ``cfg`` (a subclass for a family of algorithms).
+
+        The registered runtime of a category answers for all of it; override this to
+        hand some configs to a subclass (the embodied runtime gives off-policy algorithms
+        theirs).
+        """
+        return cls
+
     # -- checks before anything starts -----------------------------------------------------
     @classmethod
     def preflight(cls, cfg: RLPipeConfig) -> None:  # noqa: B027 - optional hook
@@ -281,7 +291,7 @@ def runtime_class(cfg: RLPipeConfig) -> type[StepRuntime]:
             f"has no runtime; registered categories: {', '.join(known)} "
             "(an extension module registers one with infra.step_runtime.register_category)"
         )
-    return CATEGORIES.get(cfg.category)
+    return CATEGORIES.get(cfg.category).variant_for(cfg)
 
 
 def make_runtime(cfg: RLPipeConfig) -> StepRuntime:

@@ -3,6 +3,7 @@
 import rl_core.algorithms  # noqa: F401
 import rl_core.envs.registry  # noqa: F401
 import rl_core.models.mlp_actor_critic  # noqa: F401
+import rl_core.models.sac_policy  # noqa: F401
 import rl_core.rewards.builtin  # noqa: F401
 import rl_core.rewards.reasoning  # noqa: F401
 from rl_core.models.hf_builder import build_hf_causal_lm

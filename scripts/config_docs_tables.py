@@ -29,6 +29,10 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ),
     ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
     ("model", "hidden_sizes"): "non-empty, each from 1 to {max_layer_width}",
+    ("model", "critic_hidden_sizes"): "None, or non-empty with each from 1 to {max_layer_width}",
+    ("algorithm", "loss_type"): (
+        "or an off-policy algorithm: `sac`, `crossq`, `rlpd` (trained from a replay buffer)"
+    ),
     ("algorithm", "is_correction"): "or `none` (no correction)",
     ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
     ("run", "name"): (
@@ -57,7 +61,7 @@ FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("model", "init_log_std"): "Initial log standard deviation of the Gaussian head.",
     ("rollout", "num_workers"): "Rollout workers; env worker i queries rollout worker i mod n.",
     ("algorithm", "adv_type"): "Registered advantage estimator.",
-    ("algorithm", "loss_type"): "Registered policy loss.",
+    ("algorithm", "loss_type"): "Registered policy loss or off-policy algorithm.",
     ("algorithm", "gamma"): "Discount factor.",
     ("algorithm", "gae_lambda"): "GAE λ.",
     ("algorithm", "normalize_advantages"): "Standardise advantages per minibatch.",
@@ -126,6 +130,14 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`algorithm.loss_type: decoupled_ppo` is for reasoning runs (it needs the rollout "
         "engine's log-probs) and excludes `algorithm.is_correction` (the same ratio would be "
         "corrected twice)."
+    ),
+    ("RLPipeConfig", "_off_policy_fits"): (
+        "An off-policy `algorithm.loss_type` (`sac`, `crossq`, `rlpd`) needs a model with "
+        "`sac_forward` and `q_forward` (`mlp_sac`), the critic normalization the algorithm "
+        "uses (`crossq`: `batch_renorm`, `rlpd`: `layer_norm`), "
+        "`algorithm.off_policy.critic_subset` ≤ `model.num_critics`, `run.mode: sync`, and "
+        "`replay.offline_data` (an existing file) exactly when the algorithm reads offline "
+        "data (`rlpd`); `mlp_sac` is trained by those algorithms only."
     ),
     ("RLPipeConfig", "_megatron_layout_fits"): (
         "`actor.backend: megatron` trains `hf_causal_lm` without `model.value_head`; "

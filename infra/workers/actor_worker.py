@@ -180,14 +180,31 @@ class ActorWorker(WorkerBase):
         store = open_store(store_uri)
         prefix = f"{folder}/actor_{self.rank}"
         store.write_bytes(f"{prefix}/model.safetensors", tensors_to_bytes(weights))
-        store.write_bytes(f"{prefix}/optimizer.pt", object_to_bytes(self.optimizer.state_dict()))
-        state = {
+        store.write_bytes(f"{prefix}/optimizer.pt", object_to_bytes(self.optimizer_state()))
+        store.write_bytes(f"{prefix}/trainer_state.pt", object_to_bytes(self.trainer_state()))
+        return {"seconds": watch.elapsed()}
+
+    def optimizer_state(self) -> dict[str, Any]:
+        """What ``optimizer.pt`` of a checkpoint holds."""
+        return self.optimizer.state_dict()
+
+    def trainer_state(self) -> dict[str, Any]:
+        """What ``trainer_state.pt`` of a checkpoint holds (besides model and optimizer)."""
+        return {
             "generator": self.generator.get_state(),
             "version": self.version,
             "skipped_updates_in_a_row": self.guard.in_a_row,
         }
-        store.write_bytes(f"{prefix}/trainer_state.pt", object_to_bytes(state))
-        return {"seconds": watch.elapsed()}
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`optimizer_state` returned."""
+        self.optimizer.load_state_dict(state)
+
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`trainer_state` returned."""
+        self.generator.set_state(state["generator"])
+        self.version = int(state["version"])
+        self.guard.in_a_row = int(state.get("skipped_updates_in_a_row", 0))
 
     def load_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
         """Restore what :meth:`save_checkpoint` wrote."""
@@ -197,14 +214,13 @@ class ActorWorker(WorkerBase):
             store.read_bytes(f"{prefix}/model.safetensors"), f"{prefix}/model.safetensors"
         )
         self.policy.load_state_dict(weights, strict=True)
-        self.optimizer.load_state_dict(
+        self.load_optimizer_state(
             bytes_to_object(store.read_bytes(f"{prefix}/optimizer.pt"), f"{prefix}/optimizer.pt")
         )
-        state = bytes_to_object(
-            store.read_bytes(f"{prefix}/trainer_state.pt"), f"{prefix}/trainer_state.pt"
+        self.load_trainer_state(
+            bytes_to_object(
+                store.read_bytes(f"{prefix}/trainer_state.pt"), f"{prefix}/trainer_state.pt"
+            )
         )
-        self.generator.set_state(state["generator"])
-        self.version = int(state["version"])
-        self.guard.in_a_row = int(state.get("skipped_updates_in_a_row", 0))
         self.batch = None
         return {"version": self.version}

@@ -15,17 +15,22 @@ from typing import Any
 
 from infra.workers.actor_worker import ActorWorker
 from infra.workers.base import Stopwatch, step_method
+from infra.workers.off_policy_trainer import OffPolicyActorWorker
 from infra.workers.rollout_policy import RolloutPolicy, ServesRollout
 from rl_core.seeding import worker_seed
 
 
-class HybridActorWorker(ServesRollout, ActorWorker):
-    """An :class:`ActorWorker` that also serves rollout inference (collocated placement)."""
+class HybridEngine(ServesRollout):
+    """Mixin for a trainer class: it also serves rollout inference (collocated placement).
+
+    Put it before the trainer class: ``class X(HybridEngine, MyTrainer)``; the trainer must
+    set ``self.policy`` and ``self.version``.
+    """
 
     def __init__(
         self, config: dict[str, Any], rank: int, cpus: tuple[int, ...], spaces: Any
     ) -> None:
-        super().__init__(config, rank, cpus, spaces)
+        super().__init__(config, rank, cpus, spaces)  # type: ignore[call-arg]
         # a deep copy draws no random numbers: the trainer's RNG stays where it would be
         self.sampling = RolloutPolicy(
             copy.deepcopy(self.policy), worker_seed(self.cfg.run.seed, "rollout", rank)
@@ -41,3 +46,11 @@ class HybridActorWorker(ServesRollout, ActorWorker):
         watch = Stopwatch()
         version = self.sampling.load_state_dict(self.policy.state_dict(), self.version)
         return {"version": version, "bytes": 0, "seconds": watch.elapsed()}
+
+
+class HybridActorWorker(HybridEngine, ActorWorker):
+    """An :class:`ActorWorker` (PPO) that also serves rollout inference."""
+
+
+class HybridOffPolicyActorWorker(HybridEngine, OffPolicyActorWorker):
+    """An :class:`OffPolicyActorWorker` (SAC, CrossQ, RLPD) that also serves rollout inference."""

@@ -15,8 +15,18 @@ from typing import Any
 CATEGORY_ONLY_FIELDS: dict[str, dict[str, Any]] = {
     "embodied": {
         "env": "*",
-        "model": {"hidden_sizes", "activation", "continuous_action", "init_log_std"},
+        "model": {
+            "hidden_sizes",
+            "activation",
+            "continuous_action",
+            "init_log_std",
+            "critic_hidden_sizes",
+            "num_critics",
+            "critic_norm",
+        },
+        "replay": "*",
         "rollout": {"num_steps", "pipeline_stages"},
+        "algorithm": {"off_policy"},
         "eval": {
             "num_episodes",
             "num_envs",

@@ -85,6 +85,13 @@ class ModelConfig(BaseModel):
         "clip", description="Continuous actions: Gaussian clipped to bounds, or tanh-squashed."
     )
     init_log_std: float = 0.0
+    critic_hidden_sizes: list[int] | None = Field(
+        None, description="mlp_sac: hidden widths of each critic (None: hidden_sizes)."
+    )
+    num_critics: int = Field(2, ge=1, le=64, description="mlp_sac: critics in the ensemble.")
+    critic_norm: Literal["none", "layer_norm", "batch_renorm"] = Field(
+        "none", description="mlp_sac: normalization after each hidden critic layer."
+    )
     model_path: str | None = Field(
         None,
         description="hf_causal_lm: local Hugging Face model directory (nothing is downloaded).",
@@ -113,9 +120,11 @@ class ModelConfig(BaseModel):
     def _known_model_type(cls, value: str) -> str:
         return check_registered("model", value)
 
-    @field_validator("hidden_sizes")
+    @field_validator("hidden_sizes", "critic_hidden_sizes")
     @classmethod
-    def _positive_sizes(cls, value: list[int]) -> list[int]:
+    def _positive_sizes(cls, value: list[int] | None) -> list[int] | None:
+        if value is None:
+            return value
         if not value or any(not 1 <= h <= MAX_LAYER_WIDTH for h in value):
             raise ValueError(
                 f"must be a non-empty list of layer widths from 1 to {MAX_LAYER_WIDTH}"

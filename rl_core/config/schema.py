@@ -18,6 +18,7 @@ from rl_core.config import limits
 from rl_core.config.hybrid import hybrid_engine_blockers
 from rl_core.config.llm_sections import DataConfig
 from rl_core.config.megatron_checks import megatron_problems
+from rl_core.config.off_policy_sections import ReplayConfig, off_policy_problems
 from rl_core.config.policy_sections import EnvConfig, ModelConfig
 from rl_core.config.run_sections import (
     ClusterConfig,
@@ -67,6 +68,7 @@ class RLPipeConfig(Section):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     actor: ActorConfig = Field(default_factory=ActorConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
+    replay: ReplayConfig = Field(default_factory=ReplayConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
@@ -157,6 +159,26 @@ class RLPipeConfig(Section):
         return self
 
     @model_validator(mode="after")
+    def _off_policy_fits(self) -> RLPipeConfig:
+        from rl_core.algorithms.actor_critic_family import actor_critic_spec
+
+        spec = actor_critic_spec(self.algorithm.loss_type)
+        if spec is None:
+            if self.model.model_type.lower() == "mlp_sac":
+                raise ValueError(
+                    f"model.model_type = 'mlp_sac' is trained by an off-policy algorithm; "
+                    f"algorithm.loss_type = {self.algorithm.loss_type!r} (allowed: sac, "
+                    "crossq, rlpd)"
+                )
+            return self
+        problems = off_policy_problems(self, spec)
+        if problems:
+            raise ValueError(
+                f"algorithm.loss_type = {self.algorithm.loss_type!r}: " + "; ".join(problems)
+            )
+        return self
+
+    @model_validator(mode="after")
     def _megatron_layout_fits(self) -> RLPipeConfig:
         problems = megatron_problems(self) if self.actor.backend == "megatron" else []
         if problems:
@@ -201,6 +223,10 @@ class RLPipeConfig(Section):
                     f"{parts} equal parts"
                 )
             return self
+        from rl_core.algorithms.actor_critic_family import actor_critic_spec
+
+        if actor_critic_spec(self.algorithm.loss_type) is not None:
+            return self  # minibatches are drawn from the replay buffer (replay.batch_size)
         batch = self.env.num_workers * self.env.num_envs * self.rollout.num_steps
         if batch % (self.actor.num_minibatches * self.actor.num_workers):
             raise ValueError(

@@ -22,6 +22,7 @@ from rl_core.config.limits import (
     MAX_WORKERS,
 )
 from rl_core.config.llm_sections import FSDPConfig, MegatronConfig, VLLMConfig
+from rl_core.config.off_policy_sections import OffPolicyConfig
 from rl_core.config.sections import (
     Section,
     check_regex,
@@ -75,7 +76,11 @@ class AlgorithmConfig(Section):
     """Advantage estimator and policy loss with their coefficients."""
 
     adv_type: str = "gae"
-    loss_type: str = "ppo"
+    loss_type: str = Field(
+        "ppo",
+        description="Registered policy loss (ppo, decoupled_ppo...) or off-policy algorithm "
+        "(sac, crossq, rlpd: trained from a replay buffer).",
+    )
     gamma: float = Field(0.99, ge=0.0, le=1.0)
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0)
     normalize_advantages: bool = True
@@ -152,10 +157,20 @@ class AlgorithmConfig(Section):
     def _known_adv(cls, value: str) -> str:
         return check_registered("advantage", value)
 
+    off_policy: OffPolicyConfig = Field(default_factory=lambda: OffPolicyConfig())
+
     @field_validator("loss_type")
     @classmethod
     def _known_loss(cls, value: str) -> str:
-        return check_registered("policy_loss", value)
+        from rl_core.algorithms.actor_critic_family import ACTOR_CRITIC_ALGORITHMS
+
+        if value in ACTOR_CRITIC_ALGORITHMS:
+            return value
+        try:
+            return check_registered("policy_loss", value)
+        except ValueError as exc:
+            names = ", ".join(ACTOR_CRITIC_ALGORITHMS.names())
+            raise ValueError(f"{exc} Off-policy algorithms: {names}.") from None
 
     @field_validator("is_correction")
     @classmethod

@@ -20,6 +20,7 @@ from __future__ import annotations
 import abc
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -103,3 +104,14 @@ class BasePolicy(nn.Module, abc.ABC):
     def pretrained_tokenizer(self) -> Any:
         """The tokenizer saved next to :meth:`pretrained_model` (None if there is none)."""
         return None
+
+
+def flat_states(env_obs: dict[str, Any]) -> torch.Tensor:
+    """``env_obs["states"]`` as a float32 tensor.
+
+    Arrays from Ray's object store are read-only; torch gets a writable copy.
+    """
+    states = env_obs["states"]
+    if isinstance(states, torch.Tensor):
+        return states.float()
+    return torch.tensor(np.asarray(states), dtype=torch.float32)

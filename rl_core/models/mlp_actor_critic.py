@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from rl_core.models.base_policy import BasePolicy
+from rl_core.models.base_policy import BasePolicy, flat_states
 from rl_core.models.registry import register_model
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
@@ -112,7 +112,7 @@ class MLPActorCritic(BasePolicy):
         **kwargs: Any,
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """See :meth:`BasePolicy.predict_action_batch`; ``generator`` drives sampling."""
-        states = _states(env_obs)
+        states = flat_states(env_obs)
         dist = self._dist(states)
         if mode == "eval":
             model_action = dist.probs.argmax(-1) if self.discrete else dist.mean
@@ -148,15 +148,7 @@ class MLPActorCritic(BasePolicy):
 
     def value_forward(self, env_obs: dict[str, Any], **kwargs: Any) -> torch.Tensor:
         """Critic values [B]."""
-        return self.critic(_states(env_obs)).squeeze(-1)
-
-
-def _states(env_obs: dict[str, Any]) -> torch.Tensor:
-    states = env_obs["states"]
-    if isinstance(states, torch.Tensor):
-        return states.float()
-    # Arrays from Ray's object store are read-only; torch needs a writable copy.
-    return torch.tensor(np.asarray(states), dtype=torch.float32)
+        return self.critic(flat_states(env_obs)).squeeze(-1)
 
 
 def build_mlp_actor_critic(cfg: Any, spaces: Any) -> MLPActorCritic:

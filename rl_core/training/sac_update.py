@@ -1,0 +1,209 @@
+"""Gradient updates of the off-policy actor-critic family (SAC, CrossQ, RLPD).
+
+:class:`SACLearner` owns what the updates change besides the policy's weights: the target
+critics (when the algorithm keeps them), the entropy temperature ``log_alpha``, three Adam
+optimizers (actor, critics, temperature), the noise generator and the update counter.
+Everything is plain torch, so the whole state round-trips through a checkpoint and an
+interrupted run continues bit for bit.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from rl_core.algorithms.actor_critic_family import ActorCriticSpec
+
+#: Minibatch arrays the update reads (rows of transitions, as tensors).
+MINIBATCH_KEYS = ("states", "actions", "rewards", "next_states", "terminated")
+
+
+class SACLearner:
+    """Updates an ``mlp_sac``-style policy (``sac_forward`` / ``q_forward``) from minibatches.
+
+    Args:
+        policy: The policy; it must offer ``sac_forward``, ``q_forward``,
+            ``actor_parameters()`` and ``critic_parameters()``.
+        spec: The algorithm's spec (target networks, joint critic forward, ensemble use).
+        settings: ``algorithm.off_policy`` (tau, temperature, critic subset, delays, lrs).
+        actor_lr: Learning rate of the actor (``actor.lr``).
+        gamma: Discount factor.
+        max_grad_norm: Clip each network's gradient norm to this (None: no clipping).
+        seed: Seed of the noise generator (actions sampled inside the losses).
+    """
+
+    def __init__(
+        self,
+        policy: nn.Module,
+        spec: ActorCriticSpec,
+        settings: Any,
+        actor_lr: float,
+        gamma: float,
+        max_grad_norm: float | None,
+        seed: int,
+    ) -> None:
+        self.policy, self.spec, self.settings = policy, spec, settings
+        self.gamma, self.max_grad_norm = gamma, max_grad_norm
+        betas = (settings.adam_beta1, 0.999)
+        self.actor_optimizer = torch.optim.Adam(policy.actor_parameters(), lr=actor_lr, betas=betas)
+        self.critic_optimizer = torch.optim.Adam(
+            policy.critic_parameters(), lr=settings.critic_lr or actor_lr, betas=betas
+        )
+        self.log_alpha = torch.tensor(math.log(settings.init_alpha), requires_grad=True)
+        self.alpha_optimizer = torch.optim.Adam(
+            [self.log_alpha], lr=settings.alpha_lr or actor_lr, betas=betas
+        )
+        action_dim = int(policy.action_dim)
+        target = settings.target_entropy
+        self.target_entropy = float(-action_dim if target is None else target)
+        self.target_critics = (
+            copy.deepcopy(policy.critics).requires_grad_(False) if spec.target_networks else None
+        )
+        self.generator = torch.Generator().manual_seed(seed)
+        self.updates = 0
+
+    # -- one gradient step ---------------------------------------------------------------
+    def _td_target(self, batch: dict[str, torch.Tensor], alpha: torch.Tensor) -> tuple:
+        """Critic predictions ``[E, B]`` and their TD targets ``[B]``."""
+        policy, spec = self.policy, self.spec
+        with torch.no_grad():
+            following = policy.sac_forward(batch["next_states"], generator=self.generator)
+        if spec.joint_critic_forward:  # CrossQ: one pass, shared batch statistics
+            both = policy.q_forward(
+                torch.cat([batch["states"], batch["next_states"]]),
+                torch.cat([batch["actions"], following["actions"]]),
+            )
+            rows = batch["states"].shape[0]
+            q, q_next = both[:, :rows], both[:, rows:].detach()
+        else:
+            q = policy.q_forward(batch["states"], batch["actions"])
+            with torch.no_grad():
+                q_next = policy.q_forward(
+                    batch["next_states"], following["actions"], critics=self.target_critics
+                )
+        subset = self.settings.critic_subset
+        if subset is not None and subset < q_next.shape[0]:  # RLPD: min over a random subset
+            pick = torch.randperm(q_next.shape[0], generator=self.generator)[:subset]
+            q_next = q_next[pick]
+        with torch.no_grad():
+            soft_value = q_next.min(dim=0).values - alpha * following["logprobs"]
+            target = batch["rewards"] + self.gamma * (1.0 - batch["terminated"]) * soft_value
+        return q, target
+
+    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> float:
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        norm = nn.utils.clip_grad_norm_(params, self.max_grad_norm or float("inf"))
+        optimizer.step()
+        return float(norm)
+
+    def update_once(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        """One critic step on one minibatch (and an actor and temperature step when due).
+
+        The actor and the temperature step every ``actor_update_interval`` critic steps.
+
+        Returns:
+            Metrics of this step (actor and temperature ones only when they stepped).
+        """
+        policy, settings = self.policy, self.settings
+        alpha = self.log_alpha.detach().exp()
+        q, target = self._td_target(batch, alpha)
+        critic_loss = 0.5 * ((q - target.unsqueeze(0)) ** 2).mean(dim=1).sum()
+        metrics = {
+            "train/critic_loss": float(critic_loss.detach()),
+            "train/critic_grad_norm": self._step(self.critic_optimizer, critic_loss),
+            "train/q_mean": float(q.detach().mean()),
+        }
+        if self.target_critics is not None:
+            with torch.no_grad():
+                for mine, theirs in zip(
+                    self.target_critics.parameters(), policy.critics.parameters(), strict=True
+                ):
+                    mine.lerp_(theirs, settings.tau)
+                for mine, theirs in zip(
+                    self.target_critics.buffers(), policy.critics.buffers(), strict=True
+                ):
+                    mine.copy_(theirs)
+        self.updates += 1
+        if self.updates % settings.actor_update_interval == 0:
+            metrics.update(self._actor_step(batch["states"], alpha))
+        return metrics
+
+    def _actor_step(self, states: torch.Tensor, alpha: torch.Tensor) -> dict[str, float]:
+        policy = self.policy
+        sampled = policy.sac_forward(states, generator=self.generator)
+        policy.critics.eval()  # CrossQ: the actor sees the critics' running statistics
+        q_pi = policy.q_forward(states, sampled["actions"])
+        policy.critics.train()
+        q_pi = q_pi.min(dim=0).values if self.spec.actor_q == "min" else q_pi.mean(dim=0)
+        actor_loss = (alpha * sampled["logprobs"] - q_pi).mean()
+        metrics = {
+            "train/actor_loss": float(actor_loss.detach()),
+            "train/actor_grad_norm": self._step(self.actor_optimizer, actor_loss),
+            "train/entropy": float(-sampled["logprobs"].detach().mean()),
+        }
+        if self.settings.autotune_alpha:
+            gap = (sampled["logprobs"].detach() + self.target_entropy).mean()
+            alpha_loss = -self.log_alpha * gap
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_optimizer.step()
+            metrics["train/alpha_loss"] = float(alpha_loss.detach())
+        return metrics
+
+    def update(self, minibatches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
+        """Run :meth:`update_once` on each minibatch; metrics averaged over the steps.
+
+        The critics' gradients from the actor loss are dropped before the next critic step
+        (each optimizer clears its own gradients first).
+        """
+        self.policy.train()
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for batch in minibatches:
+            for key, value in self.update_once(batch).items():
+                sums[key] = sums.get(key, 0.0) + value
+                counts[key] = counts.get(key, 0) + 1
+        metrics = {k: sums[k] / counts[k] for k in sums}
+        metrics["train/alpha"] = float(self.log_alpha.detach().exp())
+        metrics["train/gradient_steps"] = float(len(minibatches))
+        return metrics
+
+    # -- state ---------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything besides the policy weights that the updates change."""
+        return {
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "target_critics": (
+                None if self.target_critics is None else self.target_critics.state_dict()
+            ),
+            "generator": self.generator.get_state(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        if self.target_critics is not None:
+            self.target_critics.load_state_dict(state["target_critics"])
+        self.generator.set_state(state["generator"])
+        self.updates = int(state["updates"])
+
+
+def minibatches_from_arrays(arrays: dict[str, Any], count: int) -> list[dict[str, torch.Tensor]]:
+    """Split sampled rows ``[count * B, ...]`` into ``count`` minibatches of tensors."""
+    tensors = {k: torch.as_tensor(arrays[k]) for k in MINIBATCH_KEYS}
+    rows = tensors["rewards"].shape[0] // count
+    return [{k: v[i * rows : (i + 1) * rows] for k, v in tensors.items()} for i in range(count)]
