@@ -25,6 +25,7 @@ from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
 
 from infra.tracking.secrets import redact_text, url_without_credentials
+from rl_core.algorithms.actor_critic_family import algorithm_name
 
 logger = logging.getLogger("rlpipe.ui")
 
@@ -51,7 +52,7 @@ def run_tags(cfg: Any) -> list[str]:
     return [
         "rlpipe",
         f"preset:{cfg.preset}",
-        f"algorithm:{cfg.algorithm.adv_type}",
+        f"algorithm:{algorithm_name(cfg.algorithm)}",
         f"run:{cfg.run.name}",
     ]
 
@@ -129,7 +130,7 @@ def summary_markdown(cfg: Any, result: dict[str, Any], experiment_id: str | None
     lines = [
         f"# rlpipe run `{cfg.run.name}`",
         "",
-        f"preset `{cfg.preset}`, algorithm `{cfg.algorithm.adv_type}`",
+        f"preset `{cfg.preset}`, algorithm `{algorithm_name(cfg.algorithm)}`",
         "",
         "| | |",
         "| --- | --- |",

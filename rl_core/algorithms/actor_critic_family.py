@@ -67,3 +67,18 @@ register_actor_critic(
 register_actor_critic(
     "rlpd", ActorCriticSpec(critic_norm="layer_norm", needs_offline_data=True, actor_q="mean")
 )
+
+
+def algorithm_name(algorithm: object) -> str:
+    """The name a run's algorithm goes by in tags and summaries.
+
+    Off-policy runs are named by ``algorithm.loss_type`` (``sac``, ``crossq``, ``rlpd``);
+    on-policy runs by their advantage estimator (``gae`` for PPO, ``grpo``...).
+
+    Args:
+        algorithm: The config's ``algorithm`` section.
+    """
+    loss_type = str(getattr(algorithm, "loss_type", ""))
+    if actor_critic_spec(loss_type) is not None:
+        return loss_type.lower()
+    return str(getattr(algorithm, "adv_type", ""))

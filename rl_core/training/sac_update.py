@@ -13,6 +13,7 @@ import copy
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -212,6 +213,7 @@ class SACLearner:
 
 def minibatches_from_arrays(arrays: dict[str, Any], count: int) -> list[dict[str, torch.Tensor]]:
     """Split sampled rows ``[count * B, ...]`` into ``count`` minibatches of tensors."""
-    tensors = {k: torch.as_tensor(arrays[k]) for k in MINIBATCH_KEYS}
+    # arrays from Ray's object store are read-only: torch gets writable copies of those
+    tensors = {k: torch.from_numpy(np.require(arrays[k], requirements="W")) for k in MINIBATCH_KEYS}
     rows = tensors["rewards"].shape[0] // count
     return [{k: v[i * rows : (i + 1) * rows] for k, v in tensors.items()} for i in range(count)]
