@@ -22,7 +22,7 @@ the rlpipe runs use its Prefect API and Ray head, as they do while a user keeps 
 the same workers, first iteration → solved (orchestration only, no start-up).
 
 Usage: python benchmarks/cartpole_solve.py [--seeds 0,1,2,3,4] [--config PRESET]
-       [--timeout 900] [--stack] [--bare-loop] [overrides...]
+       [--timeout 900] [--stack] [--bare-loop] [--no-sb3] [overrides...]
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ def main() -> None:
     )
     parser.add_argument("--stack", action="store_true", help="rlpipe uses a running local stack")
     parser.add_argument("--bare-loop", action="store_true", help="the older comparison")
+    parser.add_argument("--no-sb3", action="store_true", help="rlpipe runs only (no anchor)")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -99,8 +100,8 @@ def main() -> None:
         for seed in seeds:
             compare(preset, [*args.overrides, f"run.seed={seed}"])
         return
-    with_sb3 = importlib.util.find_spec("stable_baselines3") is not None
-    if not with_sb3:
+    with_sb3 = importlib.util.find_spec("stable_baselines3") is not None and not args.no_sb3
+    if not with_sb3 and not args.no_sb3:
         print(f"stable_baselines3 is not importable: {INSTALL_HINT}")
     with local_stack() if args.stack else nullcontext() as home:
         rows = run_seeds(seeds, preset, args, with_sb3, home)

@@ -9,7 +9,7 @@ step, a CLI run whose driver is SIGKILLed at that step and then relaunched.
 Prints a table: fault, step, completed, identical, extra seconds (against the reference).
 
 Usage:
-  python benchmarks/chaos.py [--presets ppo_cartpole,async_cartpole,reasoning]
+  python benchmarks/chaos.py [--presets ppo_cartpole,async_cartpole,sac_pendulum,reasoning]
                              [--kinds raise,kill,hang]
                              [--steps weight_sync,...] [--driver-kill] [--json FILE]
 """
@@ -79,6 +79,11 @@ PRESETS: dict[str, tuple[str, list[str]]] = {
         ],
     ),
 }
+#: SAC on Pendulum: the replay buffer worker's adds, samples and checkpoints under faults.
+PRESETS["sac_pendulum"] = (
+    "sac_pendulum",
+    [*PRESETS["ppo_cartpole"][1], "replay.learning_starts=200"],
+)
 #: ppo_cartpole in async mode: batches collected one weight version ahead of the trainer.
 PRESETS["async_cartpole"] = (
     "ppo_cartpole",

@@ -4,14 +4,12 @@ draws its offline share from a file written from a policy's episodes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from infra import ray_cluster
 from infra.step_runtime import make_runtime, run_iteration_in_process
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.data.offline_episodes import collect_transitions
@@ -19,7 +17,7 @@ from rl_core.data.replay_buffer import save_transitions
 from rl_core.envs import VectorEnvAdapter
 from rl_core.models import get_model
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 BASE = [
     "env.num_envs=2",
     "rollout.num_steps=16",
@@ -29,13 +27,6 @@ BASE = [
     "algorithm.off_policy.utd_ratio=0.5",
     "tracking.enabled=false",
 ]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray() -> Iterator[None]:
-    ray_cluster.connect(num_cpus=2)
-    yield
-    ray_cluster.shutdown()
 
 
 def config(preset: str = "sac_pendulum", *extra: str) -> RLPipeConfig:

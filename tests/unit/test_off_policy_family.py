@@ -3,6 +3,8 @@ the replay buffer and its files, SAC / CrossQ / RLPD updates and their config ch
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -328,3 +330,17 @@ def test_off_policy_presets_validate() -> None:
     for preset in ("sac_pendulum", "crossq_pendulum", "rlpd_pendulum", "sac_inverted_pendulum"):
         cfg = load_config(preset, [])
         assert actor_critic_spec(cfg.algorithm.loss_type) is not None
+
+
+def test_offline_data_script_reports_a_missing_checkpoint(tmp_path, capsys) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_offline_data", Path(__file__).resolve().parents[2] / "scripts/make_offline_data.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "data.safetensors"
+    assert module.main([str(tmp_path / "nothing"), str(out)]) == 2
+    assert "error: " in capsys.readouterr().err
+    assert not out.exists()
