@@ -105,7 +105,8 @@ def main() -> None:
         print(f"stable_baselines3 is not importable: {INSTALL_HINT}")
     with local_stack() if args.stack else nullcontext() as home:
         rows = run_seeds(seeds, preset, args, with_sb3, home)
-    summarize(rows, with_sb3, load_config(preset, args.overrides).env.env_id)
+    env_id = load_config(preset, args.overrides).env.env_id
+    summarize(rows, with_sb3, env_id, anchor_wanted=not args.no_sb3)
 
 
 def run_seeds(
@@ -136,7 +137,10 @@ def run_seeds(
 
 
 def summarize(
-    rows: list[tuple[int, SolveResult, SolveResult | None]], with_sb3: bool, env_id: str
+    rows: list[tuple[int, SolveResult, SolveResult | None]],
+    with_sb3: bool,
+    env_id: str,
+    anchor_wanted: bool = True,
 ) -> None:
     """Medians over seeds (an unsolved run counts as infinitely slow) and their ratio."""
     target = TARGET_RATIOS.get(SB3_ANCHOR_ENVS.get(env_id, ""), 1.0)
@@ -153,6 +157,8 @@ def summarize(
             "rlpipe's stamp is the MLflow timestamp of the solving eval/return_mean; it also "
             f"covers that iteration's video and checkpoint (median {statistics.median(after):.1f} s)"
         )
+    if not theirs and not with_sb3 and not anchor_wanted:
+        return
     if not theirs:
         envs = ", ".join(SB3_ANCHOR_ENVS)
         print(f"no SB3 anchor: {INSTALL_HINT if not with_sb3 else f'it has {envs} only'}")
