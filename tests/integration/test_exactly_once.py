@@ -66,6 +66,15 @@ def test_async_mode_faults_end_bit_identical(tmp_path: Path, train_env: dict[str
     assert [r["fault"] for r in rows] == ["raise:rollout@1", "kill:rollout@1", "raise:update@1"]
 
 
+def test_off_policy_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
+    """SAC: a killed trainer at the step that fills the replay buffer is replayed from the
+    checkpoint that holds the buffer; a failed update puts the sampling state back."""
+    rows = run_matrix(
+        tmp_path, train_env, "--presets=sac_pendulum", "--cases=kill:advantage,raise:update"
+    )
+    assert [r["fault"] for r in rows] == ["kill:advantage@1", "raise:update@1"]
+
+
 def test_reasoning_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
     rows = run_matrix(
         tmp_path,
