@@ -54,12 +54,6 @@ class OffPolicyActorWorker(ActorWorker):
 
     # -- training steps ------------------------------------------------------------------
     @step_method
-    def compute_advantages(self) -> dict[str, float]:
-        """Nothing to estimate before the update (TD targets are per minibatch)."""
-        self._require_batch()
-        return {"seconds": 0.0}
-
-    @step_method
     def transitions(self) -> dict[str, np.ndarray]:
         """The current batch (rewards applied) as transitions for the replay buffer."""
         return transitions_from_batch(self._require_batch())

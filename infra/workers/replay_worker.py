@@ -42,7 +42,6 @@ class ReplayWorker(WorkerBase):
         self.buffer = ReplayBuffer(replay.capacity, self.seed)
         self.offline = load_transitions(replay.offline_data) if replay.offline_data else None
         self.added_through = -1  # last iteration whose transitions are in the buffer
-        self.env_steps = 0
 
     @step_method
     def add(self, transitions: dict[str, np.ndarray], iteration: int) -> dict[str, float]:
@@ -56,7 +55,6 @@ class ReplayWorker(WorkerBase):
             self._check_fits_offline(transitions)
             self.buffer.add(transitions)
             self.added_through = iteration
-            self.env_steps += int(transitions["rewards"].shape[0])
         return {"seconds": watch.elapsed(), "replay/size": float(len(self.buffer))}
 
     def _check_fits_offline(self, transitions: dict[str, np.ndarray]) -> None:
@@ -123,7 +121,7 @@ class ReplayWorker(WorkerBase):
             f"{folder}/{REPLAY_ARRAYS}",
             tensors_to_bytes({k: torch.from_numpy(v) for k, v in arrays.items()}),
         )
-        state.update(added_through=self.added_through, env_steps=self.env_steps)
+        state["added_through"] = self.added_through
         store.write_bytes(f"{folder}/{REPLAY_STATE}", object_to_bytes(state))
         nbytes = sum(v.nbytes for v in arrays.values())
         return {"seconds": watch.elapsed(), "bytes": nbytes}
@@ -132,7 +130,7 @@ class ReplayWorker(WorkerBase):
         """Restore the buffer saved in ``folder``; an empty buffer when it holds none."""
         store = open_store(store_uri)
         self.buffer = ReplayBuffer(self.cfg.replay.capacity, self.seed)
-        self.added_through, self.env_steps = -1, 0
+        self.added_through = -1
         if not store.exists(f"{folder}/{REPLAY_STATE}"):
             return {"size": 0}
         state = bytes_to_object(
@@ -144,5 +142,4 @@ class ReplayWorker(WorkerBase):
         state["arrays"] = {k: v.numpy() for k, v in arrays.items()}
         self.buffer.load_state_dict(state)
         self.added_through = int(state["added_through"])
-        self.env_steps = int(state["env_steps"])
         return {"size": len(self.buffer)}

@@ -20,6 +20,7 @@ config checks them before any worker starts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rl_core.registry import Registry
 
@@ -69,7 +70,7 @@ register_actor_critic(
 )
 
 
-def algorithm_name(algorithm: object) -> str:
+def algorithm_name(algorithm: Any) -> str:
     """The name a run's algorithm goes by in tags and summaries.
 
     Off-policy runs are named by ``algorithm.loss_type`` (``sac``, ``crossq``, ``rlpd``);
@@ -78,7 +79,6 @@ def algorithm_name(algorithm: object) -> str:
     Args:
         algorithm: The config's ``algorithm`` section.
     """
-    loss_type = str(getattr(algorithm, "loss_type", ""))
-    if actor_critic_spec(loss_type) is not None:
-        return loss_type.lower()
-    return str(getattr(algorithm, "adv_type", ""))
+    if actor_critic_spec(algorithm.loss_type) is not None:
+        return algorithm.loss_type.lower()
+    return algorithm.adv_type

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rl_core.data.replay_buffer import TRANSITION_KEYS
 from rl_core.envs import VectorEnvAdapter
 
 
@@ -38,7 +39,7 @@ def collect_transitions(
         generator = torch.Generator().manual_seed(sampling_seed)
         live = np.ones(len(seeds), dtype=bool)
         returns = np.zeros(len(seeds))
-        rows: dict[str, list[np.ndarray]] = {k: [] for k in _KEYS}
+        rows: dict[str, list[np.ndarray]] = {k: [] for k in TRANSITION_KEYS}
         while live.any():
             actions, result = policy.predict_action_batch(
                 obs, mode=mode, compute_values=False, generator=generator
@@ -61,6 +62,3 @@ def collect_transitions(
         return {k: np.concatenate(v) for k, v in rows.items()}, returns.tolist()
     finally:
         envs.vec.close()
-
-
-_KEYS = ("states", "actions", "rewards", "next_states", "terminated")

@@ -18,9 +18,7 @@ import torch
 from torch import nn
 
 from rl_core.algorithms.actor_critic_family import ActorCriticSpec
-
-#: Minibatch arrays the update reads (rows of transitions, as tensors).
-MINIBATCH_KEYS = ("states", "actions", "rewards", "next_states", "terminated")
+from rl_core.data.replay_buffer import TRANSITION_KEYS
 
 
 class SACLearner:
@@ -214,6 +212,8 @@ class SACLearner:
 def minibatches_from_arrays(arrays: dict[str, Any], count: int) -> list[dict[str, torch.Tensor]]:
     """Split sampled rows ``[count * B, ...]`` into ``count`` minibatches of tensors."""
     # arrays from Ray's object store are read-only: torch gets writable copies of those
-    tensors = {k: torch.from_numpy(np.require(arrays[k], requirements="W")) for k in MINIBATCH_KEYS}
+    tensors = {
+        k: torch.from_numpy(np.require(arrays[k], requirements="W")) for k in TRANSITION_KEYS
+    }
     rows = tensors["rewards"].shape[0] // count
     return [{k: v[i * rows : (i + 1) * rows] for k, v in tensors.items()} for i in range(count)]
