@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from infra import ray_cluster
-from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_bytes, wrap_bytes
 from infra.checkpoint.store import open_store, step_dir_name
 from infra.checkpoint.worker_state import WORKERS_FILE, decode_workers_state, encode_workers_state
 from infra.deadlines import Liveness, wait_for
@@ -25,7 +24,7 @@ from infra.embodied_evaluation import (
     video_job,
 )
 from infra.placement import plan_placement
-from infra.rollout_pipeline import RolloutPipeline
+from infra.rollout_pipeline import PIPELINE_FILE, RolloutPipeline, load_pipeline, pipeline_bytes
 from infra.step_runtime import (
     Evaluation,
     FanoutJob,
@@ -45,8 +44,6 @@ from rl_core.config.hybrid import uses_hybrid_engine
 from rl_core.seeding import env_reseed
 
 logger = logging.getLogger(__name__)
-#: Batches an async run collected ahead of the trainer, in a checkpoint folder.
-PIPELINE_FILE = "rollout_pipeline.pt"
 
 
 @register_category
@@ -314,7 +311,7 @@ class EmbodiedRuntime(StepRuntime):
         if self.pipeline is not None:  # batches collected ahead are part of the run's state
             self.pipeline.drain(timeout)
             self._rewind_envs(self.pipeline.forget_failed(), "checkpoint")
-            pipeline = object_to_bytes(wrap_bytes(self.pipeline.to_state()))
+            pipeline = pipeline_bytes(self.pipeline)
         env_states = self.env.call_within("checkpoint", timeout, "get_state")
         rng_states = self.rollout_group.call_within("checkpoint", timeout, "get_rng_state")
         # the trainer's files first: it refuses non-finite weights, and then nothing else is
@@ -353,13 +350,8 @@ class EmbodiedRuntime(StepRuntime):
             "checkpoint",
         )
         if self.pipeline is not None:
-            self.pipeline = RolloutPipeline(self.cfg.algorithm.max_staleness)
-            path = f"{folder}/{PIPELINE_FILE}"
-            if store.exists(path):  # written by an async run (a sync run's has none)
-                data = store.read_bytes(path)
-                self.pipeline.load_state(unwrap_bytes(bytes_to_object(data, path)))
-            else:
-                self.pipeline.next_index = step
+            staleness = self.cfg.algorithm.max_staleness
+            self.pipeline = load_pipeline(store_uri, folder, staleness, step)
 
     def _reseed(self, rank: int, step: int) -> int:
         return env_reseed(self.cfg.run.seed, rank, self.cfg.env.num_envs, step)

@@ -24,10 +24,12 @@ from infra.checkpoint.store import open_store, step_dir_name
 from infra.llm.advantage_step import advantage_step
 from infra.llm.engines import check_rollout_engine
 from infra.llm.evaluation import evaluate_heldout
+from infra.llm.pipelined_generation import PipelinedGeneration
 from infra.llm.responses import ResponseBatch, reward_chunk, sampling_params
 from infra.llm.reward_scoring import score_chunk
 from infra.llm.sft_steps import sft_step
 from infra.llm.worker_groups import start_reasoning_groups
+from infra.rollout_pipeline import PIPELINE_FILE
 from infra.step_runtime import (
     Evaluation,
     FanoutJob,
@@ -86,6 +88,14 @@ class ReasoningRuntime(StepRuntime):
             group.wait_started(cfg.timeouts.worker_start)
         self._setup_trainer()
         self.batch = ResponseBatch()
+        self.published_version = 0  # the weight version the rollout workers were last given
+        self.generation: PipelinedGeneration | None = None
+        if cfg.run.mode == "async":
+            self.generation = PipelinedGeneration(self)
+            logger.info(
+                "async mode: batches generated up to %d weight version(s) ahead of the trainer",
+                cfg.algorithm.max_staleness,
+            )
 
     @property
     def groups(self) -> list[WorkerGroup]:
@@ -116,6 +126,7 @@ class ReasoningRuntime(StepRuntime):
             metas = self.actor.call_within(
                 "weight_sync", self.timeouts.weight_sync, "sync_rollout_weights"
             )
+            self.published_version = int(metas[0]["version"])
             return StepResult(
                 time.perf_counter() - start,
                 {"rollout/weight_sync_bytes": 0.0, "rollout/weight_sync_full": 1.0},
@@ -129,6 +140,7 @@ class ReasoningRuntime(StepRuntime):
         timeout = self.timeouts.weight_sync
         meta = self.actor.get([p[0] for p in pairs], timeout, "weight_sync")[0]
         versions = self.rollout_group.call_within("weight_sync", timeout, "load_weights", payload)
+        self.published_version = int(meta["version"])
         return StepResult(
             time.perf_counter() - start,
             {
@@ -171,12 +183,16 @@ class ReasoningRuntime(StepRuntime):
         }
         return merged, max(o["seconds"] for o in outs)
 
-    def _sample_groups(self, round_index: int) -> ResponseBatch:
+    def draw_rows(self, round_index: int) -> tuple[list[int], int]:
+        """The next prompts, each ``group_size`` times, and the seed of their generation."""
         consumed = self.sampler.consumed
         indices = self.sampler.next_indices()
         k = self.cfg.algorithm.group_size
         rows = [i for i in indices for _ in range(k)]
-        seed = generation_round_seed(self.cfg.run.seed, consumed, round_index)
+        return rows, generation_round_seed(self.cfg.run.seed, consumed, round_index)
+
+    def _sample_groups(self, round_index: int) -> ResponseBatch:
+        rows, seed = self.draw_rows(round_index)
         out, _ = self.generate([self.train_prompts[i] for i in rows], self.sampling_params(), seed)
         batch = ResponseBatch(
             samples=[self.train_samples[i] for i in rows],
@@ -188,24 +204,33 @@ class ReasoningRuntime(StepRuntime):
         return batch
 
     def rollout(self, iteration: int) -> StepResult:
-        """Sample responses for the next prompts (DAPO: keep only informative groups)."""
+        """Sample responses for the next prompts (DAPO: keep only informative groups).
+
+        Async mode takes the batch launched ``algorithm.max_staleness`` iterations ago and
+        launches the next one (:mod:`infra.llm.pipelined_generation`).
+        """
         start = time.perf_counter()
         self.faults.arm("rollout", iteration, self.rollout_group[0])
-        algo, k = self.cfg.algorithm, self.cfg.algorithm.group_size
-        picks, rounds = fill_with_informative_groups(
-            self._sample_groups,
-            self._score_in_process,
-            k,
-            self.cfg.data.prompts_per_batch * k,
-            algo.dynamic_sampling,
-            algo.max_num_gen_batches,
-        )
-        self.batch = ResponseBatch()
-        for fresh, rows in picks:
-            self.batch.extend(fresh, rows)
+        metrics: dict[str, float] = {}
+        rounds = 1
+        if self.generation is not None:
+            self.batch, metrics = self.generation.take(iteration, self.published_version)
+        else:
+            algo, k = self.cfg.algorithm, self.cfg.algorithm.group_size
+            picks, rounds = fill_with_informative_groups(
+                self._sample_groups,
+                self._score_in_process,
+                k,
+                self.cfg.data.prompts_per_batch * k,
+                algo.dynamic_sampling,
+                algo.max_num_gen_batches,
+            )
+            self.batch = ResponseBatch()
+            for fresh, rows in picks:
+                self.batch.extend(fresh, rows)
         seconds = time.perf_counter() - start
         lengths = [len(r) for r in self.batch.response_ids]
-        metrics = {
+        metrics |= {
             "rollout/response_length_mean": float(np.mean(lengths)),
             "rollout/truncated_fraction": 1.0 - float(np.mean(self.batch.finished)),
             "rollout/tokens_per_second": sum(lengths) * rounds / max(seconds, 1e-9),
@@ -331,11 +356,14 @@ class ReasoningRuntime(StepRuntime):
         start = time.perf_counter()
         self.faults.arm("checkpoint", step - 1, self.actor[0])
         folder = step_dir_name(step)
-        self.actor.call_within(
-            "checkpoint", self.timeouts.checkpoint, "save_checkpoint", store_uri, folder
-        )
+        timeout = self.timeouts.checkpoint
+        self.actor.call_within("checkpoint", timeout, "save_checkpoint", store_uri, folder)
+        store = open_store(store_uri)
+        if self.generation is not None:  # batches generated ahead are part of the run's state
+            data = self.generation.state_bytes(timeout)  # (may put the prompt cursor back)
+            store.write_bytes(f"{folder}/{PIPELINE_FILE}", data)
         state = {"sampler": self.sampler.state_dict()}
-        open_store(store_uri).write_bytes(f"{folder}/{STATE_FILE}", json.dumps(state).encode())
+        store.write_bytes(f"{folder}/{STATE_FILE}", json.dumps(state).encode())
         return {"seconds": time.perf_counter() - start, "dir": folder}
 
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
@@ -349,6 +377,8 @@ class ReasoningRuntime(StepRuntime):
         raw = open_store(store_uri).read_bytes(f"{folder}/{STATE_FILE}")
         self.sampler.load_state_dict(json.loads(raw)["sampler"])
         self.batch = ResponseBatch()
+        if self.generation is not None:
+            self.generation.load(store_uri, folder, step)
 
     # -- retries -------------------------------------------------------------------------
     def snapshot(self, step: str) -> None:
@@ -358,12 +388,17 @@ class ReasoningRuntime(StepRuntime):
         """
         if step in ("rollout", "sft_update"):
             self._sampler_snapshot = self.sampler.state_dict()
+        if step == "rollout" and self.generation is not None:
+            self.generation.snapshot()
         if step in ("update", "sft_update"):
             self.actor.call_within(step, self.timeouts.update, "snapshot")
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`."""
-        if step in ("rollout", "sft_update"):
+        if step == "rollout" and self.generation is not None:
+            self.batch = ResponseBatch()
+            self.generation.restore(self.timeouts.rollout)  # puts back the prompt cursor
+        elif step in ("rollout", "sft_update"):
             self.sampler.load_state_dict(self._sampler_snapshot)
             self.batch = ResponseBatch()
         if step in ("update", "sft_update"):

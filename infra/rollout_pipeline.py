@@ -20,8 +20,13 @@ from typing import Any
 
 import ray
 
+from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_bytes, wrap_bytes
+from infra.checkpoint.store import open_store
+
+#: The launched batches of an async run, in a checkpoint folder.
+PIPELINE_FILE = "rollout_pipeline.pt"
 #: Wall-clock fields of a batch's statistics (not checkpointed).
-TIMINGS = ("seconds", "env_seconds", "started", "finished")
+TIMINGS = ("seconds", "env_seconds", "started_at", "finished_at")
 
 
 @dataclass
@@ -101,12 +106,12 @@ class RolloutPipeline:
         Batches restored from a checkpoint carry no timings and count no wait.
         """
         gaps = [
-            max(0.0, s["started"] - self.last_finished[rank])
+            max(0.0, s["started_at"] - self.last_finished[rank])
             for rank, s in enumerate(stats)
-            if rank in self.last_finished and "started" in s
+            if rank in self.last_finished and "started_at" in s
         ]
         self.last_finished.update(
-            {rank: s["finished"] for rank, s in enumerate(stats) if "finished" in s}
+            {rank: s["finished_at"] for rank, s in enumerate(stats) if "finished_at" in s}
         )
         return max(gaps, default=0.0)
 
@@ -186,6 +191,25 @@ class RolloutPipeline:
             for c in state["chunks"]
         )
         self.last_finished = {}
+
+
+def pipeline_bytes(pipeline: RolloutPipeline) -> bytes:
+    """``pipeline``'s launched batches as checkpoint bytes (waits for them)."""
+    return object_to_bytes(wrap_bytes(pipeline.to_state()))
+
+
+def load_pipeline(store_uri: str, folder: str, staleness: int, step: int) -> RolloutPipeline:
+    """The pipeline a checkpoint folder holds.
+
+    An empty one starting at ``step`` when the folder has none (a sync run's checkpoint).
+    """
+    pipeline = RolloutPipeline(staleness)
+    store, path = open_store(store_uri), f"{folder}/{PIPELINE_FILE}"
+    if store.exists(path):
+        pipeline.load_state(unwrap_bytes(bytes_to_object(store.read_bytes(path), path)))
+    else:
+        pipeline.next_index = step
+    return pipeline
 
 
 def _failed(chunk: Chunk) -> bool:

@@ -120,8 +120,8 @@ class EnvWorker(WorkerBase):
             "seconds": watch.elapsed(),
             "env_seconds": env_time,
             "weights_version": version,
-            "started": started,
-            "finished": time.time(),
+            "started_at": started,
+            "finished_at": time.time(),
         }
         return batch, stats
 

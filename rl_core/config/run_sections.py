@@ -96,9 +96,9 @@ class RunConfig(Section):
     mode: Literal["sync", "async"] = Field(
         "sync",
         description="sync: every rollout waits for the update before it and the update for "
-        "the rollout; async: env workers collect the next batches (at most "
-        "algorithm.max_staleness weight versions old) while the trainer updates (embodied "
-        "runs, separate rollout workers; docs/async.md).",
+        "the rollout; async: env workers collect (rollout workers generate) the next "
+        "batches, at most algorithm.max_staleness weight versions old, while the trainer "
+        "updates (embodied PPO and reasoning runs, separate rollout workers; docs/async.md).",
     )
     output_dir: str = Field("outputs", min_length=1)
     checkpoint_uri: str | None = Field(

@@ -134,10 +134,17 @@ class RLPipeConfig(Section):
 
     @model_validator(mode="after")
     def _async_mode_fits(self) -> RLPipeConfig:
-        if self.run.mode == "async" and self.category != "embodied":
+        if self.run.mode != "async":
+            return self
+        if self.category not in ("embodied", "reasoning"):
             raise ValueError(
-                f"run.mode = 'async' runs embodied models only for now; this run's model "
+                f"run.mode = 'async' runs embodied and reasoning models; this run's model "
                 f"({self.model.model_type}) is {self.category} (allowed: 'sync')"
+            )
+        if self.category == "reasoning" and self.algorithm.dynamic_sampling:
+            raise ValueError(
+                "algorithm.dynamic_sampling = true scores responses inside the rollout step, "
+                "which run.mode = 'async' generates ahead of it (allowed with async: false)"
             )
         return self
 

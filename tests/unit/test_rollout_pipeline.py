@@ -59,8 +59,8 @@ def test_a_restore_keeps_collected_batches_and_forgets_from_the_first_failed_one
 
 def test_idle_seconds_are_the_longest_gap_between_batches_of_an_env_worker():
     pipeline = RolloutPipeline(1)
-    assert pipeline.idle_seconds([{"started": 0.0, "finished": 1.0}]) == 0.0
-    gaps = [{"started": 1.5, "finished": 2.0}, {"started": 5.0, "finished": 6.0}]
+    assert pipeline.idle_seconds([{"started_at": 0.0, "finished_at": 1.0}]) == 0.0
+    gaps = [{"started_at": 1.5, "finished_at": 2.0}, {"started_at": 5.0, "finished_at": 6.0}]
     pipeline.last_finished[1] = 4.0
     assert pipeline.idle_seconds(gaps) == 1.0  # worker 0: 0.5 s, worker 1: 1.0 s
     assert pipeline.last_finished == {0: 2.0, 1: 6.0}

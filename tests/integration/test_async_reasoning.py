@@ -1,0 +1,150 @@
+"""Async mode (``run.mode: async``) of a reasoning run on the tiny LM: batches generated
+ahead of the trainer are pinned to a weight version at most ``max_staleness`` behind,
+``max_staleness: 0`` learns exactly what sync mode learns, a retried rollout is applied once
+(also when a launched generation failed), and a checkpoint carries the batches generated
+ahead so a resumed run continues exactly."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import ray
+
+from infra import ray_cluster
+from infra.step_runtime import make_runtime
+from rl_core.config import ConfigError, RLPipeConfig, load_config
+from rl_core.models.tiny_lm import create_tiny_lm
+from tests.in_process import run_iterations
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> Iterator[None]:
+    ray_cluster.connect(num_cpus=2)
+    yield
+    ray_cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(create_tiny_lm(tmp_path_factory.mktemp("lm") / "tiny", num_hidden_layers=1))
+
+
+def config(tiny_dir: str, *extra: str) -> RLPipeConfig:
+    return load_config(
+        overrides=[
+            "model.model_type=hf_causal_lm",
+            f"model.model_path={tiny_dir}",
+            "data.prompts_per_batch=4",
+            "data.eval_size=4",
+            "rollout.max_new_tokens=4",
+            "algorithm.adv_type=grpo",
+            "algorithm.group_size=4",
+            "algorithm.normalize_advantages=false",
+            "reward.reward_type=format",
+            "reward.format_pattern='[0-9]'",
+            "reward.num_tasks=1",
+            "actor.num_minibatches=1",
+            "actor.update_epochs=1",
+            "actor.micro_batch_size=16",
+            "actor.lr=1e-2",
+            "tracking.enabled=false",
+            "cluster.hybrid_engine=off",
+            *extra,
+        ]
+    )
+
+
+def train(cfg: RLPipeConfig, iterations: int, retry_rollout_at: int = -1, runtime=None, start=0):
+    """``iterations`` in process: the trainer's weights, rollout metrics, the runtime."""
+    runtime = runtime or make_runtime(cfg)
+    results = run_iterations(runtime, range(start, start + iterations), retry_rollout_at)
+    metrics = [steps["rollout"].metrics for steps in results]
+    return runtime.actor.call_sync("full_state")[0], metrics, runtime
+
+
+def same_weights(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for name, value in a.items():
+        np.testing.assert_array_equal(b[name], value, err_msg=name)
+
+
+def test_staleness_zero_learns_exactly_what_sync_mode_learns(tiny_dir: str) -> None:
+    runtime = make_runtime(config(tiny_dir))
+    initial = runtime.actor.call_sync("full_state")[0]
+    sync, _, rt = train(config(tiny_dir), 3, runtime=runtime)
+    rt.shutdown()
+    assert any(not np.array_equal(initial[k], sync[k]) for k in sync), "no update moved"
+    zero, metrics, rt = train(config(tiny_dir, "run.mode=async", "algorithm.max_staleness=0"), 3)
+    rt.shutdown()
+    same_weights(sync, zero)
+    assert [m["async/staleness_max"] for m in metrics] == [0.0, 0.0, 0.0]
+
+
+def test_batches_lag_at_most_max_staleness_and_retried_rollouts_count_once(
+    tiny_dir: str,
+) -> None:
+    cfg = config(tiny_dir, "run.mode=async", "algorithm.max_staleness=2")
+    straight, metrics, rt = train(cfg, 5)
+    rt.shutdown()
+    assert [m["async/staleness_max"] for m in metrics] == [0.0, 1.0, 2.0, 2.0, 2.0]
+    assert all(m["async/buffer_fill"] == 1.0 for m in metrics)  # 2 batches ahead
+    assert all(m["async/trainer_idle_seconds"] >= 0.0 for m in metrics)
+    retried, _, rt = train(cfg, 5, retry_rollout_at=3)
+    rt.shutdown()
+    same_weights(straight, retried)
+
+
+@pytest.fixture(scope="module")
+def straight_staleness_one(tiny_dir: str) -> dict:
+    """The trainer's weights after 4 iterations with ``max_staleness: 1``, no faults."""
+    weights, _, rt = train(config(tiny_dir, "run.mode=async", "algorithm.max_staleness=1"), 4)
+    rt.shutdown()
+    return weights
+
+
+def test_a_failed_generation_is_launched_again_with_its_weight_version(
+    tiny_dir: str, straight_staleness_one: dict
+) -> None:
+    """Batch 2 (launched at iteration 1 with version 1) fails; iteration 2's rollout fails on
+    it, is undone and retried: the batch is generated again with version 1 although the
+    rollout workers hold version 2 by then."""
+    cfg = config(tiny_dir, "run.mode=async", "algorithm.max_staleness=1")
+    runtime = make_runtime(cfg)
+    train(cfg, 1, runtime=runtime)
+    ray.get(runtime.rollout_group[0].arm_fault.remote("raise", "generate"))  # batch 2
+    train(cfg, 1, runtime=runtime, start=1)
+    runtime.weight_sync(2)
+    runtime.snapshot("rollout")
+    with pytest.raises(Exception, match="injected fault"):
+        runtime.rollout(2)
+    runtime.restore("rollout")
+    weights, metrics, rt = train(cfg, 2, runtime=runtime, start=2)
+    rt.shutdown()
+    same_weights(straight_staleness_one, weights)
+    assert [m["async/staleness_max"] for m in metrics] == [1.0, 1.0]
+
+
+def test_a_checkpoint_keeps_the_batches_generated_ahead(
+    tiny_dir: str, straight_staleness_one: dict, tmp_path
+) -> None:
+    cfg = config(tiny_dir, "run.mode=async", "algorithm.max_staleness=1")
+    _, _, rt = train(cfg, 2)
+    rt.save_checkpoint(str(tmp_path), 2)
+    rt.shutdown()
+    assert (tmp_path / "step_000002" / "rollout_pipeline.pt").is_file()
+    resumed = make_runtime(cfg)
+    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
+    assert [c.index for c in resumed.generation.pipeline.chunks] == [2]
+    weights, metrics, rt = train(cfg, 2, runtime=resumed, start=2)
+    rt.shutdown()
+    same_weights(straight_staleness_one, weights)
+    assert [m["async/staleness_max"] for m in metrics] == [1.0, 1.0]
+
+
+def test_async_reasoning_is_refused_with_dynamic_sampling(tiny_dir: str) -> None:
+    with pytest.raises(ConfigError, match="algorithm.dynamic_sampling = true"):
+        config(tiny_dir, "run.mode=async", "algorithm.dynamic_sampling=true")
