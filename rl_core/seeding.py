@@ -12,6 +12,7 @@ The streams:
 | :func:`sampling_seed` | a rollout worker's sampling generator for one calling env worker |
 | :func:`generation_round_seed` | one round of LLM response sampling (prompt cursor, round) |
 | :func:`generation_rank_seed` | the part of a generation a rollout rank samples |
+| :func:`generation_segment_seed` | one segment of a partial rollout (async reasoning) |
 | :func:`update_shuffle_seed` | the row permutation of an LLM update |
 | :func:`eval_seeds` | the fixed episode seeds of every evaluation |
 """
@@ -24,6 +25,7 @@ _OTHER_GROUP = 9_000
 _RUN_STRIDE = 100_003
 _STEP_STRIDE = 7_919
 _CALLER_STRIDE = 1_009
+_SEGMENT_STRIDE = 104_729
 _CURSOR_STRIDE = 31
 #: Evaluation seeds live far from training seeds.
 EVAL_SEED_OFFSET = 10_000_000
@@ -58,6 +60,11 @@ def generation_round_seed(run_seed: int, consumed: int, round_index: int) -> int
 def generation_rank_seed(seed: int, rank: int) -> int:
     """Seed of rollout rank ``rank``'s share of a generation seeded ``seed``."""
     return seed * _CALLER_STRIDE + rank
+
+
+def generation_segment_seed(rank_seed: int, segment: int) -> int:
+    """Seed of segment ``segment`` of a partial rollout (segment 0: ``rank_seed`` itself)."""
+    return rank_seed + segment * _SEGMENT_STRIDE
 
 
 def update_shuffle_seed(run_seed: int, iteration: int) -> int:

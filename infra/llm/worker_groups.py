@@ -17,7 +17,8 @@ from infra.deadlines import Liveness
 from infra.placement import plan_placement
 from infra.worker_group import WorkerGroup
 from infra.workers.llm_hybrid_worker import LLMHybridWorker
-from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker
+from infra.workers.llm_rollout_worker import LLMRolloutWorker
+from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker
 from rl_core.config import RLPipeConfig
 from rl_core.config.hybrid import uses_hybrid_engine
 

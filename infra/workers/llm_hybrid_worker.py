@@ -17,7 +17,8 @@ import torch
 
 from infra.llm.engines import make_engine
 from infra.workers.base import Stopwatch, step_method
-from infra.workers.llm_workers import LLMActorWorker, generate_responses, reference_model
+from infra.workers.llm_rollout_worker import generate_responses
+from infra.workers.llm_workers import LLMActorWorker, reference_model
 
 
 class LLMHybridWorker(LLMActorWorker):

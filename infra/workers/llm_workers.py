@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -17,17 +15,12 @@ import torch
 from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, tensors_to_bytes
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.llm import distributed
-from infra.llm.engines import make_engine
 from infra.llm.trainer_backends import make_backend
 from infra.weight_sync import (
-    StaleWeightsError,
     WeightSender,
-    buckets_to_state_dict,
-    from_wire,
     payload_nbytes,
 )
 from infra.workers.base import Stopwatch, WorkerBase, step_method
-from rl_core.llm.generation import SamplingParams
 from rl_core.models import get_model
 from rl_core.seeding import worker_seed
 from rl_core.training.llm_update import (
@@ -75,22 +68,6 @@ def _forward_in_micro_batches(
         for key, value in out.items():
             outs.setdefault(key, []).append(value.float())
     return {k: torch.cat(v).cpu().numpy() for k, v in outs.items()}
-
-
-def generate_responses(
-    engine: Any, prompt_ids: list[list[int]], sampling: dict[str, Any], seed: int | None
-) -> dict[str, Any]:
-    """``engine``'s responses, token log-probs and finished flags, with the seconds taken."""
-    watch, started = Stopwatch(), time.time()
-    out = engine.generate(prompt_ids, SamplingParams(**sampling), seed)
-    return {
-        "response_ids": out.response_ids,
-        "logprobs": out.logprobs,
-        "finished": out.finished,
-        "seconds": watch.elapsed(),
-        "started_at": started,
-        "finished_at": time.time(),
-    }
 
 
 def reference_model(cfg: Any, device: torch.device) -> torch.nn.Module:
@@ -344,101 +321,6 @@ class LLMActorWorker(WorkerBase):
         self.guard.in_a_row = int(state.get("skipped_updates_in_a_row", 0))
         self.sender.reset()
         return {"version": self.version}
-
-
-class LLMRolloutWorker(WorkerBase):
-    """Holds a rollout engine; generates responses and takes weight-sync payloads.
-
-    In async mode (``run.mode: async``) it also keeps the weights of the last
-    ``algorithm.max_staleness + 1`` versions, so that a batch launched again after a failure
-    is generated with the version it was first launched with.
-    """
-
-    group = "rollout"
-
-    def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...]) -> None:
-        super().__init__(config, rank, cpus)
-        self.engine = make_engine(self.cfg.rollout.engine, self.cfg.model, self.cfg.rollout)
-        self.shadow: dict[str, torch.Tensor] = {}  # patch mode: the weights as synced
-        self.version: int | None = None
-        asynchronous = self.cfg.run.mode == "async"
-        self.versions_kept = self.cfg.algorithm.max_staleness + 1 if asynchronous else 0
-        self.kept: OrderedDict[int, dict[str, torch.Tensor]] = OrderedDict()
-
-    def load_weights(self, payload: dict[str, Any]) -> int:
-        """Apply a full or patch payload from the trainer; returns the new version."""
-        named: dict[str, torch.Tensor] = {}
-        if payload["mode"] == "full":
-            named = buckets_to_state_dict(payload["buckets"])
-            if self.cfg.rollout.weight_sync_mode == "patch":
-                self.shadow = {k: v.clone() for k, v in named.items()}
-            self.engine.update_weights(named.items(), payload["version"])
-        else:
-            if payload["base_version"] != self.version:
-                raise StaleWeightsError(
-                    f"patch based on version {payload['base_version']}, rollout worker "
-                    f"{self.rank} holds {self.version}"
-                )
-            changed = []
-            for bucket in payload["buckets"]:
-                for name, entry in bucket.items():
-                    flat = self.shadow[name].view(-1)
-                    index = torch.from_numpy(np.array(entry["index"], copy=True))
-                    flat[index] = from_wire(entry["values"]).to(flat.dtype)
-                    changed.append(name)
-            names = self.shadow if self.engine.full_updates_only else changed
-            self.engine.update_weights(((n, self.shadow[n]) for n in names), payload["version"])
-        self.version = int(payload["version"])
-        if self.versions_kept:
-            self._keep(self.version, self.shadow or named)  # patch mode: shadow is all weights
-        return self.version
-
-    def _keep(self, version: int, weights: dict[str, torch.Tensor]) -> None:
-        self.kept[version] = {k: v.detach().clone() for k, v in weights.items()}
-        self.kept.move_to_end(version)
-        while len(self.kept) > self.versions_kept:
-            self.kept.popitem(last=False)
-
-    @step_method
-    def generate(
-        self,
-        prompt_ids: list[list[int]],
-        sampling: dict[str, Any],
-        seed: int | None,
-        version: int | None = None,
-    ) -> dict[str, Any]:
-        """Responses, token log-probs and finished flags for ``prompt_ids``.
-
-        Args:
-            prompt_ids: Token ids of each prompt.
-            sampling: ``SamplingParams`` fields.
-            seed: Sampling seed.
-            version: Async mode: the weight version to generate with (one of the kept ones;
-                None: the loaded weights).
-
-        Raises:
-            StaleWeightsError: ``version`` is neither loaded nor kept.
-        """
-        if version is None or version == self.version:
-            return generate_responses(self.engine, prompt_ids, sampling, seed)
-        if version not in self.kept or self.version not in self.kept:
-            raise StaleWeightsError(
-                f"rollout worker {self.rank} was asked for weight version {version} but holds "
-                f"{self.version} and keeps {sorted(self.kept)}"
-            )
-        self.engine.update_weights(self.kept[version].items(), version)
-        try:
-            return generate_responses(self.engine, prompt_ids, sampling, seed)
-        finally:
-            self.engine.update_weights(self.kept[self.version].items(), self.version)
-
-    def weights(self) -> dict[str, np.ndarray]:
-        """Current engine weights as numpy (tests)."""
-        return {k: v.numpy() for k, v in self.engine.state_dict().items()}
-
-    def get_version(self) -> int | None:
-        """Weight version loaded (None before the first sync)."""
-        return self.version
 
 
 class LLMRefWorker(WorkerBase):

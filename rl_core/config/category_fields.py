@@ -54,6 +54,7 @@ CATEGORY_ONLY_FIELDS: dict[str, dict[str, Any]] = {
             "engine",
             "vllm",
             "max_new_tokens",
+            "partial_rollout_tokens",
             "temperature",
             "top_p",
             "top_k",

@@ -134,6 +134,14 @@ class RLPipeConfig(Section):
 
     @model_validator(mode="after")
     def _async_mode_fits(self) -> RLPipeConfig:
+        if self.rollout.partial_rollout_tokens and (
+            self.run.mode != "async" or self.algorithm.max_staleness == 0
+        ):
+            raise ValueError(
+                f"rollout.partial_rollout_tokens = {self.rollout.partial_rollout_tokens} "
+                "continues generations across weight updates, which needs run.mode = 'async' "
+                "with algorithm.max_staleness >= 1 (allowed otherwise: 0)"
+            )
         if self.run.mode != "async":
             return self
         if self.category not in ("embodied", "reasoning"):

@@ -53,6 +53,14 @@ class RolloutConfig(Section):
     max_new_tokens: int = Field(
         16, ge=1, le=MAX_TOKENS, description="Reasoning: longest response (tokens)."
     )
+    partial_rollout_tokens: int = Field(
+        0,
+        ge=0,
+        le=MAX_TOKENS,
+        description="Reasoning, run.mode async: tokens a generation advances per weight "
+        "version; one still unfinished then continues under the next version (partial "
+        "rollouts; 0 = off: a batch is generated whole with the version it was launched with).",
+    )
     temperature: float = Field(1.0, gt=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=0, le=MAX_TOKENS, description="0 = no top-k truncation.")

@@ -145,6 +145,50 @@ def test_a_checkpoint_keeps_the_batches_generated_ahead(
     assert [m["async/staleness_max"] for m in metrics] == [1.0, 1.0]
 
 
-def test_async_reasoning_is_refused_with_dynamic_sampling(tiny_dir: str) -> None:
+def test_partial_rollouts_continue_under_new_weights_and_resume_exactly(
+    tiny_dir: str, tmp_path
+) -> None:
+    """With 1 token per version and max_staleness 2, batch k's first token is generated
+    with v_{k-2}, its second with v_{k-1}, the rest with v_k. A resumed run whose
+    continuation of a checkpointed batch fails learns exactly what a straight run learns."""
+    cfg = config(
+        tiny_dir,
+        "run.mode=async",
+        "algorithm.max_staleness=2",
+        "rollout.partial_rollout_tokens=1",
+    )
+    straight, metrics, rt = train(cfg, 5)
+    rt.shutdown()
+    assert [m["async/staleness_max"] for m in metrics] == [0.0, 1.0, 2.0, 2.0, 2.0]
+    # later tokens are fresher than the first: the mean lag is below the largest
+    assert all(0.0 < m["async/staleness_mean"] < m["async/staleness_max"] for m in metrics[1:])
+    _, _, rt = train(cfg, 2)
+    rt.save_checkpoint(str(tmp_path), 2)
+    rt.shutdown()
+    resumed = make_runtime(cfg)
+    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
+    assert [c.index for c in resumed.generation.pipeline.chunks] == [2, 3]
+    # iteration 2 continues batch 2 (restored) first: that continuation fails
+    ray.get(resumed.rollout_group[0].arm_fault.remote("raise", "continue_generation"))
+    resumed.weight_sync(2)
+    resumed.snapshot("rollout")
+    with pytest.raises(Exception, match="injected fault"):
+        resumed.rollout(2)
+    resumed.restore("rollout")
+    weights, _, rt = train(cfg, 3, runtime=resumed, start=2)
+    rt.shutdown()
+    same_weights(straight, weights)
+
+
+def test_async_reasoning_is_refused_where_it_cannot_run(tiny_dir: str) -> None:
     with pytest.raises(ConfigError, match="algorithm.dynamic_sampling = true"):
         config(tiny_dir, "run.mode=async", "algorithm.dynamic_sampling=true")
+    with pytest.raises(ConfigError, match="rollout.partial_rollout_tokens = 2 continues"):
+        config(tiny_dir, "rollout.partial_rollout_tokens=2")
+    with pytest.raises(ConfigError, match="max_staleness >= 1"):
+        config(
+            tiny_dir,
+            "run.mode=async",
+            "algorithm.max_staleness=0",
+            "rollout.partial_rollout_tokens=2",
+        )

@@ -17,7 +17,8 @@ from infra.runtime_env import (
 from infra.worker_group import store_access_options
 from infra.workers.actor_worker import ActorWorker
 from infra.workers.env_worker import EnvWorker
-from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker, LLMRolloutWorker
+from infra.workers.llm_rollout_worker import LLMRolloutWorker
+from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker
 from infra.workers.rollout_worker import RolloutWorker
 
 
