@@ -9,7 +9,8 @@ step, a CLI run whose driver is SIGKILLed at that step and then relaunched.
 Prints a table: fault, step, completed, identical, extra seconds (against the reference).
 
 Usage:
-  python benchmarks/chaos.py [--presets ppo_cartpole,async_cartpole,sac_pendulum,reasoning]
+  python benchmarks/chaos.py [--presets ppo_cartpole,async_cartpole,sac_pendulum,reasoning,
+                                        async_reasoning]
                              [--kinds raise,kill,hang]
                              [--steps weight_sync,...] [--driver-kill] [--json FILE]
 """
@@ -88,6 +89,16 @@ PRESETS["sac_pendulum"] = (
 PRESETS["async_cartpole"] = (
     "ppo_cartpole",
     [*PRESETS["ppo_cartpole"][1], "run.mode=async", "algorithm.max_staleness=1"],
+)
+#: The reasoning preset in async mode, with partial rollouts (2 tokens per weight version).
+PRESETS["async_reasoning"] = (
+    "grpo_arith",
+    [
+        *PRESETS["reasoning"][1],
+        "run.mode=async",
+        "algorithm.max_staleness=1",
+        "rollout.partial_rollout_tokens=2",
+    ],
 )
 
 
@@ -263,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.presets.split(","):
             preset, base = PRESETS[name]
             common = [*base, f"run.output_dir={out / name}", f"model.model_path={out / 'tiny'}"]
-            if name != "reasoning":
+            if preset != "grpo_arith":  # only the reasoning presets build a tiny model
                 common.pop()
             # Two fault-free runs: the first warms up (imports, Ray workers) and shows that
             # clean runs agree; the second is the reference (state and time).

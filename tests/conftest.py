@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.env_vars import unset  # noqa: E402 (needs the root on sys.path)
 from tests.s3_server import MotoServer  # noqa: E402 (needs the root on sys.path)
 
 for key, value in {
@@ -84,7 +85,7 @@ def s3_bucket(moto_s3: MotoServer, monkeypatch: pytest.MonkeyPatch) -> str:
     import boto3
 
     for key in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(key, raising=False)
+        unset(monkeypatch, key)
     for key, value in moto_s3.env().items():
         monkeypatch.setenv(key, value)
     bucket = f"rlpipe-{uuid.uuid4().hex[:12]}"

@@ -18,6 +18,7 @@ from infra import ray_cluster
 from infra.placement import GroupPlacement
 from infra.worker_group import WorkerGroup
 from rl_core.config import load_config
+from tests.env_vars import unset
 from tests.fixtures.store_probe_workers import (
     CheckpointWriterProbe,
     PlainWorkerProbe,
@@ -36,7 +37,7 @@ LOCAL_RUN = load_config("ppo_cartpole").model_dump(mode="json")
 @pytest.fixture()
 def local_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A local cluster started by a driver that holds AWS credentials."""
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    unset(monkeypatch, "RAY_ADDRESS")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "probe-access-key-id")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")

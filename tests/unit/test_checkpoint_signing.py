@@ -20,6 +20,7 @@ from infra.checkpoint.worker_state import (
 )
 from rl_core.config import load_config
 from rl_core.envs import VectorEnvAdapter
+from tests.env_vars import unset
 from tests.poison import poisoned_pickle
 
 WHAT = "/ckpt/step_000005/workers.pt"
@@ -65,7 +66,7 @@ def test_key_is_created_once_with_mode_0600(key_path):
 
 
 def test_default_key_file_is_in_the_users_config_dir(tmp_path, monkeypatch):
-    monkeypatch.delenv(signing.KEY_FILE_VAR, raising=False)
+    unset(monkeypatch, signing.KEY_FILE_VAR)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert key_file() == (tmp_path / ".config" / "rlpipe" / "checkpoint.key").resolve()
     sign(b"x", ENV_STATE_PURPOSE)

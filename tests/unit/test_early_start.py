@@ -11,6 +11,7 @@ import pytest
 from flows import early_start
 from infra import ray_cluster
 from infra.ops import prefect_api
+from tests.env_vars import unset
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +24,7 @@ def no_kept_records() -> Any:
 
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    monkeypatch.delenv("RLPIPE_EXT_MODULE", raising=False)
+    unset(monkeypatch, "RLPIPE_EXT_MODULE")
     calls: list[tuple[str, Any]] = []
     monkeypatch.setattr(prefect_api, "start_prefect_api", lambda d: calls.append(("api", d)))
     monkeypatch.setattr(
@@ -106,7 +107,7 @@ def test_start_up_records_reach_the_handlers_the_cli_sets_up_later(
 ) -> None:
     import logging
 
-    monkeypatch.delenv("RLPIPE_EXT_MODULE", raising=False)
+    unset(monkeypatch, "RLPIPE_EXT_MODULE")
     monkeypatch.setattr(
         prefect_api,
         "start_prefect_api",
@@ -131,7 +132,7 @@ def test_start_up_records_reach_the_handlers_the_cli_sets_up_later(
 def test_a_config_failing_validation_stops_the_server_it_started(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv("RLPIPE_EXT_MODULE", raising=False)
+    unset(monkeypatch, "RLPIPE_EXT_MODULE")
     calls: list[tuple[str, Any]] = []
     server = object()
 

@@ -16,6 +16,7 @@ from rl_core.config import ConfigError, load_config
 from rl_core.registries import registry_for
 from rl_core.registry import RegistryError
 from rl_core.rewards import build_reward
+from tests.env_vars import unset
 
 ROOT = Path(__file__).resolve().parents[2]
 EXT_DIR = ROOT / "tests" / "fixtures" / "ext_modules"
@@ -209,7 +210,7 @@ def test_several_modules_comma_separated(monkeypatch):
 
 
 def test_unset_variable_loads_nothing(monkeypatch):
-    monkeypatch.delenv("RLPIPE_EXT_MODULE", raising=False)
+    unset(monkeypatch, "RLPIPE_EXT_MODULE")
     assert load_extension_modules() == []
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from infra.ops import prefect_api, prefect_profile
 from infra.ops.processes import free_port
+from tests.env_vars import unset
 
 
 @pytest.fixture()
@@ -16,8 +17,8 @@ def profiles(tmp_path, monkeypatch):
     """A profiles file of this test; no PREFECT_PROFILE, no PREFECT_API_URL."""
     path = tmp_path / "profiles.toml"
     monkeypatch.setenv("PREFECT_PROFILES_PATH", str(path))
-    monkeypatch.delenv("PREFECT_PROFILE", raising=False)
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    unset(monkeypatch, "PREFECT_PROFILE")
+    unset(monkeypatch, "PREFECT_API_URL")
     return path
 
 
@@ -46,7 +47,7 @@ def test_a_broken_file_is_no_profile(profiles):
 
 
 def test_profiles_path_follows_prefect_home(monkeypatch, tmp_path):
-    monkeypatch.delenv("PREFECT_PROFILES_PATH", raising=False)
+    unset(monkeypatch, "PREFECT_PROFILES_PATH")
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
     assert prefect_profile.profiles_path() == tmp_path / "profiles.toml"
 

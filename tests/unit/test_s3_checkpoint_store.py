@@ -8,6 +8,7 @@ import pytest
 from infra.checkpoint.reader import locate_checkpoint
 from infra.checkpoint.s3_store import S3CheckpointStore, parse_s3_uri, s3_endpoint
 from infra.checkpoint.store import MANIFEST, CheckpointError, open_store, step_dir_name
+from tests.env_vars import unset
 
 
 def save(store, step, payload=b"weights", complete=True, commit=True):
@@ -128,7 +129,7 @@ def test_missing_credentials_are_a_clear_error(s3_bucket, monkeypatch, tmp_path)
 
 def test_endpoint_variables_in_order(monkeypatch):
     for key in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "MLFLOW_S3_ENDPOINT_URL"):
-        monkeypatch.delenv(key, raising=False)
+        unset(monkeypatch, key)
     assert s3_endpoint() is None
     monkeypatch.setenv("MLFLOW_S3_ENDPOINT_URL", "http://mlflow")
     assert s3_endpoint() == "http://mlflow"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from infra.ops import stack_state
+from tests.env_vars import unset
 
 
 @pytest.fixture()
@@ -21,8 +22,7 @@ def api(health_api: str) -> str:
 
 @pytest.fixture()
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in (*stack_state.SERVICE_VARS, stack_state.SWITCH_VAR):
-        monkeypatch.delenv(key, raising=False)
+    unset(monkeypatch, *stack_state.SERVICE_VARS, stack_state.SWITCH_VAR)
 
 
 def write_stack(home: Path, api: str, pid: int, ray: str | None = None) -> None:
@@ -88,7 +88,7 @@ def test_ignores_a_stack_that_is_gone_or_silent(tmp_path, api, clean_env):
 
 
 def test_default_home_follows_the_variable(tmp_path, monkeypatch):
-    monkeypatch.delenv(stack_state.HOME_VAR, raising=False)
+    unset(monkeypatch, stack_state.HOME_VAR)
     assert stack_state.default_home() == stack_state.PROJECT_ROOT / ".stack"
     monkeypatch.setenv(stack_state.HOME_VAR, str(tmp_path))
     assert stack_state.default_home() == tmp_path

@@ -20,6 +20,7 @@ from infra.workers.env_worker import EnvWorker
 from infra.workers.llm_rollout_worker import LLMRolloutWorker
 from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker
 from infra.workers.rollout_worker import RolloutWorker
+from tests.env_vars import unset
 
 
 @pytest.fixture()
@@ -27,8 +28,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "id-123")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-456")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    unset(monkeypatch, "AWS_SESSION_TOKEN")
+    unset(monkeypatch, "AWS_PROFILE")
 
 
 def test_every_worker_gets_the_base_env_but_no_store_credentials(aws) -> None:

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from infra.session import default_artifact_location, resolve_tracking_uri
+from tests.env_vars import unset
 
 
 def test_config_wins_over_environment(monkeypatch, tmp_path: Path) -> None:
@@ -16,7 +17,7 @@ def test_environment_wins_over_default(monkeypatch, tmp_path: Path) -> None:
 
 
 def test_default_is_sqlite_under_output_dir(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    unset(monkeypatch, "MLFLOW_TRACKING_URI")
     assert resolve_tracking_uri(None, tmp_path) == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
 
 
