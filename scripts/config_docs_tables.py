@@ -123,8 +123,10 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "replicas, `actor.num_workers / actor.megatron.tensor_model_parallel_size`)."
     ),
     ("RLPipeConfig", "_async_mode_fits"): (
-        "`run.mode: async` runs embodied models (reasoning runs are `sync`); it turns the "
-        "hybrid engine off (`cluster.hybrid_engine: on` is refused with it)."
+        "`run.mode: async` runs embodied PPO and reasoning models; it turns the hybrid engine "
+        "off (`cluster.hybrid_engine: on` is refused with it), and excludes DAPO's "
+        "`algorithm.dynamic_sampling`. `rollout.partial_rollout_tokens` > 0 needs "
+        "`run.mode: async` with `algorithm.max_staleness` ≥ 1."
     ),
     ("RLPipeConfig", "_off_policy_correction_fits"): (
         "`algorithm.loss_type: decoupled_ppo` is for reasoning runs (it needs the rollout "
