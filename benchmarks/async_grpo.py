@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from grpo_arith_vs_trl import rlpipe_time_to, sft_checkpoint  # noqa: I001 - sets up the path
+from grpo_arith_vs_trl import from_sft, rlpipe_time_to, sft_checkpoint  # noqa: I001 - sets up the path
 
 TARGET_RATIO = 0.7
 
@@ -71,12 +71,7 @@ def main() -> None:
         for mode, extra in chosen.items():
             with tempfile.TemporaryDirectory(prefix="rlpipe-async-grpo-") as tmp:
                 overrides = [
-                    f"run.seed={seed}",
-                    f"run.max_iterations={args.max_iterations}",
-                    f"run.stop_at_eval_return={args.target}",
-                    f"run.output_dir={tmp}/out",
-                    "run.warm_start=null",  # the cached warm start, given directly
-                    f"model.model_path={model_dir}",
+                    *from_sft(seed, args.max_iterations, args.target, tmp, model_dir),
                     *extra,
                     *args.overrides,
                 ]

@@ -59,6 +59,18 @@ def sft_checkpoint(seed: int) -> Path:
     return model_dir
 
 
+def from_sft(seed: int, max_iterations: int, target: float, tmp: str, model: Path) -> list:
+    """Overrides of a run from the cached SFT ``model``, stopped at ``target`` accuracy."""
+    return [
+        f"run.seed={seed}",
+        f"run.max_iterations={max_iterations}",
+        f"run.stop_at_eval_return={target}",
+        f"run.output_dir={tmp}/out",
+        "run.warm_start=null",  # the cached warm start, given directly
+        f"model.model_path={model}",
+    ]
+
+
 def metric_history(summary: dict[str, Any], key: str) -> list[Any]:
     """The run's MLflow history of ``key``, in logging order."""
     client = MlflowClient(summary["tracking_uri"])
@@ -157,14 +169,7 @@ def main() -> None:
     args = parser.parse_args()
     model_dir = sft_checkpoint(args.seed)
     with tempfile.TemporaryDirectory(prefix="rlpipe-bench-") as tmp:
-        overrides = [
-            f"run.seed={args.seed}",
-            f"run.max_iterations={args.max_iterations}",
-            f"run.stop_at_eval_return={args.target}",
-            f"run.output_dir={tmp}/out",
-            "run.warm_start=null",  # the cached warm start, given directly
-            f"model.model_path={model_dir}",
-        ]
+        overrides = from_sft(args.seed, args.max_iterations, args.target, tmp, model_dir)
         rlpipe = rlpipe_time_to(overrides, Path(tmp) / "out", args.target)
         trl = trl_time_to(overrides, args.max_iterations, args.target) if trl_available() else None
     cfg = load_config(PRESET, overrides)

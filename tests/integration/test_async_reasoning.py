@@ -6,26 +6,16 @@ ahead so a resumed run continues exactly."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import ray
 
-from infra import ray_cluster
 from infra.step_runtime import make_runtime
 from rl_core.config import ConfigError, RLPipeConfig, load_config
 from rl_core.models.tiny_lm import create_tiny_lm
 from tests.in_process import run_iterations
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray() -> Iterator[None]:
-    ray_cluster.connect(num_cpus=2)
-    yield
-    ray_cluster.shutdown()
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +54,15 @@ def train(cfg: RLPipeConfig, iterations: int, retry_rollout_at: int = -1, runtim
     results = run_iterations(runtime, range(start, start + iterations), retry_rollout_at)
     metrics = [steps["rollout"].metrics for steps in results]
     return runtime.actor.call_sync("full_state")[0], metrics, runtime
+
+
+def fail_and_undo_rollout(runtime, iteration: int) -> None:
+    """Sync, then a rollout step that fails (a fault is armed), undone as before a retry."""
+    runtime.weight_sync(iteration)
+    runtime.snapshot("rollout")
+    with pytest.raises(Exception, match="injected fault"):
+        runtime.rollout(iteration)
+    runtime.restore("rollout")
 
 
 def same_weights(a: dict, b: dict) -> None:
@@ -117,11 +116,7 @@ def test_a_failed_generation_is_launched_again_with_its_weight_version(
     train(cfg, 1, runtime=runtime)
     ray.get(runtime.rollout_group[0].arm_fault.remote("raise", "generate"))  # batch 2
     train(cfg, 1, runtime=runtime, start=1)
-    runtime.weight_sync(2)
-    runtime.snapshot("rollout")
-    with pytest.raises(Exception, match="injected fault"):
-        runtime.rollout(2)
-    runtime.restore("rollout")
+    fail_and_undo_rollout(runtime, 2)
     weights, metrics, rt = train(cfg, 2, runtime=runtime, start=2)
     rt.shutdown()
     same_weights(straight_staleness_one, weights)
@@ -170,11 +165,7 @@ def test_partial_rollouts_continue_under_new_weights_and_resume_exactly(
     assert [c.index for c in resumed.generation.pipeline.chunks] == [2, 3]
     # iteration 2 continues batch 2 (restored) first: that continuation fails
     ray.get(resumed.rollout_group[0].arm_fault.remote("raise", "continue_generation"))
-    resumed.weight_sync(2)
-    resumed.snapshot("rollout")
-    with pytest.raises(Exception, match="injected fault"):
-        resumed.rollout(2)
-    resumed.restore("rollout")
+    fail_and_undo_rollout(resumed, 2)
     weights, _, rt = train(cfg, 3, runtime=resumed, start=2)
     rt.shutdown()
     same_weights(straight, weights)
