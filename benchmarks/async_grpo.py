@@ -1,8 +1,8 @@
 """Sync vs async GRPO on ``grpo_arith``: time to 80 % held-out accuracy from the same SFT model.
 
-For each seed, one after the other, the real train flow runs the ``grpo_arith`` preset from
-the seed's cached SFT checkpoint (the preset's warm start, trained once per seed as in
-``grpo_arith_vs_trl.py``) in three ways:
+For each seed, one after the other, the real train flow runs the ``grpo_arith`` preset
+(``run.seed``: the seed) from the same SFT checkpoint (the preset's warm start trained with
+``--sft-seed``, cached as in ``grpo_arith_vs_trl.py``) in three ways:
 
 - ``sync``: the preset as a user runs it (hybrid engine: the rollout engine lives in the
   trainer's process);
@@ -16,8 +16,8 @@ Training time to the target is the sum of ``time/iteration`` minus ``time/evalua
 that evaluation; wall time runs from the start of the run to the moment it was logged.
 Prints a table per seed, the medians, and the ratio async / sync (target ≤ 0.7×).
 
-Usage: python benchmarks/async_grpo.py [--seeds 0,1,2] [--staleness 1] [--target 0.8]
-       [--max-iterations 120] [--modes sync,sync-split,async] [overrides...]
+Usage: python benchmarks/async_grpo.py [--seeds 0,1,2] [--sft-seed 0] [--staleness 1]
+       [--target 0.8] [--max-iterations 120] [--modes sync,sync-split,async] [overrides...]
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def main() -> None:
     """Run every mode per seed and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--sft-seed", type=int, default=0)
     parser.add_argument("--staleness", type=int, default=1)
     parser.add_argument("--target", type=float, default=0.8)
     parser.add_argument("--max-iterations", type=int, default=120)
@@ -66,8 +67,8 @@ def main() -> None:
     chosen = {m: o for m, o in modes(args.staleness).items() if m in args.modes.split(",")}
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in chosen}
     print(f"{'seed':>4} {'mode':>10} {'updates':>7} {'training':>10} {'wall':>9} {'accuracy':>8}")
+    model_dir = sft_checkpoint(args.sft_seed)
     for seed in [int(s) for s in args.seeds.split(",")]:
-        model_dir = sft_checkpoint(seed)
         for mode, extra in chosen.items():
             with tempfile.TemporaryDirectory(prefix="rlpipe-async-grpo-") as tmp:
                 overrides = [
