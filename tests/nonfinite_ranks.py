@@ -38,10 +38,15 @@ class TinyTokenPolicy(nn.Module):
         }
 
 
-def rank_update_with_nan_on_rank_zero(rank: int, port: int, out_dir: str) -> None:
-    """Rank 0's rows hold a NaN advantage; each rank writes ``rank<r>.json`` with its result."""
+def rank_update_with_nan_on_rank_zero(rank: int, out_dir: str) -> None:
+    """Rank 0's rows hold a NaN advantage; each rank writes ``rank<r>.json`` with its result.
+
+    The ranks meet through a file in ``out_dir`` (no port to pick, so none to lose to
+    another process between picking and binding it).
+    """
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    store = f"file://{Path(out_dir) / 'rendezvous'}"
+    dist.init_process_group("gloo", init_method=store, rank=rank, world_size=2)
     try:
         torch.manual_seed(0)
         policy = TinyTokenPolicy()

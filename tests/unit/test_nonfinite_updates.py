@@ -14,7 +14,6 @@ import torch.multiprocessing as mp
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from infra.checkpoint.store import CheckpointError
-from infra.ops.processes import free_port
 from infra.workers.actor_worker import ActorWorker
 from rl_core.config import load_config
 from rl_core.envs import EnvSpaces
@@ -241,7 +240,7 @@ def test_sft_nonfinite_loss_skips_the_step_and_a_streak_stops(tiny_dir):
 
 def test_data_parallel_ranks_agree_to_skip(tmp_path):
     """Rank 1's own loss and gradients are finite: without the all-reduce it would step."""
-    mp.spawn(rank_update_with_nan_on_rank_zero, args=(free_port(), str(tmp_path)), nprocs=2)
+    mp.spawn(rank_update_with_nan_on_rank_zero, args=(str(tmp_path),), nprocs=2)
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     # each rank reports its share (1 / world size) of the one skipped update
     assert results == [{"skipped": 0.5, "unchanged": True}] * 2
