@@ -386,21 +386,21 @@ class ReasoningRuntime(StepRuntime):
 
         A rollout moves the cursor, an update the trainer; a supervised step moves both.
         """
-        if step in ("rollout", "sft_update"):
-            self._sampler_snapshot = self.sampler.state_dict()
         if step == "rollout" and self.generation is not None:
-            self.generation.snapshot()
+            self.generation.snapshot()  # (it keeps the cursor before each launched batch)
+        elif step in ("rollout", "sft_update"):
+            self._sampler_snapshot = self.sampler.state_dict()
         if step in ("update", "sft_update"):
             self.actor.call_within(step, self.timeouts.update, "snapshot")
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`."""
-        if step == "rollout" and self.generation is not None:
+        if step in ("rollout", "sft_update"):
             self.batch = ResponseBatch()
-            self.generation.restore(self.timeouts.rollout)  # puts back the prompt cursor
-        elif step in ("rollout", "sft_update"):
-            self.sampler.load_state_dict(self._sampler_snapshot)
-            self.batch = ResponseBatch()
+            if step == "rollout" and self.generation is not None:
+                self.generation.restore(self.timeouts.rollout)  # puts back the prompt cursor
+            else:
+                self.sampler.load_state_dict(self._sampler_snapshot)
         if step in ("update", "sft_update"):
             self.actor.call_within(step, self.timeouts.update, "restore_snapshot")
 

@@ -83,11 +83,12 @@ class LLMRolloutWorker(WorkerBase):
             self.engine.update_weights(((n, self.shadow[n]) for n in names), payload["version"])
         self.version = int(payload["version"])
         if self.versions_kept:
-            self._keep(self.version, self.shadow or named)  # patch mode: shadow is all weights
+            # a full payload's tensors are fresh copies; the patch shadow changes in place
+            self._keep(self.version, named or {k: v.clone() for k, v in self.shadow.items()})
         return self.version
 
     def _keep(self, version: int, weights: dict[str, torch.Tensor]) -> None:
-        self.kept[version] = {k: v.detach().clone() for k, v in weights.items()}
+        self.kept[version] = weights
         self.kept.move_to_end(version)
         while len(self.kept) > self.versions_kept:
             self.kept.popitem(last=False)
