@@ -129,9 +129,8 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`run.mode: async` with `algorithm.max_staleness` ≥ 1."
     ),
     ("RLPipeConfig", "_off_policy_correction_fits"): (
-        "`algorithm.loss_type: decoupled_ppo` is for reasoning runs (it needs the rollout "
-        "engine's log-probs) and excludes `algorithm.is_correction` (the same ratio would be "
-        "corrected twice)."
+        "`algorithm.loss_type: decoupled_ppo` excludes `algorithm.is_correction` (the same "
+        "ratio would be corrected twice)."
     ),
     ("RLPipeConfig", "_off_policy_fits"): (
         "An off-policy `algorithm.loss_type` (`sac`, `crossq`, `rlpd`) needs a model with "

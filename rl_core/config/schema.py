@@ -160,11 +160,6 @@ class RLPipeConfig(Section):
     def _off_policy_correction_fits(self) -> RLPipeConfig:
         algo = self.algorithm
         decoupled = algo.loss_type.lower() == "decoupled_ppo"
-        if decoupled and self.category != "reasoning":
-            raise ValueError(
-                "algorithm.loss_type = 'decoupled_ppo' weights tokens by the rollout engine's "
-                "log-probs, which only reasoning runs record (allowed here: 'ppo')"
-            )
         if decoupled and algo.is_correction != "none":
             raise ValueError(
                 f"algorithm.is_correction = {algo.is_correction!r} with loss_type "

@@ -157,7 +157,7 @@ class AlgorithmConfig(Section):
     behaviour_weight_cap: float = Field(
         5.0,
         gt=1.0,
-        description="decoupled_ppo: largest weight pi_proximal / pi_behaviour of a token.",
+        description="decoupled_ppo: largest weight pi_proximal / pi_behaviour of a token or env step.",
     )
 
     @field_validator("adv_type")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
@@ -113,6 +114,11 @@ def ppo_update(
         "returns": _flatten(batch["returns"], n).float(),
     }
     loss_fn = get_policy_loss(algo.loss_type)
+    if takes_behaviour_logprobs(loss_fn):
+        # decoupled PPO: clip against the weights before this update (the proximal policy)
+        # and weight by proximal / behaviour (the weights the actions were sampled with)
+        flat["behaviour_logprobs"] = flat["old_logprobs"]
+        flat["old_logprobs"] = _proximal_logprobs(policy, flat["forward_inputs"])
     mb_size = n // actor.num_minibatches
     if guard is None:
         guard = SkippedUpdateGuard(actor.max_skipped_updates_in_a_row)
@@ -134,6 +140,8 @@ def ppo_update(
                 clip_ratio_low=algo.clip_ratio_low,
                 clip_ratio_high=algo.clip_ratio_high,
                 clip_ratio_c=algo.clip_ratio_c,
+                behaviour_logprobs=mb.get("behaviour_logprobs"),
+                behaviour_weight_cap=algo.behaviour_weight_cap,
             )
             v_loss, v_metrics = compute_value_loss(
                 out["values"], mb["old_values"], mb["returns"], value_clip=algo.value_clip
@@ -172,6 +180,17 @@ def ppo_update(
     metrics["train/minibatch_updates"] = float(count)
     metrics["train/skipped_updates"] = float(skipped)
     return metrics
+
+
+def takes_behaviour_logprobs(loss_fn: Any) -> bool:
+    """Whether a registered policy loss weights samples by their behaviour log-probs."""
+    return "behaviour_logprobs" in inspect.signature(loss_fn).parameters
+
+
+@torch.no_grad()
+def _proximal_logprobs(policy: BasePolicy, forward_inputs: Any) -> torch.Tensor:
+    """Log-probs of the batch's actions under the policy's current weights."""
+    return policy.forward("default_forward", forward_inputs=forward_inputs)["logprobs"].float()
 
 
 def _clip_grads(policy: torch.nn.Module, max_norm: float | None) -> float:

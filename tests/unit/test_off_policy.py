@@ -144,7 +144,9 @@ def test_config_rules():
         load_config(
             None, [*reasoning, "algorithm.loss_type=decoupled_ppo", "algorithm.is_correction=tis"]
         )
-    with pytest.raises(ConfigError, match="only reasoning runs record"):
-        load_config(None, ["algorithm.loss_type=decoupled_ppo"])
+    # embodied PPO records its behaviour log-probs too (async mode's stale batches)
+    assert load_config(None, ["algorithm.loss_type=decoupled_ppo"]).algorithm.loss_type == (
+        "decoupled_ppo"
+    )
     with pytest.raises(ConfigError, match="algorithm.is_correction = 'bogus'"):
         load_config(None, [*reasoning, "algorithm.is_correction=bogus"])
