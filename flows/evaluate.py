@@ -28,7 +28,9 @@ from infra.extensions import ExtensionError, load_extension_modules
 from infra.runtime_env import apply_base_env
 from infra.session import resolve_tracking_uri
 from infra.tracking import MlflowTracker
+from infra.tracking.mlflow_tracker import parent_experiment_name
 from rl_core.config import ConfigError, RLPipeConfig, validate_config
+from rl_core.config.naming import experiment_name
 
 logger = logging.getLogger("rlpipe.evaluate")
 
@@ -92,9 +94,10 @@ def evaluate(
     summary: dict[str, Any] = {"run_name": run_name, "step": ckpt["step"], **metrics}
     if cfg.tracking.enabled:
         parent = ckpt["manifest"].get("mlflow_run_id")
+        uri = resolve_tracking_uri(cfg.tracking.tracking_uri, Path(output_dir).resolve())
         tracker = MlflowTracker(
-            resolve_tracking_uri(cfg.tracking.tracking_uri, Path(output_dir).resolve()),
-            cfg.tracking.experiment_name or cfg.preset,
+            uri,
+            parent_experiment_name(uri, parent) or experiment_name(cfg),
             run_name=f"evaluate-{run_name}-{step_dir_name(ckpt['step'])}",
             tags={
                 "mlflow.parentRunId": parent or "",
@@ -111,11 +114,11 @@ def evaluate(
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python flows/evaluate.py") -> int:
     """CLI entry point."""
     from flows.cli import add_trust_checkpoint_flag, prefect_api, print_error, run_name_arg
 
-    parser = argparse.ArgumentParser(prog="python flows/evaluate.py", description=__doc__)
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--run-name", required=True, type=run_name_arg)
     parser.add_argument("--output-dir", default="outputs")
     parser.add_argument("--episodes", type=int, default=10)

@@ -22,6 +22,7 @@ from flows.iteration import STEPS, IterationResult, baseline_evaluation_flow, it
 from flows.masked_flow import warn_if_secret_parameters
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from infra.extensions import load_extension_modules
+from infra.ops.prefect_api import lasting_flow_run_url
 from infra.provenance import git_commit
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
@@ -79,7 +80,8 @@ def train_session(
     cfg = (prepare or prepare_model_files)(load_config(preset, [*(overrides or []), *extra]))
     tags = {
         "prefect.flow_run_id": str(flow_run.id or ""),
-        "prefect.flow_run_url": str(flow_run.ui_url or ""),
+        # a CLI run's temporary API dies with it: link the UI of `prefect server start`
+        "prefect.flow_run_url": lasting_flow_run_url(str(flow_run.id or ""), flow_run.ui_url),
         "rlpipe.git_commit": git_commit() or "unknown",
     }
     ui_tags = run_tags(cfg)

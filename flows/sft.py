@@ -86,11 +86,11 @@ def sft(
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python flows/sft.py") -> int:
     """CLI entry point (the train CLI's arguments)."""
     from flows.cli import run_cli
 
-    return run_cli(sft, argv, default_preset="sft_arith", prog="python flows/sft.py")
+    return run_cli(sft, argv, default_preset="sft_arith", prog=prog)
 
 
 if __name__ == "__main__":

@@ -74,11 +74,11 @@ def prepare_model(cfg: RLPipeConfig) -> RLPipeConfig:
     return prepare_model_files(cfg)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python flows/train.py") -> int:
     """CLI entry point (see ``--help``)."""
     from flows.cli import run_cli
 
-    return run_cli(train, argv)
+    return run_cli(train, argv, prog=prog)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from infra.reliability.guard import ITERATION_RETRIES, IterationGuard
 from infra.step_runtime import StepResult, StepRuntime, make_runtime
 from infra.tracking import MlflowTracker, flatten_config
 from rl_core.config import RLPipeConfig
+from rl_core.config.naming import eval_protocol, experiment_name, model_kind, task_name
 from rl_core.envs.spaces import env_spaces_to_dict
 
 logger = logging.getLogger(__name__)
@@ -210,12 +211,15 @@ class TrainSession:
         manifest = self.manifest or {}
         tracker = MlflowTracker(
             tracking_uri=uri,
-            experiment_name=track.experiment_name or self.cfg.preset,
+            experiment_name=experiment_name(self.cfg),
             run_name=self.cfg.run.name,
             run_id=manifest.get("mlflow_run_id"),
             tags={
                 "rlpipe.run_name": self.cfg.run.name,
                 "rlpipe.preset": self.cfg.preset,
+                "rlpipe.task": task_name(self.cfg),
+                "rlpipe.model_kind": model_kind(self.cfg),
+                "rlpipe.eval_protocol": eval_protocol(self.cfg),
                 "rlpipe.algorithm": self.cfg.algorithm.loss_type,
                 "rlpipe.config_hash": self.config_hash,
                 **tags,

@@ -41,7 +41,8 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ),
     ("tracking", "artifact_location"): "a local path or an MLflow artifact URI; no credentials",
     ("tracking", "registered_model_name"): (
-        "only `{{preset}}` and `{{run_name}}` placeholders; no `/` or `:` (MLflow model names)"
+        "only `{{task}}`, `{{preset}}` and `{{run_name}}` placeholders; no `/` or `:` (MLflow "
+        "model names)"
     ),
 }
 

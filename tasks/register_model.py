@@ -8,18 +8,12 @@ from typing import Any
 from prefect import task
 
 from infra.session import get_session
+from infra.tracking.model_registry import EVAL_PROTOCOL_TAG
 from infra.tracking.register_run import register_run_model
+from rl_core.config.naming import eval_protocol, registered_model_name, task_name
 from tasks.options import STEP_OPTIONS
 
 logger = logging.getLogger("rlpipe.register_model")
-
-
-def registered_model_name(cfg: Any) -> str | None:
-    """``tracking.registered_model_name`` with ``{preset}``/``{run_name}`` filled in."""
-    template = cfg.tracking.registered_model_name
-    if not template:
-        return None
-    return template.format(preset=cfg.preset, run_name=cfg.run.name)
 
 
 @task(name="register_model", task_run_name="register_model-{run_name}", **STEP_OPTIONS)
@@ -40,6 +34,8 @@ def register_model(session_id: str, run_name: str) -> dict[str, Any]:
         "run_name": cfg.run.name,
         "preset": cfg.preset,
         "config_hash": session.config_hash,
+        "task": task_name(cfg),
+        EVAL_PROTOCOL_TAG: eval_protocol(cfg),
     }
     trust = cfg.run.trust_checkpoint or cfg.model.trust_remote_code  # the run's own model
     result = register_run_model(

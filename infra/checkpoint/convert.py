@@ -32,10 +32,10 @@ from rl_core.registry import RegistryError
 console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m infra.checkpoint.convert") -> argparse.ArgumentParser:
     """Arguments of the converter."""
     parser = argparse.ArgumentParser(
-        prog="python -m infra.checkpoint.convert",
+        prog=prog,
         description="Turn a training checkpoint into a standalone model directory.",
     )
     where = parser.add_mutually_exclusive_group(required=True)
@@ -67,9 +67,9 @@ def _run_name(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m infra.checkpoint.convert") -> int:
     """CLI entry point; returns the exit code (2 for bad input)."""
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     apply_base_env()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:

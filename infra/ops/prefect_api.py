@@ -173,3 +173,21 @@ def stop_prefect_api(server: LocalPrefectServer) -> None:
         os.environ.pop("PREFECT_API_URL")
         for key in CLIENT_SETTINGS:
             os.environ.pop(key, None)
+
+
+#: Where ``prefect server start`` serves its UI by default (the same database as the
+#: temporary server a CLI run starts: ``$PREFECT_HOME``, ``~/.prefect``).
+PERSISTENT_UI = "http://127.0.0.1:4200"
+
+
+def lasting_flow_run_url(flow_run_id: str, ui_url: str | None) -> str:
+    """A link to a flow run that still opens after the run ends.
+
+    The temporary API a CLI run starts listens on a random port and stops with the run; its
+    runs stay in the Prefect database, which ``prefect server start`` serves on
+    :data:`PERSISTENT_UI`. Runs on any other API keep that API's own link.
+    """
+    temporary = _started is not None and os.environ.get("PREFECT_API_URL") == _started.url
+    if temporary and flow_run_id:
+        return f"{PERSISTENT_UI}/runs/flow-run/{flow_run_id}"
+    return ui_url or ""

@@ -24,6 +24,9 @@ from infra.tracking.secrets import MASK, redact_config, redact_text, redacted_js
 from infra.tracking.system_metrics import start_system_metrics
 
 logger = logging.getLogger(__name__)
+#: Experiment tag the MLflow UI reads to pick its view (model training or GenAI).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING_KIND = "custom_model_development"
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_\-. /:]")
 MAX_PARAM_LEN = 6000
 #: Tags of a run that continues a training run whose MLflow run is in another store.
@@ -90,6 +93,11 @@ class MlflowTracker:
         else:
             self.experiment_id = experiment.experiment_id
             _warn_if_other_location(experiment, artifact_location)
+        if experiment is None or EXPERIMENT_KIND_TAG not in experiment.tags:
+            # the MLflow UI opens it in its model-training view, not the GenAI one
+            self.client.set_experiment_tag(
+                self.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND
+            )
         #: The checkpoint's MLflow run, when it was not found here and a new run continues it.
         self.previous_run_id: str | None = None
         self.resumed = bool(run_id) and self._run_exists(str(run_id))
@@ -268,3 +276,19 @@ def _warn_if_other_location(experiment: Any, wanted: str | None) -> None:
             current,
             wanted,
         )
+
+
+def parent_experiment_name(tracking_uri: str, run_id: str | None) -> str | None:
+    """The experiment of run ``run_id`` (None: no id, or no such run at ``tracking_uri``).
+
+    Runs that point at a parent (``mlflow.parentRunId``) go to its experiment, so the MLflow
+    UI nests them under it.
+    """
+    if not run_id:
+        return None
+    client = MlflowClient(tracking_uri)
+    try:
+        experiment_id = client.get_run(run_id).info.experiment_id
+        return client.get_experiment(experiment_id).name
+    except MlflowException:
+        return None

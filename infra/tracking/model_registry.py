@@ -10,7 +10,7 @@ URI ``models:/<name>/latest`` resolves to the highest version number).
 
 Load a version with :func:`load_registered_policy`::
 
-    policy, meta = load_registered_policy("models:/rlpipe-ppo_cartpole@best", tracking_uri)
+    policy, meta = load_registered_policy("models:/rlpipe-CartPole-v1-mlp_actor_critic@best", tracking_uri)
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ MODEL_ARTIFACT_DIR = "model"
 BEST_ALIAS = "best"
 NEWEST_ALIAS = "newest"
 SCORE_TAG = "eval_score"
+#: Version tag: the evaluation protocol its score was measured under (scores of different
+#: protocols are not compared).
+EVAL_PROTOCOL_TAG = "eval_protocol"
 _MODEL_URI = re.compile(
     r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[\w\-]+)|/(?P<version>\d+|latest))$"
 )
@@ -69,16 +72,42 @@ def ensure_registered_model(client: MlflowClient, name: str, description: str = 
                 raise
 
 
-def best_score(client: MlflowClient, name: str) -> float | None:
-    """The score tag of the version holding the ``best`` alias (None: no such version)."""
+def best_version(client: MlflowClient, name: str) -> Any | None:
+    """The version holding the ``best`` alias (None: no version holds it)."""
     try:
-        version = client.get_model_version_by_alias(name, BEST_ALIAS)
+        return client.get_model_version_by_alias(name, BEST_ALIAS)
     except MlflowException:
         return None
+
+
+def beats_best(client: MlflowClient, name: str, score: float | None, protocol: str | None) -> bool:
+    """Whether a version scored ``score`` under ``protocol`` should take the ``best`` alias.
+
+    It must have a score; it wins when no version holds ``best``, or the one that does has
+    no score or a lower one under the same protocol. A best version scored under another
+    protocol keeps the alias (the scores do not compare): a warning says so.
+    """
+    if score is None:
+        return False
+    current = best_version(client, name)
+    if current is None:
+        return True
+    theirs = current.tags.get(EVAL_PROTOCOL_TAG)
+    if protocol is not None and theirs is not None and theirs != protocol:
+        logger.warning(
+            "%s: 'best' (version %s) was scored under another evaluation protocol (%s, this "
+            "version: %s); it keeps the alias. Compare them with the same protocol, then set "
+            "the alias yourself",
+            name,
+            current.version,
+            theirs,
+            protocol,
+        )
+        return False
     try:
-        return float(version.tags[SCORE_TAG])
+        return score > float(current.tags[SCORE_TAG])
     except (KeyError, ValueError):
-        return None
+        return True
 
 
 def register_version(
@@ -94,7 +123,7 @@ def register_version(
 
     Creates the registered model if missing, tags the version (``eval_score`` plus
     ``tags``), points ``newest`` at it and moves ``best`` to it when its score beats the
-    current best version's (or no version has the alias yet).
+    current best version's under the same evaluation protocol (:func:`beats_best`).
 
     Args:
         client: ``MlflowClient`` of the tracking/registry store.
@@ -113,8 +142,7 @@ def register_version(
     )
     client.set_registered_model_alias(name, NEWEST_ALIAS, version.version)
     aliases = [NEWEST_ALIAS]
-    current = best_score(client, name)
-    if score is not None and (current is None or score > current):
+    if beats_best(client, name, score, all_tags.get(EVAL_PROTOCOL_TAG)):
         client.set_registered_model_alias(name, BEST_ALIAS, version.version)
         aliases.append(BEST_ALIAS)
     logger.info(

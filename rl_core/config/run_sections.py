@@ -239,7 +239,11 @@ class TrackingConfig(Section):
         None,
         description="None: MLFLOW_TRACKING_URI if set, else a sqlite file under run.output_dir.",
     )
-    experiment_name: str | None = Field(None, description="None: the preset name.")
+    experiment_name: str | None = Field(
+        None,
+        description="None: named by what is trained, '<task>-<model type>' (the env id or "
+        "prompt set, e.g. 'CartPole-v1-mlp_actor_critic').",
+    )
     log_checkpoint_interval: int = Field(
         0,
         ge=0,
@@ -258,10 +262,11 @@ class TrackingConfig(Section):
         True, description="Log plots/learning_curve.png (key metrics vs step) at the end."
     )
     registered_model_name: str | None = Field(
-        "rlpipe-{preset}",
+        "rlpipe-{task}",
         description="Register the final policy in the MLflow model registry under this name "
-        "({preset} and {run_name} are filled in), with aliases 'newest' and 'best' "
-        "(highest evaluation); None or '' = do not register.",
+        "({task}: '<task>-<model type>' as in the default experiment name; {preset} and "
+        "{run_name} are filled in too), with aliases 'newest' and 'best' (highest evaluation "
+        "under the same evaluation protocol); None or '' = do not register.",
     )
     artifact_location: str | None = Field(
         None,
@@ -281,9 +286,11 @@ class TrackingConfig(Section):
     def _model_name_template(cls, value: str | None) -> str | None:
         if value:
             try:
-                name = value.format(preset="p", run_name="r")
+                name = value.format(task="t", preset="p", run_name="r")
             except (KeyError, IndexError, ValueError) as exc:
-                raise ValueError(f"only {{preset}}, {{run_name}} are filled in: {exc!r}") from None
+                raise ValueError(
+                    f"only {{task}}, {{preset}}, {{run_name}} are filled in: {exc!r}"
+                ) from None
             if "/" in name or ":" in name:
                 raise ValueError("MLflow model names cannot contain '/' or ':'")
         return value

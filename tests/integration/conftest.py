@@ -12,12 +12,22 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from infra.ops.prefect_api import LocalPrefectServer
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The default preset's MLflow experiment: named by what it trains (env id, model type).
+CARTPOLE_EXPERIMENT = "CartPole-v1-mlp_actor_critic"
+
+
+def find_run(client: Any, run_name: str) -> Any:
+    """The one training run named ``run_name`` in any experiment of an MLflow store."""
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    (run,) = client.search_runs(experiments, filter_string=f"attributes.run_name = '{run_name}'")
+    return run
 
 
 @pytest.fixture(scope="module")

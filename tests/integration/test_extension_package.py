@@ -15,7 +15,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import ROOT, run_train, train_cmd
+from tests.integration.conftest import ROOT, find_run, run_train, train_cmd
 
 pytestmark = pytest.mark.integration
 CONFIG = "examples/ext_policy/ppo_catch_cnn.yaml"
@@ -56,8 +56,8 @@ def test_example_package_trains_evaluates_and_converts(
     # Learning: every part of this run (env, CNN policy, reward, advantage) came from the
     # package, in the env, rollout and trainer workers and in the Ray evaluation tasks.
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("ppo_catch_cnn")
-    (run,) = client.search_runs([experiment.experiment_id])
+    run = find_run(client, "catch-cnn")
+    assert client.get_experiment(run.info.experiment_id).name == "catch-cnn_actor_critic"
     evals = sorted(
         client.get_metric_history(run.info.run_id, "eval/return_mean"), key=lambda m: m.step
     )

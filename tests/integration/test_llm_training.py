@@ -24,7 +24,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from safetensors.torch import load_file
 
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.integration.conftest import ROOT, run_train, train_cmd
+from tests.integration.conftest import ROOT, find_run, run_train, train_cmd
 
 pytestmark = pytest.mark.integration
 
@@ -85,7 +85,7 @@ def test_grpo_run_records_flows_tasks_metrics_and_exports(
     out = run_train(tmp_path, train_env, "--config", str(preset))
     assert "accuracy" in out and "MLflow run id" in out
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name("grpo_tiny").experiment_id])
+    run = find_run(client, "llm-it")
     for key in (
         "eval/accuracy",
         "eval/pass_at_2",

@@ -28,7 +28,7 @@ from prefect.states import AwaitingRetry
 
 from infra.ops.processes import free_port, pid_alive, signal_group
 from infra.ops.stack import read_state
-from tests.integration.conftest import ROOT, kill_process_group
+from tests.integration.conftest import CARTPOLE_EXPERIMENT, ROOT, kill_process_group
 
 pytestmark = pytest.mark.integration
 PREFECT = str(Path(sys.executable).with_name("prefect"))
@@ -174,7 +174,7 @@ def cli_run_uses_the_stack(env: dict[str, str], home: Path, state: dict, out: Pa
     assert "train-cli-attached" in names, names
     client = MlflowClient(state["mlflow_ui"])
     (run,) = client.search_runs(
-        [client.get_experiment_by_name("ppo_cartpole").experiment_id],
+        [client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id],
         "tags.`rlpipe.run_name` = 'cli-attached'",
     )
     assert run.info.status == "FINISHED"
@@ -234,7 +234,7 @@ def check_mlflow(tracking_uri: str, home: Path, flow_run_id: str) -> str:
     """One FINISHED run on the stack's server, each step once, artifacts under the stack."""
     client = MlflowClient(tracking_uri)
     (run,) = client.search_runs(
-        [client.get_experiment_by_name("ppo_cartpole").experiment_id],
+        [client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id],
         "tags.`rlpipe.run_name` = 'deploy-retry'",
     )
     assert run.info.status == "FINISHED"
@@ -279,7 +279,7 @@ def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> 
         api.pause_deployment(deployment.id)  # no more runs while the stack stops
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
     evaluations = client.search_runs(
-        [client.get_experiment_by_name("ppo_cartpole").experiment_id],
+        [client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id],
         "tags.`rlpipe.kind` = 'evaluation'",
     )
     assert evaluations and all(

@@ -17,6 +17,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from safetensors.torch import load_file
 
 from tests.integration.conftest import (
+    CARTPOLE_EXPERIMENT,
     ROOT,
     kill_process_group,
     run_train,
@@ -106,7 +107,7 @@ def test_killed_workers_are_rebuilt_and_run_completes(
     # The recoveries are visible in Prefect as retries: the iteration flow runs whose
     # worker died ran twice, and their state history passed through AwaitingRetry.
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name("ppo_cartpole").experiment_id])
+    (run,) = client.search_runs([client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id])
     parent = run.data.tags["prefect.flow_run_id"]
     with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as api:
         children = api.read_flow_runs(

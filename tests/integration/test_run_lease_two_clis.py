@@ -15,6 +15,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from infra.checkpoint.lease_holder import holder_text
 from tests.integration.conftest import (
+    CARTPOLE_EXPERIMENT,
     kill_process_group,
     run_process,
     start_process,
@@ -85,7 +86,7 @@ def test_second_cli_on_the_same_run_exits_2_naming_the_first(
     assert manifest["step"] == ITERATIONS
     assert not lease_path.exists()
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("ppo_cartpole")
+    experiment = client.get_experiment_by_name(CARTPOLE_EXPERIMENT)
     runs = client.search_runs([experiment.experiment_id], f"tags.`rlpipe.run_name` = '{RUN}'")
     assert [r.info.run_id for r in runs] == [manifest["mlflow_run_id"]]
     assert runs[0].info.status == "FINISHED"

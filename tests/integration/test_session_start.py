@@ -10,6 +10,7 @@ from mlflow.tracking import MlflowClient
 from infra import session as session_module
 from infra.session import TrainSession
 from rl_core.config import load_config
+from tests.integration.conftest import CARTPOLE_EXPERIMENT
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +29,7 @@ def bare_session(tmp_path) -> TrainSession:
 
 def only_run(tmp_path):
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name("ppo_cartpole").experiment_id])
+    (run,) = client.search_runs([client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id])
     return run
 
 

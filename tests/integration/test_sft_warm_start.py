@@ -16,7 +16,7 @@ from infra import ray_cluster
 from infra.reasoning_runtime import ReasoningRuntime
 from rl_core.config import load_config
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.integration.conftest import run_train
+from tests.integration.conftest import find_run, run_train
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def test_train_cli_runs_the_warm_start_then_rl_from_its_model(
     assert (exported / "config.json").is_file() and (exported / "model.safetensors").is_file()
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (sft_run,) = client.search_runs([client.get_experiment_by_name("sft_tiny").experiment_id])
+    sft_run = find_run(client, "sft-tiny")
     losses = client.get_metric_history(sft_run.info.run_id, "train/sft_loss")
     assert sorted(m.step for m in losses) == [0, 1, 2]  # each iteration logged once
     assert all(np.isfinite(m.value) for m in losses)
@@ -77,7 +77,9 @@ def test_train_cli_runs_the_warm_start_then_rl_from_its_model(
     assert [m.value for m in skipped] == [0.0, 0.0, 0.0]
     env_steps = client.get_metric_history(sft_run.info.run_id, "env/total_steps")
     assert max(m.value for m in env_steps) == 3 * 2 * 8  # iterations x steps x prompts
-    (rl_run,) = client.search_runs([client.get_experiment_by_name("grpo_warm").experiment_id])
+    rl_run = find_run(client, "grpo-warm")
+    # the SFT model and the RL model it started are of one task: one experiment
+    assert sft_run.info.experiment_id == rl_run.info.experiment_id
     # params are logged JSON-encoded
     assert json.loads(rl_run.data.params["model.model_path"]) == str(exported.resolve())
     assert "train/policy_loss" in rl_run.data.metrics

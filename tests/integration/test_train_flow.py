@@ -25,7 +25,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from infra.checkpoint.export import policy_from_checkpoint
 from infra.checkpoint.reader import locate_checkpoint
 from infra.tracking.model_registry import load_registered_policy
-from tests.integration.conftest import run_train
+from tests.integration.conftest import CARTPOLE_EXPERIMENT, run_train
 
 pytestmark = pytest.mark.integration
 ITERATIONS = 3
@@ -37,7 +37,7 @@ CONFIG_TOKEN = "tok-0123456789abcdef"
 
 def _mlflow_run(output_dir: Path, run_name: str):
     client = MlflowClient(f"sqlite:///{output_dir / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("ppo_cartpole")
+    experiment = client.get_experiment_by_name(CARTPOLE_EXPERIMENT)
     runs = client.search_runs([experiment.experiment_id], f"tags.`rlpipe.run_name` = '{run_name}'")
     assert len(runs) == 1, runs
     return client, runs[0]
@@ -165,10 +165,15 @@ def _check_mlflow_depth(client: MlflowClient, run, output_dir: Path) -> None:
     # --- model registry: version of the final checkpoint, aliases, loadable policy
     tracking_uri = f"sqlite:///{output_dir / 'mlflow.db'}"
     registry = MlflowClient(tracking_uri, registry_uri=tracking_uri)
-    name = "rlpipe-ppo_cartpole"
+    name = f"rlpipe-{CARTPOLE_EXPERIMENT}"
     version = registry.get_model_version_by_alias(name, "best")
     assert set(version.aliases) == {"best", "newest"} and version.run_id == run_id
     assert version.tags["checkpoint_step"] == "3" and version.tags["eval_step"] == "2"
+    assert version.tags["task"] == run.data.tags["rlpipe.task"] == "CartPole-v1"
+    assert version.tags["eval_protocol"] == run.data.tags["rlpipe.eval_protocol"]
+    # a model-training experiment: the MLflow UI opens it in that view, not the GenAI one
+    experiment = client.get_experiment(run.info.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     evals = client.get_metric_history(run_id, "eval/return_mean")
     assert float(version.tags["eval_score"]) == max(evals, key=lambda m: m.step).value
     assert run.data.tags["rlpipe.registered_model"] == f"models:/{name}/{version.version}"

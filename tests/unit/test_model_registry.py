@@ -10,6 +10,7 @@ from mlflow.tracking import MlflowClient
 from infra.checkpoint.export import export_policy
 from infra.tracking.model_registry import (
     BEST_ALIAS,
+    EVAL_PROTOCOL_TAG,
     NEWEST_ALIAS,
     load_registered_policy,
     register_version,
@@ -83,3 +84,23 @@ def test_versions_aliases_and_loading(store, tmp_path) -> None:
     v4 = register_version(client, NAME, run3, "model/step_000003", 150.0)
     assert set(v4.aliases) == {BEST_ALIAS, NEWEST_ALIAS}
     assert client.get_registered_model(NAME).aliases == {BEST_ALIAS: 4, NEWEST_ALIAS: 4}
+
+
+def test_best_only_compares_scores_of_one_evaluation_protocol(store, tmp_path, caplog) -> None:
+    uri, client, experiment = store
+    name = "rlpipe-protocols"
+    run1, _ = _logged_policy(client, experiment, tmp_path / "1", seed=1)
+    tags = {EVAL_PROTOCOL_TAG: "aaaa"}
+    v1 = register_version(client, name, run1, "model/step_000003", 100.0, tags)
+    assert BEST_ALIAS in v1.aliases
+    # a higher score measured another way (say, 3 episodes instead of 10) does not win
+    run2, _ = _logged_policy(client, experiment, tmp_path / "2", seed=2)
+    other = {EVAL_PROTOCOL_TAG: "bbbb"}
+    v2 = register_version(client, name, run2, "model/step_000003", 500.0, other)
+    assert v2.aliases == (NEWEST_ALIAS,)
+    assert "scored under another evaluation protocol" in caplog.text
+    # the same protocol compares as before
+    run3, _ = _logged_policy(client, experiment, tmp_path / "3", seed=3)
+    v3 = register_version(client, name, run3, "model/step_000003", 101.0, tags)
+    assert BEST_ALIAS in v3.aliases
+    assert str(client.get_model_version_by_alias(name, BEST_ALIAS).version) == v3.version

@@ -11,7 +11,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.integration.conftest import prefect_api, run_train, train_env  # noqa: F401
+from tests.integration.conftest import find_run, prefect_api, run_train, train_env  # noqa: F401
 
 ITERATIONS = 4
 
@@ -56,7 +56,7 @@ def test_grpo_with_vllm_rollouts(
     out = run_train(tmp_path, train_env, "--config", str(preset), *BACKENDS[backend])
     assert "accuracy" in out
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name(preset.stem).experiment_id])
+    run = find_run(client, f"vllm-{mode}")
 
     def history(key: str) -> list[float]:
         points = client.get_metric_history(run.info.run_id, key)
