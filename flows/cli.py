@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.logging import RichHandler
 from rich.markup import escape
 
 from flows.cli_args import (  # noqa: F401 - re-exported for the other CLIs
@@ -26,6 +25,7 @@ from flows.cli_args import (  # noqa: F401 - re-exported for the other CLIs
     run_name_arg,
 )
 from flows.early_start import replay_early_logs
+from flows.terminal import Terminal
 from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
 from infra.extensions import ExtensionError, load_extension_modules
@@ -73,7 +73,7 @@ def run_cli(
     # intermixed: overrides may come before and after options (`a.b=1 --config X c.d=2`)
     args = build_parser(default_preset, prog).parse_intermixed_args(argv)
     apply_base_env()
-    _setup_logging()
+    terminal = Terminal(console, verbose=args.verbose)
     replay_early_logs()
     install_log_redaction()
     overrides = cli_overrides(args)
@@ -81,24 +81,33 @@ def run_cli(
         load_extension_modules()
         cfg = load_config(args.config, overrides)  # fail before any server or worker starts
         preflight(cfg)
-    except BAD_INPUT_ERRORS as exc:
+    except BAD_INPUT_ERRORS as exc:  # nothing written yet (no log file either)
+        terminal.close()
         print_error(exc)
         return EXIT_BAD_INPUT
+    log_path = terminal.open_log(cfg.run.output_dir, cfg.run.name)
+    logger.info("run %s: full log in %s", cfg.run.name, log_path)
     _install_stop_handlers()
     attach_running_stack()  # a no-op if the early start attached (or started) already
     try:
         with prefect_api(Path(cfg.run.output_dir), cfg.cluster):
             summary = train_flow(preset=args.config, overrides=overrides)
     except BAD_INPUT_ERRORS as exc:
-        print_error(exc)
+        terminal.log_failure(exc)
+        terminal.close()
+        print_error(exc, log_path)
         return EXIT_BAD_INPUT
-    except Exception as exc:  # noqa: BLE001 - Prefect logged it with its traceback
-        print_error(exc)  # e.g. the rewind limit or diverged updates: the checkpoint is kept
+    except Exception as exc:  # noqa: BLE001 - its traceback goes to the log file
+        terminal.log_failure(exc)
+        terminal.close()
+        print_error(exc, log_path)  # e.g. the rewind limit or diverged updates: checkpoint kept
         return EXIT_FAILED
-    _print_summary(summary)
+    terminal.close()
     from infra.session import STOP_REQUESTED
 
-    if STOP_REQUESTED.is_set():
+    stopped = STOP_REQUESTED.is_set()
+    _print_summary(summary, "rlpipe run stopped" if stopped else "rlpipe run finished")
+    if stopped:
         console.print(
             f"[yellow]stopped on request after iteration {summary.get('iterations')}, whose "
             "checkpoint is committed; rerun the same command to continue[/yellow]",
@@ -115,10 +124,16 @@ def preflight(cfg: Any) -> None:
     runtime_class(cfg).preflight(cfg)
 
 
-def print_error(exc: BaseException) -> None:
-    """One unwrapped ``error: ...`` line, secrets masked (the text is not read as rich markup)."""
-    text = escape(redact_text(str(exc)))
-    console.print(f"[red]error:[/red] {text}", soft_wrap=True, highlight=False)
+def print_error(exc: BaseException, log_path: Path | None = None) -> None:
+    """One unwrapped ``error: ...`` line, secrets masked (the text is not read as rich markup).
+
+    Args:
+        exc: The error.
+        log_path: The run's log file (named at the end of the line when given).
+    """
+    text = escape(redact_text(str(exc) or type(exc).__name__))
+    where = f" (full log: {escape(str(log_path))})" if log_path is not None else ""
+    console.print(f"[red]error:[/red] {text}{where}", soft_wrap=True, highlight=False)
 
 
 @contextmanager
@@ -204,16 +219,9 @@ def _install_stop_handlers() -> None:
     signal.signal(signal.SIGINT, request_stop)
 
 
-def _setup_logging() -> None:
-    handler = RichHandler(console=console, show_path=False, markup=False)
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s")
-    for name in ("rlpipe", "infra", "flows"):
-        logging.getLogger(name).setLevel(logging.INFO)
-
-
-def _print_summary(summary: dict[str, Any]) -> None:
+def _print_summary(summary: dict[str, Any], title: str) -> None:
     summary = {k: redact_text(v) if isinstance(v, str) else v for k, v in summary.items()}
-    console.rule("rlpipe run finished")
+    console.rule(title)
     for key in (
         "run_name",
         "iterations",

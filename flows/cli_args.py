@@ -33,6 +33,13 @@ def build_parser(
     parser.add_argument("--fresh", action="store_true", help="refuse to resume (run.resume=never)")
     add_trust_checkpoint_flag(parser, "run.trust_checkpoint=true")
     parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show every log line on screen (Prefect's per-task lines included); they always "
+        "go to <run.output_dir>/<run.name>/rlpipe.log",
+    )
+    parser.add_argument(
         "overrides", nargs="*", help="dotted overrides, e.g. actor.lr=1e-3 env.num_envs=16"
     )
     return parser

@@ -21,6 +21,7 @@ from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settin
 from flows.iteration import STEPS, IterationResult, baseline_evaluation_flow, iteration_flow
 from flows.masked_flow import warn_if_secret_parameters
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
+from flows.terminal import PROGRESS_FIELD, PROGRESS_LOGGER
 from infra.extensions import load_extension_modules
 from infra.ops.prefect_api import lasting_flow_run_url
 from infra.provenance import git_commit
@@ -33,6 +34,7 @@ from tasks.learning_curve import learning_curve
 from tasks.register_model import register_model
 
 logger = logging.getLogger("rlpipe.train")
+progress_logger = logging.getLogger(PROGRESS_LOGGER)
 
 
 def flow_run_namer(prefix: str) -> Callable[[], str]:
@@ -271,11 +273,13 @@ def timing_metrics(
 
 
 def log_progress(total: int, it: int, m: dict[str, float]) -> None:
-    """One progress line per iteration."""
-    parts = [f"iter {it + 1}/{total}", f"env steps {int(m['env/total_steps'])}"]
+    """One progress record per iteration (the CLI's progress display, or a line)."""
+    parts = [f"env steps {int(m['env/total_steps'])}"]
     if "env/episode_return_mean" in m:
         parts.append(f"return {m['env/episode_return_mean']:.1f}")
-    if "rollout/steps_per_second" in m:
+    if "rollout/tokens_per_second" in m:
+        parts.append(f"{m['rollout/tokens_per_second']:.0f} tokens/s")
+    elif "rollout/steps_per_second" in m:
         parts.append(f"{m['rollout/steps_per_second']:.0f} steps/s")
     if "rollout/reward_mean" in m:
         parts.append(f"reward {m['rollout/reward_mean']:.3f}")
@@ -284,4 +288,11 @@ def log_progress(total: int, it: int, m: dict[str, float]) -> None:
     if "eval/accuracy" in m:
         parts.append(f"accuracy {m['eval/accuracy']:.3f}")
     parts.append(f"orch {1000 * m['time/orchestration']:.0f} ms")
-    logger.info(" | ".join(parts))
+    text = " | ".join(parts)
+    progress_logger.info(
+        "iter %d/%d | %s",
+        it + 1,
+        total,
+        text,
+        extra={PROGRESS_FIELD: {"iteration": it + 1, "total": total, "text": text}},
+    )

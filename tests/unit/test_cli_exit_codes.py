@@ -54,16 +54,21 @@ def test_ctrl_c_stops_after_the_iteration_with_130(cli, capsys) -> None:
     assert cli(interrupted) == EXIT_STOPPED
     err = capsys.readouterr().err
     assert "stopped on request after iteration 3" in err and "rerun the same command" in err
+    assert "rlpipe run stopped" in err and "run finished" not in err
 
 
-def test_any_other_failure_exits_1_with_one_masked_line(cli, capsys) -> None:
+def test_any_other_failure_exits_1_with_one_masked_line(cli, capsys, tmp_path) -> None:
     def failing(**kwargs: Any) -> dict[str, Any]:
         raise RuntimeError(f"cannot reach {SECRET_URI}/api/2.0/mlflow/runs/get")
 
     assert cli(failing) == EXIT_FAILED
     err = capsys.readouterr().err
+    log = tmp_path / "codes" / "rlpipe.log"
     assert "error: cannot reach https://***@mlflow.example.invalid/api" in err
+    assert f"(full log: {log})" in err and "Traceback" not in err
     assert "pw-123456" not in err
+    text = log.read_text()  # the traceback is in the run's log, masked too
+    assert "Traceback" in text and "in failing" in text and "pw-123456" not in text
 
 
 def test_a_refused_checkpoint_is_bad_input(cli, capsys) -> None:

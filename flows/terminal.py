@@ -1,0 +1,159 @@
+"""The train CLI's terminal: one live progress display, a log file per run, quiet Prefect.
+
+Prefect logs a line per task run and per flow run state (7–9 per iteration); on screen the
+CLI shows instead one progress display (iteration bar, ETA and the iteration's figures)
+plus rlpipe's own messages, warnings and errors. Everything, Prefect's lines included,
+goes to the run's log file, ``<run.output_dir>/<run.name>/rlpipe.log``; ``-v`` shows it
+all on screen too. When the terminal is not interactive (a pipe, a CI log) the display is
+one plain progress line per iteration.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+#: Logger of the per-iteration progress records (their ``rlpipe_progress`` attribute holds
+#: ``iteration``, ``total`` and ``text``).
+PROGRESS_LOGGER = "rlpipe.progress"
+PROGRESS_FIELD = "rlpipe_progress"
+#: Prefect's per-run loggers: the log file only, unless ``-v``.
+PREFECT_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+#: Name of the run's log file in ``<run.output_dir>/<run.name>/``.
+LOG_FILE = "rlpipe.log"
+_OWN_LOGGERS = ("rlpipe", "infra", "flows", "tasks")
+
+
+def log_file_path(output_dir: str | Path, run_name: str) -> Path:
+    """Where a run's log file lives."""
+    return Path(output_dir).resolve() / run_name / LOG_FILE
+
+
+class ProgressDisplay(logging.Handler):
+    """Turns progress records into a live rich progress bar (started at the first one)."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.INFO)
+        self.progress = Progress(
+            TextColumn("iter"),
+            MofNCompleteColumn(),
+            BarColumn(bar_width=24),
+            TimeRemainingColumn(),
+            TextColumn("{task.description}"),
+            console=console,
+        )
+        self.task: Any = None
+
+    def emit(self, record: logging.LogRecord) -> None:  # noqa: D102
+        data = getattr(record, PROGRESS_FIELD, None)
+        if data is None:
+            return
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task(
+                data["text"], total=data["total"], completed=data["iteration"] - 1
+            )
+        self.progress.update(self.task, completed=data["iteration"], description=data["text"])
+
+    def close(self) -> None:  # noqa: D102
+        if self.task is not None:
+            self.progress.stop()
+        super().close()
+
+
+class ScreenFilter(logging.Filter):
+    """What the screen shows.
+
+    Prefect's per-run lines only when verbose; progress lines only without a live display;
+    rlpipe's own messages from INFO up, other loggers' from WARNING up.
+    """
+
+    def __init__(self, verbose: bool, live_progress: bool) -> None:
+        super().__init__()
+        self.verbose, self.live_progress = verbose, live_progress
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102
+        if hasattr(record, PROGRESS_FIELD):
+            return not self.live_progress
+        if record.name.startswith(PREFECT_RUN_LOGGERS):
+            return self.verbose
+        if record.name.startswith(_OWN_LOGGERS):
+            return self.verbose or record.levelno >= logging.INFO
+        return self.verbose or record.levelno >= logging.WARNING
+
+
+class Terminal:
+    """The CLI's screen and log file; :meth:`open_log` once the run's folder is known.
+
+    Args:
+        console: Where the screen output goes.
+        verbose: Show every log line on screen (Prefect's included).
+    """
+
+    def __init__(self, console: Console, verbose: bool = False) -> None:
+        self.console, self.verbose = console, verbose
+        self.live = console.is_terminal and not verbose
+        self.log_path: Path | None = None
+        self._file: logging.Handler | None = None
+        self._display = ProgressDisplay(console) if self.live else None
+        root = logging.getLogger()
+        from prefect.logging.handlers import PrefectConsoleHandler
+
+        for handler in list(root.handlers):  # Prefect's, put on the root at its import
+            if isinstance(handler, PrefectConsoleHandler):
+                root.removeHandler(handler)
+        screen = RichHandler(console=console, show_path=False, markup=False)
+        screen.setLevel(logging.DEBUG if verbose else logging.INFO)
+        screen.addFilter(ScreenFilter(verbose, self.live))
+        root.addHandler(screen)
+        root.setLevel(logging.WARNING)
+        for name in _OWN_LOGGERS:
+            logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
+        for name in PREFECT_RUN_LOGGERS:  # they reach the root's handlers (file, screen)
+            logging.getLogger(name).setLevel(logging.INFO)
+        if self._display is not None:
+            logging.getLogger(PROGRESS_LOGGER).addHandler(self._display)
+        self._screen: logging.Handler | None = screen
+
+    def open_log(self, output_dir: str | Path, run_name: str) -> Path:
+        """Append everything logged from now on to the run's log file; returns its path."""
+        path = log_file_path(output_dir, run_name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setLevel(logging.DEBUG if self.verbose else logging.INFO)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(handler)
+        self._file, self.log_path = handler, path
+        return path
+
+    def log_failure(self, exc: BaseException) -> None:
+        """Write ``exc`` with its traceback to the log file only (the screen gets one line)."""
+        if self._file is None:
+            return
+        record = logging.getLogger("rlpipe.cli").makeRecord(
+            "rlpipe.cli",
+            logging.ERROR,
+            __file__,
+            0,
+            "the run failed: %s",
+            (exc,),
+            (type(exc), exc, exc.__traceback__),
+        )
+        self._file.handle(record)
+
+    def close(self) -> None:
+        """Stop the live display and close the log file."""
+        if self._display is not None:
+            logging.getLogger(PROGRESS_LOGGER).removeHandler(self._display)
+            self._display.close()
+            self._display = None
+        for handler in (self._file, self._screen):
+            if handler is not None:
+                logging.getLogger().removeHandler(handler)
+                handler.close()
+        self._file = self._screen = None
