@@ -105,11 +105,12 @@ def run_cli(
     terminal.close()
     from infra.session import STOP_REQUESTED
 
-    stopped = STOP_REQUESTED.is_set()
+    stopped = summary.get("stopped") or ("request" if STOP_REQUESTED.is_set() else None)
     _print_summary(summary, "rlpipe run stopped" if stopped else "rlpipe run finished")
     if stopped:
+        why = "by its budget (run.budget_hours)" if stopped == "budget" else "on request"
         console.print(
-            f"[yellow]stopped on request after iteration {summary.get('iterations')}, whose "
+            f"[yellow]stopped {why} after iteration {summary.get('iterations')}, whose "
             "checkpoint is committed; rerun the same command to continue[/yellow]",
             soft_wrap=True,
         )
@@ -230,6 +231,7 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         "last_eval_return",
         "best_eval_return",
         "resumed_from",
+        "cpu_hours",
     ):
         console.print(f"{key:>18}: {summary.get(key)}")
     if summary.get("initial_eval_return") is not None:

@@ -38,6 +38,9 @@ SUMMARY_ROWS = (
     ("best_eval_return", "best eval"),
     ("solved", "solved"),
     ("resumed_from", "resumed from iteration"),
+    ("stopped", "stopped (request or budget)"),
+    ("cpu_hours", "CPU-hours (reserved × wall time)"),
+    ("gpu_hours", "GPU-hours (reserved × wall time)"),
 )
 
 

@@ -22,12 +22,14 @@ from flows.iteration import STEPS, IterationResult, baseline_evaluation_flow, it
 from flows.masked_flow import warn_if_secret_parameters
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from flows.terminal import PROGRESS_FIELD, PROGRESS_LOGGER
+from infra.cost import TOTAL_CPU, TOTAL_GPU, CostMeter, reserved_resources
 from infra.extensions import load_extension_modules
 from infra.ops.prefect_api import lasting_flow_run_url
 from infra.provenance import git_commit
 from infra.runtime_env import apply_base_env
 from infra.session import STOP_REQUESTED, TrainSession
 from infra.step_runtime import StepResult
+from infra.tracking.register_run import last_metric
 from infra.tracking.secrets import install_log_redaction
 from rl_core.config import RLPipeConfig, load_config
 from tasks.learning_curve import learning_curve
@@ -139,7 +141,7 @@ def run_training(
     # sleeps in 1 s steps) and a 1 s flow needs no liveness pings; the train flow keeps its.
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         result = _iterate(session, first_attempt, step_flow or iteration_flow)
-    result.update(finish_tracking(session))
+    result.update(finish_tracking(session, register=result["stopped"] is None))
     publish_summary(cfg, result, session.tracker.experiment_id if session.tracker else None)
     return result
 
@@ -147,12 +149,15 @@ def run_training(
 def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict[str, Any]:
     cfg = session.cfg
     it = session.state.iteration
+    meter = cost_meter(session)
+    stopped: str | None = None
     progress = ProgressArtifact(cfg.run.name, cfg.run.max_iterations)
     progress.update(it)
     if cfg.eval.before_training and it == 0 and session.state.initial_eval_return is None:
         _evaluate_before_training(session)
     while it < cfg.run.max_iterations and not session.state.solved:
         started = time.perf_counter()
+        samples_before = session.state.env_steps
         try:
             result = step_flow(session.id, it)
         except Exception:
@@ -171,17 +176,31 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
             session.tracker.log_metrics(metrics, step=it)
         progress.update(state.iteration)  # (counted as orchestration)
         timing = timing_metrics(result, started, time.perf_counter(), metrics["time/compute"])
+        cost = meter.add_iteration({**metrics, **timing}, state.env_steps - samples_before)
         if log_step:
-            session.tracker.log_metrics(timing, step=it)
+            session.tracker.log_metrics({**timing, **cost}, step=it)
             session.logged_through = it
         log_progress(cfg.run.max_iterations, it, {**metrics, **timing})
+        more = it + 1 < cfg.run.max_iterations and not state.solved
         if STOP_REQUESTED.is_set():
-            if session.manifest is None or session.manifest["step"] != state.iteration:
-                session.checkpoint()
+            stopped = "request"
             logger.warning(
                 "stopped on request after iteration %d; rerun the same command to resume",
                 state.iteration,
             )
+        elif more and meter.next_iteration_exceeds_budget():
+            stopped = "budget"
+            logger.warning(
+                "stopped after iteration %d: another would pass run.budget_hours (%.4g of "
+                "%.4g %s-hours spent); raise it and rerun the same command to continue",
+                state.iteration,
+                meter.spent_hours,
+                meter.budget_hours,
+                meter.budget_unit,
+            )
+        if stopped:
+            if session.manifest is None or session.manifest["step"] != state.iteration:
+                session.checkpoint()
             break
         it += 1
     state = session.state
@@ -198,13 +217,28 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
         "mlflow_run_id": session.tracker.run_id if session.tracker else None,
         "tracking_uri": session.tracker.tracking_uri if session.tracker else None,
         "checkpoint_dir": session.store_uri,
+        "stopped": stopped,
+        **{k: v for k, v in meter.summary().items() if k in ("cpu_hours", "gpu_hours")},
     }
 
 
-def finish_tracking(session: TrainSession) -> dict[str, Any]:
+def cost_meter(session: TrainSession) -> CostMeter:
+    """The run's cost meter, continuing the totals logged before a resume."""
+    meter = CostMeter(reserved_resources(session.runtime.groups), session.cfg.run.budget_hours)
+    tracker = session.tracker
+    if tracker is not None and session.resumed_from is not None:
+        last = {
+            key: last_metric(tracker.client, tracker.run_id, key) for key in (TOTAL_CPU, TOTAL_GPU)
+        }
+        meter.resume_from(*(value[0] if value else None for value in last.values()))
+    return meter
+
+
+def finish_tracking(session: TrainSession, register: bool = True) -> dict[str, Any]:
     """End-of-run MLflow content: the learning-curve plot and the model registration.
 
-    A run stopped on request (it will resume) is plotted but not registered.
+    A run stopped on request or by its budget (it will resume) is plotted but not registered
+    (``register`` False).
     """
     if session.tracker is None:
         return {}
@@ -212,7 +246,7 @@ def finish_tracking(session: TrainSession) -> dict[str, Any]:
     plotted = learning_curve(session.id, run_name)
     if plotted:
         logger.info("learning curve %s (%.1fs)", plotted["artifact"], plotted["seconds"])
-    if STOP_REQUESTED.is_set():
+    if not register:
         return {}
     registered = register_model(session.id, run_name)
     if "registered_model" not in registered:

@@ -100,6 +100,14 @@ class RunConfig(Section):
         "batches, at most algorithm.max_staleness weight versions old, while the trainer "
         "updates (embodied PPO and reasoning runs, separate rollout workers; docs/async.md).",
     )
+    budget_hours: float | None = Field(
+        None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="Stop cleanly (checkpoint, exit code 130) before an iteration would take "
+        "the run past this many resource-hours: GPU-hours when its workers reserve GPUs, "
+        "else CPU-hours (reserved resources x wall time, cost/* in MLflow). None: no budget.",
+    )
     output_dir: str = Field("outputs", min_length=1)
     checkpoint_uri: str | None = Field(
         None,

@@ -19,7 +19,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from infra.ops.processes import port_listening, session_pids
-from tests.integration.conftest import kill_process_group, run_train, start_process, train_cmd
+from tests.integration.conftest import (
+    kill_process_group,
+    run_process,
+    run_train,
+    start_process,
+    train_cmd,
+)
 
 pytestmark = pytest.mark.integration
 TOKEN = "hf_secret0123456789"
@@ -101,3 +107,36 @@ def test_ctrl_c_commits_the_iteration_and_a_rerun_on_another_store_resumes(
     assert run.data.tags["rlpipe.previous_mlflow_run_id"] == manifest["mlflow_run_id"]
     assert run.data.tags["rlpipe.previous_tracking_uri"] == manifest["mlflow_tracking_uri"]
     assert run.data.params["model.hf_token"] == "***"
+
+
+def test_a_budget_stops_the_run_cleanly_and_a_larger_one_continues_it(
+    tmp_path: Path, train_env: dict[str, str]
+) -> None:
+    small = (
+        "run.name=budget",
+        "run.max_iterations=3",
+        "run.eval_interval=0",
+        "env.num_envs=4",
+        "rollout.num_steps=32",
+    )
+    # any iteration costs more than a millionth of a CPU-hour (3.6 ms of 1 reserved CPU)
+    proc = run_process(train_cmd(tmp_path, *small, "run.budget_hours=1e-6"), train_env, 600)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 130, out[-4000:]
+    assert "stopped by its budget (run.budget_hours) after iteration 1" in out
+    manifest = json.loads((tmp_path / "budget" / "checkpoints" / "latest.json").read_text())
+    assert manifest["step"] == 1
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = manifest["mlflow_run_id"]
+    first = client.get_metric_history(run_id, "cost/cpu_hours_total")
+    assert [m.step for m in first] == [0] and first[0].value > 1e-6
+    phases = {k for k in client.get_run(run_id).data.metrics if k.startswith("cost/cpu_hours_")}
+    assert {"cost/cpu_hours_rollout", "cost/cpu_hours_update"} <= phases
+    assert "cost/cpu_hours_orchestration" in phases
+    assert client.search_registered_models() == []  # a stopped run registers nothing
+
+    rerun = " ".join(run_train(tmp_path, train_env, *small).split())  # no budget: finishes
+    assert "resumed_from: 1" in rerun
+    totals = sorted(client.get_metric_history(run_id, "cost/cpu_hours_total"), key=lambda m: m.step)
+    assert [m.step for m in totals] == [0, 1, 2]
+    assert totals[0].value < totals[1].value < totals[2].value  # the total carried over
