@@ -220,6 +220,7 @@ class TrainSession:
                 "rlpipe.task": task_name(self.cfg),
                 "rlpipe.model_kind": model_kind(self.cfg),
                 "rlpipe.eval_protocol": eval_protocol(self.cfg),
+                **({"mlflow.parentRunId": track.parent_run_id} if track.parent_run_id else {}),
                 "rlpipe.algorithm": self.cfg.algorithm.loss_type,
                 "rlpipe.config_hash": self.config_hash,
                 **tags,

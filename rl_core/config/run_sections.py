@@ -252,6 +252,12 @@ class TrackingConfig(Section):
         description="None: named by what is trained, '<task>-<model type>' (the env id or "
         "prompt set, e.g. 'CartPole-v1-mlp_actor_critic').",
     )
+    parent_run_id: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{32}$",
+        description="MLflow run this run is a child of (the MLflow UI nests it there); set by "
+        "rlpipe sweep for its runs.",
+    )
     log_checkpoint_interval: int = Field(
         0,
         ge=0,
