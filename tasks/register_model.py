@@ -6,14 +6,41 @@ import logging
 from typing import Any
 
 from prefect import task
+from prefect.runtime import flow_run
 
+from infra.checkpoint.location import run_store_uri
+from infra.checkpoint.store import CheckpointError, open_store
+from infra.provenance import git_commit
 from infra.session import get_session
 from infra.tracking.model_registry import EVAL_PROTOCOL_TAG
 from infra.tracking.register_run import register_run_model
+from rl_core.config import ConfigError, load_config
+from rl_core.config.lineage import data_fingerprint
 from rl_core.config.naming import eval_protocol, registered_model_name, task_name
 from tasks.options import STEP_OPTIONS
 
 logger = logging.getLogger("rlpipe.register_model")
+
+
+def parent_sft_run(cfg: Any) -> str:
+    """The MLflow run id of the SFT run a warm-started run began from (``-``: none)."""
+    if not cfg.run.warm_start:
+        return "-"
+    try:
+        sft = load_config(cfg.run.warm_start, [f"run.output_dir={cfg.run.output_dir}"])
+        store = run_store_uri(cfg.run.output_dir, sft.run.name, sft.run.checkpoint_uri)
+        return str((open_store(store).latest() or {}).get("mlflow_run_id") or "unknown")
+    except (ConfigError, CheckpointError, OSError) as exc:
+        logger.warning("lineage: cannot read the warm start's run (%s)", exc)
+        return "unknown"
+
+
+def _data_fingerprint(cfg: Any) -> str:
+    try:
+        return data_fingerprint(cfg)
+    except OSError as exc:
+        logger.warning("lineage: cannot fingerprint the data (%s)", exc)
+        return "unknown"
 
 
 @task(name="register_model", task_run_name="register_model-{run_name}", **STEP_OPTIONS)
@@ -36,6 +63,11 @@ def register_model(session_id: str, run_name: str) -> dict[str, Any]:
         "config_hash": session.config_hash,
         "task": task_name(cfg),
         EVAL_PROTOCOL_TAG: eval_protocol(cfg),
+        # lineage: what it was trained on, from what, by which code and which flow run
+        "data_fingerprint": _data_fingerprint(cfg),
+        "parent_sft_run": parent_sft_run(cfg),
+        "git_commit": git_commit() or "unknown",
+        "prefect_flow_run": str(flow_run.id or ""),
     }
     trust = cfg.run.trust_checkpoint or cfg.model.trust_remote_code  # the run's own model
     result = register_run_model(

@@ -83,6 +83,14 @@ def test_train_cli_runs_the_warm_start_then_rl_from_its_model(
     # params are logged JSON-encoded
     assert json.loads(rl_run.data.params["model.model_path"]) == str(exported.resolve())
     assert "train/policy_loss" in rl_run.data.metrics
+    # the RL model's lineage names the SFT run it started from
+    (version,) = [
+        v
+        for m in client.search_registered_models()
+        for v in client.search_model_versions(f"name='{m.name}'")
+        if v.run_id == rl_run.info.run_id
+    ]
+    assert version.tags["parent_sft_run"] == sft_run.info.run_id
 
 
 def test_a_retried_supervised_step_is_undone_first(tmp_path: Path, model: Path) -> None:

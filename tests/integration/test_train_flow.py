@@ -171,6 +171,11 @@ def _check_mlflow_depth(client: MlflowClient, run, output_dir: Path) -> None:
     assert version.tags["checkpoint_step"] == "3" and version.tags["eval_step"] == "2"
     assert version.tags["task"] == run.data.tags["rlpipe.task"] == "CartPole-v1"
     assert version.tags["eval_protocol"] == run.data.tags["rlpipe.eval_protocol"]
+    # lineage: data, code, flow run, warm start (none here), config
+    assert version.tags["prefect_flow_run"] == run.data.tags["prefect.flow_run_id"]
+    assert version.tags["git_commit"] == run.data.tags["rlpipe.git_commit"]
+    assert len(version.tags["data_fingerprint"]) == 12 and version.tags["parent_sft_run"] == "-"
+    assert version.tags["config_hash"] == run.data.tags["rlpipe.config_hash"]
     # a model-training experiment: the MLflow UI opens it in that view, not the GenAI one
     experiment = client.get_experiment(run.info.experiment_id)
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
