@@ -24,6 +24,7 @@ from prefect.artifacts import (
 from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
 
+from infra.tracking.mlflow_tracker import mlflow_run_url
 from infra.tracking.secrets import redact_text, url_without_credentials
 from rl_core.algorithms.actor_critic_family import algorithm_name
 
@@ -123,7 +124,7 @@ def mlflow_run_link(tracking_uri: str | None, experiment_id: str | None, run_id:
         return "MLflow tracking disabled"
     if tracking_uri and tracking_uri.startswith(("http://", "https://")):
         base = url_without_credentials(tracking_uri).rstrip("/")
-        return f"[{run_id}]({base}/#/experiments/{experiment_id}/runs/{run_id})"
+        return f"[{run_id}]({mlflow_run_url(base, experiment_id, run_id)})"
     shown = redact_text(str(tracking_uri))
     return f"`{run_id}` in `{shown}` (view with `mlflow ui --backend-store-uri {shown}`)"
 

@@ -23,6 +23,7 @@ from infra.checkpoint.lease_holder import stale_reason
 from infra.checkpoint.lease_local import LocalLeaseBackend
 from infra.checkpoint.reader import CONFIG_FILE
 from infra.checkpoint.store import MANIFEST
+from infra.tracking.mlflow_tracker import mlflow_run_url
 
 console = Console()
 logger = logging.getLogger("rlpipe.runs")
@@ -86,7 +87,7 @@ def mlflow_link(manifest: dict[str, Any], mlflow_run: Any | None) -> str:
     if mlflow_run is None:
         return f"{manifest.get('mlflow_run_id') or '-'} ({uri or 'no tracking'})"
     ui = uri.rstrip("/") if uri.startswith(("http://", "https://")) else MLFLOW_UI
-    return f"{ui}/#/experiments/{mlflow_run.info.experiment_id}/runs/{mlflow_run.info.run_id}"
+    return mlflow_run_url(ui, mlflow_run.info.experiment_id, mlflow_run.info.run_id)
 
 
 def list_runs(root: Path) -> list[RunRow]:

@@ -87,6 +87,17 @@ class ScreenFilter(logging.Filter):
         return self.verbose or record.levelno >= logging.WARNING
 
 
+def screen_handler(console: Console) -> logging.Handler:
+    """Rich's handler on a terminal; elsewhere plain unwrapped lines (greppable logs)."""
+    if console.is_terminal:
+        return RichHandler(console=console, show_path=False, markup=False)
+    handler = logging.StreamHandler(console.file)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s | %(levelname)-7s | %(message)s", datefmt="%H:%M:%S")
+    )
+    return handler
+
+
 class Terminal:
     """The CLI's screen and log file; :meth:`open_log` once the run's folder is known.
 
@@ -107,7 +118,7 @@ class Terminal:
         for handler in list(root.handlers):  # Prefect's, put on the root at its import
             if isinstance(handler, PrefectConsoleHandler):
                 root.removeHandler(handler)
-        screen = RichHandler(console=console, show_path=False, markup=False)
+        screen = screen_handler(console)
         screen.setLevel(logging.DEBUG if verbose else logging.INFO)
         screen.addFilter(ScreenFilter(verbose, self.live))
         root.addHandler(screen)

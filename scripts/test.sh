@@ -17,6 +17,7 @@ if [ "$#" -eq 0 ]; then
   # a failing lint or test ends the script: stop the setup too (its own process group)
   trap 'kill -- "-$vllm_pid" 2>/dev/null || true' EXIT
 fi
+bash scripts/setup_browser.sh  # Chromium for the UI tests (Debian packages)
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # pytest exits 5 when it collected no tests: that fails this script like any other error.

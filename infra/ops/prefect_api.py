@@ -58,6 +58,8 @@ class LocalPrefectServer:
             **os.environ,
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_UI_ENABLED": "true",
+            # the UI's pages call this API (by default they would call port 4200's)
+            "PREFECT_UI_API_URL": self.url,
             # bound to 127.0.0.1 for this process's run: its clients skip the CSRF-token
             # request that each new client would otherwise make (CLIENT_SETTINGS)
             "PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED": "false",

@@ -292,3 +292,15 @@ def parent_experiment_name(tracking_uri: str, run_id: str | None) -> str | None:
         return client.get_experiment(experiment_id).name
     except MlflowException:
         return None
+
+
+#: The MLflow UI's view for model training (its default is the GenAI one, which files
+#: runs under "Evaluation runs").
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
+
+
+def mlflow_run_url(ui_base: str, experiment_id: str | None, run_id: str) -> str:
+    """The MLflow UI's page of a run, opened in the model-training view."""
+    return (
+        f"{ui_base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}"
+    )

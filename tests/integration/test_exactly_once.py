@@ -36,21 +36,18 @@ def run_matrix(tmp_path: Path, env: dict[str, str], *args: str) -> list[dict]:
 
 
 def test_embodied_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
+    """A hung worker and a killed driver (raised and killed steps: the async, off-policy and
+    reasoning cases below, and tests/integration/test_resume_and_recovery.py)."""
     rows = run_matrix(
         tmp_path,
         train_env,
         "--presets=ppo_cartpole",
-        "--cases=raise:update,kill:rollout,hang:advantage",
+        "--cases=hang:advantage",
         "--steps=update",
         "--driver-kill",  # the driver killed at the update step, then relaunched
         "--hang-timeout=10",  # the hung advantage step (milliseconds of work) ends after 10 s
     )
-    assert [r["fault"] for r in rows] == [
-        "raise:update@1",
-        "kill:rollout@1",
-        "hang:advantage@1",
-        "kill_driver:update@1",
-    ]
+    assert [r["fault"] for r in rows] == ["hang:advantage@1", "kill_driver:update@1"]
 
 
 def test_async_mode_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:

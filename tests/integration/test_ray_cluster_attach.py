@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from infra.ops.processes import session_pids
 from infra.ops.ray_head import LocalRayHead
-from tests.integration.conftest import CARTPOLE_EXPERIMENT, ROOT, run_train
+from tests.integration.conftest import ROOT, find_run, run_train
 
 pytestmark = pytest.mark.integration
 FIXTURE_MODULES = ROOT / "tests" / "fixtures" / "ext_modules"
@@ -66,7 +66,7 @@ def test_training_runs_on_a_separately_started_ray_head(
     # The run logged to the MLflow store named by MLFLOW_TRACKING_URI, not the default.
     assert not (tmp_path / "out" / "mlflow.db").exists()
     client = MlflowClient(tracking_uri)
-    (run,) = client.search_runs([client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id])
+    run = find_run(client, "on-head")
     assert run.info.status == "FINISHED"
     history = client.get_metric_history(run.info.run_id, "train/policy_loss")
     assert sorted(m.step for m in history) == [0, 1]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from flows.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FINISHED, EXIT_STOPPED, run_cli
+from infra import ray_cluster
 from infra.checkpoint.store import CheckpointError
 from infra.session import STOP_REQUESTED
 
@@ -24,6 +25,9 @@ SECRET_URI = "https://alice:pw-123456@mlflow.example.invalid"
 def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """Run the CLI with ``flow`` against a Prefect API that is never called."""
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    # no Ray either: the flow is a function (a local cluster would cost seconds per test)
+    monkeypatch.setattr(ray_cluster, "connect", lambda *args, **kwargs: {"CPU": 2.0})
+    monkeypatch.setattr(ray_cluster, "shutdown", lambda: None)
     handler = signal.getsignal(signal.SIGINT)
     STOP_REQUESTED.clear()
 

@@ -19,7 +19,10 @@ def test_run_tags_name_preset_algorithm_and_run():
 
 def test_mlflow_link_over_http_and_hint_otherwise():
     link = mlflow_run_link("http://127.0.0.1:5000/", "3", "abc")
-    assert link == "[abc](http://127.0.0.1:5000/#/experiments/3/runs/abc)"
+    assert (
+        link
+        == "[abc](http://127.0.0.1:5000/#/experiments/3/runs/abc?workflowType=machine_learning)"
+    )
     local = mlflow_run_link("sqlite:///x/mlflow.db", "3", "abc")
     assert "`abc`" in local and "mlflow ui --backend-store-uri sqlite:///x/mlflow.db" in local
     assert mlflow_run_link("sqlite:///x", "1", None) == "MLflow tracking disabled"
@@ -42,7 +45,7 @@ def test_summary_lists_metrics_and_locations():
     assert "| iterations | 12 |" in text
     assert "| last eval | 480.1 |" in text
     assert "eval before training" not in text  # None rows are left out
-    assert "(http://127.0.0.1:5000/#/experiments/7/runs/r9)" in text
+    assert "(http://127.0.0.1:5000/#/experiments/7/runs/r9?workflowType=machine_learning)" in text
     assert "`/o/s/checkpoints`" in text
 
 
@@ -56,7 +59,10 @@ def test_summary_masks_credentials_and_links_without_them():
     }
     text = summary_markdown(cfg, result, "7")
     assert "pw-123456" not in text and "abcdef" not in text
-    assert "(https://mlflow.example.invalid/#/experiments/7/runs/r9)" in text
+    assert (
+        "(https://mlflow.example.invalid/#/experiments/7/runs/r9?workflowType=machine_learning)"
+        in text
+    )
     assert "`s3://bucket/ckpts/s?X-Amz-Signature=***`" in text
     local = mlflow_run_link("postgresql://u:pw-123456@db/mlflow", "1", "r")
     assert "pw-123456" not in local and "postgresql://***@db/mlflow" in local

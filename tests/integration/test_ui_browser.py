@@ -1,0 +1,109 @@
+"""The Prefect UI and the MLflow UI, opened in a real headless Chromium after a short run.
+
+A small CartPole run trains against the test session's Prefect server; ``mlflow ui`` serves
+its store. The pages a user opens are checked for what they must show, and screenshots are
+saved under ``outputs/ui-screenshots/`` (the docs use them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from infra.ops.processes import free_port, port_listening
+from infra.tracking.mlflow_tracker import MODEL_TRAINING_VIEW, mlflow_run_url
+from tests.browser import chromium, click_text, screenshot, wait_for
+from tests.integration.conftest import CARTPOLE_EXPERIMENT, ROOT, run_train
+
+pytestmark = pytest.mark.integration
+RUN = "ui-run"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> dict[str, Any]:
+    """A finished 3-iteration run (its output folder, MLflow run and flow run)."""
+    out = tmp_path_factory.mktemp("ui")
+    env = {**_base_env(), "PREFECT_API_URL": prefect_api}
+    run_train(
+        out,
+        env,
+        f"run.name={RUN}",
+        "run.max_iterations=3",
+        "run.eval_interval=1",
+        "env.num_envs=4",
+        "rollout.num_steps=32",
+        "eval.num_episodes=2",
+    )
+    manifest = json.loads((out / RUN / "checkpoints" / "latest.json").read_text())
+    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    run = client.get_run(manifest["mlflow_run_id"])
+    return {"out": out, "run": run, "ui": prefect_api.removesuffix("/api")}
+
+
+def _base_env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@pytest.fixture(scope="module")
+def mlflow_ui(trained: dict[str, Any]) -> Iterator[str]:
+    """``mlflow ui`` on 127.0.0.1 over the run's store."""
+    port = free_port()
+    log = open(trained["out"] / "mlflow-ui.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [str(ROOT / ".venv" / "bin" / "mlflow"), "ui", "--host", "127.0.0.1"]
+        + ["--port", str(port), "--backend-store-uri", f"sqlite:///{trained['out'] / 'mlflow.db'}"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not port_listening(port) and time.monotonic() < deadline:
+            assert proc.poll() is None, (trained["out"] / "mlflow-ui.log").read_text()[-3000:]
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def test_prefect_ui_shows_the_iterations_and_the_summary(trained: dict[str, Any]) -> None:
+    flow_run_id = trained["run"].data.tags["prefect.flow_run_id"]
+    with chromium() as browser:
+        browser.get(f"{trained['ui']}/runs/flow-run/{flow_run_id}")
+        wait_for(browser, lambda t: f"train-{RUN}" in t and "Completed" in t, "the train flow run")
+        click_text(browser, "Subflow Runs")
+        wait_for(browser, lambda t: all(f"iteration-{i}" in t for i in range(3)), "iterations")
+        screenshot(browser, "prefect-flow-run-iterations")
+        click_text(browser, "Artifacts")
+        wait_for(browser, lambda t: f"{RUN}-summary" in t, "the summary artifact")
+        screenshot(browser, "prefect-flow-run-artifacts")
+
+
+def test_mlflow_ui_shows_metrics_curve_and_the_best_model(
+    trained: dict[str, Any], mlflow_ui: str
+) -> None:
+    run = trained["run"]
+    experiment = run.info.experiment_id
+    with chromium() as browser:
+        # the link rlpipe records (summaries, rlpipe runs) opens the model-training view
+        browser.get(mlflow_run_url(mlflow_ui, experiment, run.info.run_id))
+        text = wait_for(browser, lambda t: RUN in t and "eval/return_mean" in t, "run metrics")
+        assert "Evaluation runs" not in text  # the GenAI view's
+        screenshot(browser, "mlflow-run-overview")
+        click_text(browser, "Artifacts")
+        click_text(browser, "plots")
+        wait_for(browser, lambda t: "learning_curve.png" in t, "the learning curve artifact")
+        click_text(browser, "learning_curve.png")
+        screenshot(browser, "mlflow-run-learning-curve")
+        model = f"rlpipe-{CARTPOLE_EXPERIMENT}"
+        browser.get(f"{mlflow_ui}/#/models/{model}?{MODEL_TRAINING_VIEW}")
+        wait_for(browser, lambda t: model in t and "best" in t, "the registered model's alias")
+        screenshot(browser, "mlflow-registered-model")
