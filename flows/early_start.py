@@ -81,6 +81,9 @@ def start_services_early(argv: list[str], default_preset: str | None = None) -> 
             return False
         overrides = cli_overrides(args)
         _, raw = load_raw_config(args.config, overrides)
+        from flows.terminal import quiet_worker_consoles
+
+        quiet_worker_consoles(args.verbose)  # before Ray starts: its workers inherit it
     except (Exception, SystemExit):  # noqa: BLE001 - the CLI parses again and says why
         return False
     from infra.ops.prefect_api import start_prefect_api, stop_prefect_api

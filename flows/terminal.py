@@ -11,6 +11,7 @@ one plain progress line per iteration.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,20 @@ PREFECT_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 #: Name of the run's log file in ``<run.output_dir>/<run.name>/``.
 LOG_FILE = "rlpipe.log"
 _OWN_LOGGERS = ("rlpipe", "infra", "flows", "tasks")
+
+
+#: Prefect's console handler level in processes started from here (Ray workers running
+#: Prefect tasks): their per-task lines still reach the Prefect UI, not the terminal.
+WORKER_CONSOLE_LEVEL_VAR = "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"
+
+
+def quiet_worker_consoles(verbose: bool) -> None:
+    """Keep Prefect's per-task lines of worker processes off the terminal (unless verbose).
+
+    Call it before Ray starts: its workers inherit the variable. A value the user set wins.
+    """
+    if not verbose:
+        os.environ.setdefault(WORKER_CONSOLE_LEVEL_VAR, "WARNING")
 
 
 def log_file_path(output_dir: str | Path, run_name: str) -> Path:
@@ -127,6 +142,9 @@ class Terminal:
             logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
         for name in PREFECT_RUN_LOGGERS:  # they reach the root's handlers (file, screen)
             logging.getLogger(name).setLevel(logging.INFO)
+        if not verbose:  # MLflow's own INFO lines (database set-up, system metrics)
+            logging.getLogger("mlflow").setLevel(logging.WARNING)
+        quiet_worker_consoles(verbose)
         if self._display is not None:
             logging.getLogger(PROGRESS_LOGGER).addHandler(self._display)
         self._screen: logging.Handler | None = screen

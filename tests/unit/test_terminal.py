@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 
+import pytest
 from rich.console import Console
 
 from flows.terminal import (
     PROGRESS_FIELD,
     PROGRESS_LOGGER,
+    WORKER_CONSOLE_LEVEL_VAR,
     ProgressDisplay,
     Terminal,
     log_file_path,
 )
+from tests.env_vars import unset
+
+
+@pytest.fixture(autouse=True)
+def no_worker_console_setting(monkeypatch):
+    unset(monkeypatch, WORKER_CONSOLE_LEVEL_VAR)
 
 
 def progress_record(iteration: int, total: int, text: str) -> dict:
@@ -89,3 +98,11 @@ def test_progress_display_starts_at_the_resumed_iteration():
     (task,) = display.progress.tasks
     assert task.completed == 7 and task.total == 10
     display.close()
+
+
+def test_workers_started_later_keep_prefect_lines_off_the_terminal(tmp_path):
+    Terminal(Console(file=io.StringIO()), verbose=True).close()
+    assert WORKER_CONSOLE_LEVEL_VAR not in os.environ  # -v: workers print them too
+    Terminal(Console(file=io.StringIO()), verbose=False).close()
+    assert os.environ[WORKER_CONSOLE_LEVEL_VAR] == "WARNING"  # inherited by Ray workers
+    assert logging.getLogger("mlflow").level == logging.WARNING
