@@ -263,9 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="output folder (default: a temp dir)")
     parser.add_argument("--json", default=None, help="write the rows to this JSON file")
     args = parser.parse_args(argv)
-    from flows.cli import _setup_logging, prefect_api
+    from flows.cli import console, prefect_api
+    from flows.terminal import Terminal
 
-    _setup_logging()
+    Terminal(console)  # rlpipe's messages on screen, Prefect's per-task lines off it
     out = Path(args.out or tempfile.mkdtemp(prefix="rlpipe-chaos-")).resolve()
     rows: list[dict[str, Any]] = []
     kinds = [k for k in args.kinds.split(",") if k]

@@ -5,6 +5,7 @@ that convert to a Hugging Face directory, and a bit-identical resume."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -79,12 +80,38 @@ def preset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def grpo_run(
+    tmp_path_factory: pytest.TempPathFactory, prefect_api: str, preset: Path
+) -> tuple[Path, str]:
+    """The preset trained once, uninterrupted: ``(output dir, CLI output)``.
+
+    The records test reads it, and the FSDP resume test compares against its checkpoints.
+    """
+    out_dir = tmp_path_factory.mktemp("grpo-run")
+    env = module_train_env(prefect_api, out_dir)
+    return out_dir, run_train(out_dir, env, "--config", str(preset))
+
+
+def module_train_env(prefect_api: str, home: Path) -> dict[str, str]:
+    """Like the ``train_env`` fixture, for a module-scoped run."""
+    skip = ("RAY_ADDRESS", "PYTEST_", "MLFLOW_TRACKING_URI")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
+    env.update(
+        PREFECT_API_URL=prefect_api,
+        PREFECT_HOME=str(home / "prefect-client-home"),
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
 def test_grpo_run_records_flows_tasks_metrics_and_exports(
-    tmp_path: Path, train_env: dict[str, str], prefect_api: str, preset: Path
+    tmp_path: Path, train_env: dict[str, str], prefect_api: str, grpo_run: tuple[Path, str]
 ) -> None:
-    out = run_train(tmp_path, train_env, "--config", str(preset))
+    run_dir, out = grpo_run
     assert "accuracy" in out and "MLflow run id" in out
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient(f"sqlite:///{run_dir / 'mlflow.db'}")
     run = find_run(client, "llm-it")
     for key in (
         "eval/accuracy",
@@ -152,7 +179,7 @@ def test_grpo_run_records_flows_tasks_metrics_and_exports(
             "--run-name",
             "llm-it",
             "--output-dir",
-            str(tmp_path),
+            str(run_dir),
             "--out",
             str(tmp_path / "hf"),
         ],
@@ -167,7 +194,7 @@ def test_grpo_run_records_flows_tasks_metrics_and_exports(
 
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
     trained = load_file(
-        str(tmp_path / "llm-it" / "checkpoints" / "step_000004" / "actor_0" / "model.safetensors")
+        str(run_dir / "llm-it" / "checkpoints" / "step_000004" / "actor_0" / "model.safetensors")
     )
     for name, value in model.state_dict().items():
         assert (value == trained[f"model.{name}"]).all(), name
@@ -181,7 +208,7 @@ def test_grpo_run_records_flows_tasks_metrics_and_exports(
             "--run-name",
             "llm-it",
             "--output-dir",
-            str(tmp_path),
+            str(run_dir),
         ],
         cwd=ROOT,
         env=train_env,
@@ -210,11 +237,18 @@ BACKENDS = {
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_interrupted_llm_run_resumes_bit_identical(
-    tmp_path: Path, train_env: dict[str, str], preset: Path, backend: str
+    tmp_path: Path,
+    train_env: dict[str, str],
+    preset: Path,
+    backend: str,
+    grpo_run: tuple[Path, str],
 ) -> None:
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    args = ["--config", str(preset), "eval.pass_k=1", *BACKENDS[backend]]
-    run_train(straight, train_env, *args)
+    args = ["--config", str(preset), *BACKENDS[backend]]
+    if backend == "fsdp":  # the preset as it is: the uninterrupted run is the module's
+        straight = grpo_run[0]
+    else:
+        run_train(straight, train_env, *args)
     fail_at_3 = {**train_env, "RLPIPE_FAULTS": "exit:weight_sync@3"}  # off when resuming
     failed = subprocess.run(
         train_cmd(resumed, *args),
