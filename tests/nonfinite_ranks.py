@@ -64,5 +64,8 @@ def rank_update_with_nan_on_rank_zero(rank: int, out_dir: str) -> None:
         unchanged = all(torch.equal(v, before[k]) for k, v in policy.state_dict().items())
         result = {"skipped": metrics["train/skipped_updates"], "unchanged": unchanged}
         (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(result))
+        # neither rank tears gloo down while the other still talks to it (a peer closing
+        # its connection early aborts the other process)
+        dist.barrier()
     finally:
         dist.destroy_process_group()
