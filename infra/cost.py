@@ -13,19 +13,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from infra.step_runtime import ITERATION_STEPS
+
 logger = logging.getLogger(__name__)
 
 #: Phases of an iteration, as its ``time/<phase>`` metrics name them.
-PHASES = (
-    "weight_sync",
-    "rollout",
-    "reward",
-    "advantage",
-    "update",
-    "evaluate",
-    "checkpoint",
-    "orchestration",
-)
+PHASES = (*ITERATION_STEPS, "sft_update", "orchestration")
 #: Metric of the running total (resumed runs continue it).
 TOTAL_CPU = "cost/cpu_hours_total"
 TOTAL_GPU = "cost/gpu_hours_total"

@@ -55,11 +55,16 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture()
 def train_env(prefect_api: str, tmp_path: Path) -> dict[str, str]:
     """Environment for a training subprocess reporting to the test's Prefect server."""
+    return training_env(prefect_api, tmp_path)
+
+
+def training_env(prefect_api: str, home: Path) -> dict[str, str]:
+    """:func:`train_env` for any scope: Prefect client state under ``home``."""
     skip = ("RAY_ADDRESS", "PYTEST_", "MLFLOW_TRACKING_URI")  # runs log to their own SQLite
     env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
     env.update(
         PREFECT_API_URL=prefect_api,
-        PREFECT_HOME=str(tmp_path / "prefect-client-home"),
+        PREFECT_HOME=str(home / "prefect-client-home"),
         OMP_NUM_THREADS="1",
         PYTHONUNBUFFERED="1",
     )

@@ -5,7 +5,6 @@ that convert to a Hugging Face directory, and a bit-identical resume."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from safetensors.torch import load_file
 
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.integration.conftest import ROOT, find_run, run_train, train_cmd
+from tests.integration.conftest import ROOT, find_run, run_train, train_cmd, training_env
 
 pytestmark = pytest.mark.integration
 
@@ -89,21 +88,8 @@ def grpo_run(
     The records test reads it, and the FSDP resume test compares against its checkpoints.
     """
     out_dir = tmp_path_factory.mktemp("grpo-run")
-    env = module_train_env(prefect_api, out_dir)
+    env = training_env(prefect_api, out_dir)
     return out_dir, run_train(out_dir, env, "--config", str(preset))
-
-
-def module_train_env(prefect_api: str, home: Path) -> dict[str, str]:
-    """Like the ``train_env`` fixture, for a module-scoped run."""
-    skip = ("RAY_ADDRESS", "PYTEST_", "MLFLOW_TRACKING_URI")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
-    env.update(
-        PREFECT_API_URL=prefect_api,
-        PREFECT_HOME=str(home / "prefect-client-home"),
-        OMP_NUM_THREADS="1",
-        PYTHONUNBUFFERED="1",
-    )
-    return env
 
 
 def test_grpo_run_records_flows_tasks_metrics_and_exports(
