@@ -218,7 +218,7 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
         "tracking_uri": session.tracker.tracking_uri if session.tracker else None,
         "checkpoint_dir": session.store_uri,
         "stopped": stopped,
-        **{k: v for k, v in meter.summary().items() if k in ("cpu_hours", "gpu_hours")},
+        **meter.summary(),
     }
 
 
@@ -227,10 +227,8 @@ def cost_meter(session: TrainSession) -> CostMeter:
     meter = CostMeter(reserved_resources(session.runtime.groups), session.cfg.run.budget_hours)
     tracker = session.tracker
     if tracker is not None and session.resumed_from is not None:
-        last = {
-            key: last_metric(tracker.client, tracker.run_id, key) for key in (TOTAL_CPU, TOTAL_GPU)
-        }
-        meter.resume_from(*(value[0] if value else None for value in last.values()))
+        totals = [last_metric(tracker.client, tracker.run_id, k) for k in (TOTAL_CPU, TOTAL_GPU)]
+        meter.resume_from(*(total[0] if total else None for total in totals))
     return meter
 
 

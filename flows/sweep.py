@@ -39,7 +39,6 @@ from infra.tracking.sweep_report import (
     child_curve,
     mean_std_curves,
     render_sweep_png,
-    score_key,
     summary_markdown,
 )
 from rl_core.config import ConfigError, load_config
@@ -108,8 +107,8 @@ def child_result(
         logger.warning("%s: no readable checkpoint (%s)", run.name, exc)
         manifest = None
     run_id = (manifest or {}).get("mlflow_run_id")
-    curve, hours = child_curve(client, run_id) if run_id else ((), None)
-    return ChildResult(run.name, run.point, run.seed, run_id, code, curve, hours)
+    curve, hours, key = child_curve(client, run_id) if run_id else ((), None, None)
+    return ChildResult(run.name, run.point, run.seed, run_id, code, curve, hours, key)
 
 
 @flow(name="sweep", flow_run_name="sweep-{name}", log_prints=False)
@@ -179,14 +178,7 @@ def report(
     client: MlflowClient, parent: str, name: str, children: list[ChildResult]
 ) -> dict[str, Any]:
     """Log the plot and the table to the parent run and to Prefect; end the parent run."""
-    keys = [
-        k
-        for c in children
-        if c.run_id
-        for k in client.get_run(c.run_id).data.metrics
-        if k.startswith("eval/")
-    ]
-    score = score_key(keys) or "eval/return_mean"
+    score = next((c.score_key for c in children if c.score_key), "eval/return_mean")
     png = render_sweep_png(mean_std_curves(children), f"sweep {name}", score)
     markdown = summary_markdown(name, children, score)
     client.log_text(parent, markdown, "sweep.md")

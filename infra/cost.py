@@ -112,10 +112,4 @@ class CostMeter:
 
     def summary(self) -> dict[str, Any]:
         """Totals for the run's summary."""
-        return {
-            "cpu_hours": round(self.cpu_hours, 6),
-            "gpu_hours": round(self.gpu_hours, 6),
-            "reserved_cpus": self.reserved.get("CPU", 0.0),
-            "reserved_gpus": self.reserved.get("GPU", 0.0),
-            "budget_hours": self.budget_hours,
-        }
+        return {"cpu_hours": round(self.cpu_hours, 6), "gpu_hours": round(self.gpu_hours, 6)}

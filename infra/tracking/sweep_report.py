@@ -28,6 +28,7 @@ class ChildResult:
     exit_code: int
     curve: tuple[tuple[float, float], ...] = ()  # (env steps, score) per evaluation
     cpu_hours: float | None = None
+    score_key: str | None = None  # the evaluation metric of the curve
 
     @property
     def final(self) -> float | None:
@@ -45,18 +46,23 @@ def score_key(metric_keys: list[str]) -> str | None:
     return next((k for k in SCORE_KEYS if k in metric_keys), None)
 
 
-def child_curve(client: Any, run_id: str) -> tuple[tuple[tuple[float, float], ...], float | None]:
-    """``((env steps, score), ...)`` per evaluation of a run, and its CPU-hours total."""
+def child_curve(
+    client: Any, run_id: str
+) -> tuple[tuple[tuple[float, float], ...], float | None, str | None]:
+    """A run's ``((env steps, score), ...)``, CPU-hours total and score metric.
+
+    The metric is None (and the curve empty) when the run never evaluated.
+    """
     metrics = client.get_run(run_id).data.metrics
     key = score_key(list(metrics))
     if key is None:
-        return (), metrics.get("cost/cpu_hours_total")
+        return (), metrics.get("cost/cpu_hours_total"), None
     steps = {m.step: m.value for m in client.get_metric_history(run_id, X_KEY)}
     points = []
     for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step):
         # step k's evaluation saw the weights after iteration k; its x is that step's total
         points.append((steps.get(m.step, float(m.step)), m.value))
-    return tuple(points), metrics.get("cost/cpu_hours_total")
+    return tuple(points), metrics.get("cost/cpu_hours_total"), key
 
 
 def mean_std_curves(
