@@ -106,6 +106,8 @@ class TrainSession:
 
     def __init__(self, cfg: RLPipeConfig, tags: dict[str, str] | None = None) -> None:
         self.cfg = cfg
+        #: Run tags given at the start (git commit, Prefect flow run), also for lineage.
+        self.tags = dict(tags or {})
         self.id = uuid.uuid4().hex
         self.output_dir = Path(cfg.run.output_dir).resolve()
         self.run_dir = self.output_dir / cfg.run.name

@@ -6,11 +6,9 @@ import logging
 from typing import Any
 
 from prefect import task
-from prefect.runtime import flow_run
 
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.store import CheckpointError, open_store
-from infra.provenance import git_commit
 from infra.session import get_session
 from infra.tracking.model_registry import EVAL_PROTOCOL_TAG
 from infra.tracking.register_run import register_run_model
@@ -66,8 +64,9 @@ def register_model(session_id: str, run_name: str) -> dict[str, Any]:
         # lineage: what it was trained on, from what, by which code and which flow run
         "data_fingerprint": _data_fingerprint(cfg),
         "parent_sft_run": parent_sft_run(cfg),
-        "git_commit": git_commit() or "unknown",
-        "prefect_flow_run": str(flow_run.id or ""),
+        # the code and flow run that trained it, as recorded when the run started
+        "git_commit": session.tags.get("rlpipe.git_commit", "unknown"),
+        "prefect_flow_run": session.tags.get("prefect.flow_run_id", ""),
     }
     trust = cfg.run.trust_checkpoint or cfg.model.trust_remote_code  # the run's own model
     result = register_run_model(
