@@ -97,8 +97,8 @@ class ScreenFilter(logging.Filter):
             return not self.live_progress
         if record.name.startswith(PREFECT_RUN_LOGGERS):
             return self.verbose
-        if record.name.startswith(_OWN_LOGGERS):
-            return self.verbose or record.levelno >= logging.INFO
+        if record.name.startswith(_OWN_LOGGERS):  # at their loggers' level (INFO, -v DEBUG)
+            return True
         return self.verbose or record.levelno >= logging.WARNING
 
 
