@@ -84,6 +84,12 @@ class MegatronBackend(TrainerBackend):
             parallel_state.initialize_model_parallel(tensor_model_parallel_size=self.tp)
         if parallel_state.get_tensor_model_parallel_rank() != self.tp_rank:
             raise RuntimeError("megatron's rank order is not tensor-parallel first")
+        if self.device.type == "cuda":
+            # megatron builds its layers inside its CUDA RNG tracker's fork: seed it
+            # (from the run seed, so every rank's initialisation is reproducible)
+            from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
+
+            model_parallel_cuda_manual_seed(int(self.cfg.run.seed))
         self.kv_group = kv_copy_group(self.tp, kv_copies(self.shape, self.tp))
         self.policy = self._build(self._initial)
         if self.cfg.algorithm.kl_coef > 0:  # the reference follows the trainer's layout

@@ -13,6 +13,7 @@ from torch.distributions import Categorical, Normal
 
 from rl_core.models.base_policy import BasePolicy, flat_states
 from rl_core.models.registry import register_model
+from rl_core.models.sampling_noise import multinomial_on_device, standard_normal_like
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -117,9 +118,9 @@ class MLPActorCritic(BasePolicy):
         if mode == "eval":
             model_action = dist.probs.argmax(-1) if self.discrete else dist.mean
         elif self.discrete:
-            model_action = torch.multinomial(dist.probs, 1, generator=generator).squeeze(-1)
+            model_action = multinomial_on_device(dist.probs, generator)
         else:
-            noise = torch.randn(dist.mean.shape, generator=generator)
+            noise = standard_normal_like(dist.mean, generator)
             model_action = dist.mean + dist.stddev * noise
         result = {
             "prev_logprobs": self._logprob(dist, model_action),

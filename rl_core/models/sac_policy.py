@@ -26,6 +26,7 @@ from torch import nn
 from rl_core.models.base_policy import BasePolicy, flat_states
 from rl_core.models.ensemble_layers import CRITIC_NORMS, ensemble_mlp
 from rl_core.models.registry import register_model
+from rl_core.models.sampling_noise import standard_normal_like
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -113,7 +114,7 @@ class MLPSACPolicy(BasePolicy):
             ``{"actions": [B, A], "logprobs": [B]}`` (differentiable in the actor).
         """
         mean, log_std = self._mean_log_std(states)
-        noise = torch.randn(mean.shape, generator=generator)
+        noise = standard_normal_like(mean, generator)
         pre_tanh = mean + log_std.exp() * noise
         return {
             "actions": torch.tanh(pre_tanh),
@@ -172,7 +173,7 @@ class MLPSACPolicy(BasePolicy):
         if mode == "eval":
             pre_tanh = mean
         else:
-            pre_tanh = mean + log_std.exp() * torch.randn(mean.shape, generator=generator)
+            pre_tanh = mean + log_std.exp() * standard_normal_like(mean, generator)
         actions = torch.tanh(pre_tanh)
         values = None
         if compute_values:
