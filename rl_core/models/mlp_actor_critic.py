@@ -127,7 +127,7 @@ class MLPActorCritic(BasePolicy):
             "prev_values": self.critic(states).squeeze(-1) if compute_values else None,
             "forward_inputs": {"states": states, "model_action": model_action},
         }
-        return self._to_env_action(model_action).numpy(), result
+        return self._to_env_action(model_action).cpu().numpy(), result
 
     def default_forward(
         self,

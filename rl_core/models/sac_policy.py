@@ -184,7 +184,7 @@ class MLPSACPolicy(BasePolicy):
             "forward_inputs": {"states": states, "actions": actions},
         }
         env_actions = actions * self.action_scale + self.action_bias
-        return env_actions.numpy(), result
+        return env_actions.cpu().numpy(), result
 
     def default_forward(
         self,

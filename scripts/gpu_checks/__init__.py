@@ -1,0 +1,1 @@
+"""The CUDA checks of ``scripts/gpu_check.py``, one module per path."""
