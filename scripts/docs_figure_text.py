@@ -16,6 +16,8 @@ DEFAULT_CURVE = "learning-curve-ppo-cartpole.png"
 SFT_CURVE = "learning-curve-sft-arith.png"
 SUMMARY_RULE = "rlpipe run finished"
 _SUMMARY_LINE = re.compile(r"^\s*([^:]+?): (.*)$")
+#: A per-iteration progress line (after the log line's time and level, when present).
+_ITERATION_LINE = re.compile(r"(iter (\d+)/\d+ \|.*)$")
 
 
 def parse_summary(output: str) -> tuple[str, dict[str, str]]:
@@ -37,10 +39,23 @@ def parse_summary(output: str) -> tuple[str, dict[str, str]]:
     return "\n".join(block), fields
 
 
+def iteration_lines(output: str) -> list[tuple[int, str]]:
+    """The per-iteration progress lines (``iter k/n | ...``) with their iteration ``k``."""
+    found = (_ITERATION_LINE.search(line.rstrip()) for line in output.splitlines())
+    return [(int(m.group(2)), m.group(1)) for m in found if m]
+
+
 def last_iteration_line(output: str) -> str:
-    """The last per-iteration progress line (``iter k/n | ...``), or an empty string."""
-    lines = [line.rstrip() for line in output.splitlines() if re.match(r"^iter \d+", line)]
-    return lines[-1] if lines else ""
+    """The last per-iteration progress line, or an empty string."""
+    lines = iteration_lines(output)
+    return lines[-1][1] if lines else ""
+
+
+def iteration_values(output: str, label: str) -> list[tuple[int, float]]:
+    """``(k, value)`` of ``label value`` in each progress line that shows it (``accuracy``)."""
+    pattern = re.compile(rf"\| {re.escape(label)} (-?[\d.]+)")
+    found = ((k, pattern.search(line)) for k, line in iteration_lines(output))
+    return [(k, float(m.group(1))) for k, m in found if m]
 
 
 def duration(seconds: float) -> str:
@@ -96,7 +111,7 @@ def default_run(result: Any, cores: int, images: str) -> str:
 
 def sft_arith(result: Any, cores: int, images: str) -> str:
     """The ``sft_arith`` preset's accuracy by iteration, where it stopped, how long it took."""
-    curve = result.metrics.get("eval/accuracy", [])
+    curve = result.metrics.get("accuracy", [])
     shown = [(step, value) for step, value in curve if step % 5 == 0 or step == curve[-1][0]]
     header = " | ".join(str(step) for step, _ in shown)
     values = " | ".join(f"{100 * value:.1f}%" for _, value in shown)
@@ -106,7 +121,9 @@ def sft_arith(result: Any, cores: int, images: str) -> str:
         f"| held-out accuracy | {values} |\n"
     )
     text = (
-        f"{_measured(result, cores)}; held-out accuracy on 200 prompts, greedy:\n\n{table}\n"
+        f"{_measured(result, cores)}; held-out accuracy on 200 prompts, greedy, after "
+        "iteration k (the terminal's `iter k/…` lines):\n\n"
+        f"{table}\n"
         f"Stopped at iteration {s['iterations']} with {100 * float(s['last_eval_return']):.1f}% "
         f"(the first evaluation at or above 60%), {duration(result.seconds)} for the whole "
         "command.\n"

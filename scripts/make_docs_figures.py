@@ -54,6 +54,7 @@ class RunResult:
     summary: dict[str, str]
     last_line: str
     summary_text: str
+    output: str
     metrics: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     curve: Path | None = None
 
@@ -94,6 +95,7 @@ def run_command(script: str, workdir: Path) -> RunResult:
         summary=summary,
         last_line=text.last_iteration_line(output),
         summary_text=summary_text,
+        output=output,
     )
 
 
@@ -131,11 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rlpipe-docs-") as tmp:
         workdir = Path(tmp)
         default = run_command("flows/train.py", workdir)
-        read_mlflow(default, workdir, ("eval/return_mean", "time/iteration"))
+        read_mlflow(default, workdir, ("time/iteration",))
         sft = None
         if not args.skip_sft:
             sft = run_command("flows/sft.py", workdir)
-            read_mlflow(sft, workdir, ("eval/accuracy", "time/iteration"))
+            read_mlflow(sft, workdir, ("time/iteration",))
+            sft.metrics["accuracy"] = text.iteration_values(sft.output, "accuracy")
         copy_images(default, sft)
     blocks = {
         "README.md": {"default-run": text.default_run(default, cores, "docs/images/")},

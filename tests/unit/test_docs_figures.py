@@ -79,8 +79,8 @@ def test_every_figure_block_exists_once_and_says_how_to_reproduce():
 
 SAMPLE_OUTPUT = """\
 run ppo-cartpole: full log in /…/outputs/ppo-cartpole/rlpipe.log
-iter 11/60 | env steps 11264 | return 150.2 | 1300 steps/s | eval — | orch 700 ms
-iter 12/60 | env steps 12288 | return 180.9 | 1290 steps/s | eval 500.0 | orch 690 ms
+03:28:49 | INFO    | iter 11/60 | env steps 11264 | return 150.2 | accuracy 0.465 | orch 700 ms
+03:28:51 | INFO    | iter 12/60 | env steps 12288 | return 180.9 | eval 500.0 | orch 690 ms
 ──────────── rlpipe run finished ────────────
           run_name: ppo-cartpole
         iterations: 12
@@ -94,7 +94,9 @@ def test_the_summary_and_last_progress_line_are_read_from_the_output():
     shown, fields = text.parse_summary(SAMPLE_OUTPUT)
     assert shown.startswith("──") and shown.endswith("MLflow run id: abc123")
     assert fields["iterations"] == "12" and fields["MLflow run id"] == "abc123"
-    assert text.last_iteration_line(SAMPLE_OUTPUT).startswith("iter 12/60")
+    assert text.last_iteration_line(SAMPLE_OUTPUT).startswith("iter 12/60 | env steps 12288")
+    assert text.iteration_values(SAMPLE_OUTPUT, "accuracy") == [(11, 0.465)]
+    assert text.iteration_values(SAMPLE_OUTPUT, "eval") == [(12, 500.0)]
     with pytest.raises(ValueError, match="rlpipe run finished"):
         text.parse_summary("error: boom\n")
 
@@ -118,7 +120,7 @@ def test_block_texts_carry_the_run_numbers():
         command="python flows/sft.py",
         seconds=110,
         summary={"iterations": "7", "last_eval_return": "0.725"},
-        metrics={"eval/accuracy": [(i, i / 10) for i in range(1, 8)]},
+        metrics={"accuracy": [(i, i / 10) for i in range(1, 8)]},
         curve=Path("x.png"),
     )
     body = text.sft_arith(sft, 2, "images/")
