@@ -94,7 +94,8 @@ def default_run_sentence(result: Any, cores: int) -> str:
         f"{_measured(result, cores)}: solved at iteration {s['iterations']} (evaluation "
         f"return {s['last_eval_return']}), {duration(iterations)} of iterations, "
         f"{duration(result.seconds)} for the whole command (the rest is the start-up of the "
-        "Prefect API, Ray and the workers, and the shutdown).\n"
+        "Prefect API, Ray and the workers, and the shutdown). The run is deterministic: the "
+        "iterations and returns repeat exactly; the times vary with the machine's load.\n"
     )
 
 
@@ -126,7 +127,8 @@ def sft_arith(result: Any, cores: int, images: str) -> str:
         f"{table}\n"
         f"Stopped at iteration {s['iterations']} with {100 * float(s['last_eval_return']):.1f}% "
         f"(the first evaluation at or above 60%), {duration(result.seconds)} for the whole "
-        "command.\n"
+        "command (the time varies with the machine's load; the accuracies repeat exactly). "
+        "The plot's x axis is the MLflow step, the iteration − 1.\n"
     )
     if result.curve:
         text += f"\n![Learning curve of the sft_arith preset]({images}{SFT_CURVE})\n"
