@@ -26,7 +26,7 @@ from prefect.runtime import flow_run
 
 from infra.tracking.mlflow_tracker import mlflow_run_url
 from infra.tracking.secrets import redact_text, url_without_credentials
-from rl_core.algorithms.actor_critic_family import algorithm_name
+from rl_core.algorithms.naming import algorithm_name
 
 logger = logging.getLogger("rlpipe.ui")
 
@@ -51,12 +51,17 @@ def artifact_key(run_name: str, suffix: str) -> str:
     return f"{cleaned or 'run'}-{suffix}"
 
 
-def run_tags(cfg: Any) -> list[str]:
-    """The tags of a run: preset, algorithm and run name."""
+def run_tags(cfg: Any, supervised: bool = False) -> list[str]:
+    """The tags of a run: preset, algorithm and run name.
+
+    Args:
+        cfg: The run's config.
+        supervised: The run is supervised fine-tuning (its algorithm is ``sft``).
+    """
     return [
         "rlpipe",
         f"preset:{cfg.preset}",
-        f"algorithm:{algorithm_name(cfg.algorithm)}",
+        f"algorithm:{algorithm_name(cfg.algorithm, supervised=supervised)}",
         f"run:{cfg.run.name}",
     ]
 
@@ -134,7 +139,7 @@ def summary_markdown(cfg: Any, result: dict[str, Any], experiment_id: str | None
     lines = [
         f"# rlpipe run `{cfg.run.name}`",
         "",
-        f"preset `{cfg.preset}`, algorithm `{algorithm_name(cfg.algorithm)}`",
+        f"preset `{cfg.preset}`, algorithm `{result.get('algorithm') or algorithm_name(cfg.algorithm)}`",
         "",
         "| | |",
         "| --- | --- |",

@@ -31,6 +31,7 @@ from infra.session import STOP_REQUESTED, TrainSession
 from infra.step_runtime import StepResult
 from infra.tracking.register_run import last_metric
 from infra.tracking.secrets import install_log_redaction
+from rl_core.algorithms.naming import algorithm_name
 from rl_core.config import RLPipeConfig, load_config
 from tasks.learning_curve import learning_curve
 from tasks.register_model import register_model
@@ -64,6 +65,7 @@ def train_session(
     overrides: list[str] | None,
     run_name: str | None,
     prepare: Callable[[RLPipeConfig], RLPipeConfig] | None = None,
+    supervised: bool = False,
 ) -> Iterator[TrainSession]:
     """Load the config, open the session (workers, MLflow run, resume); close it at the end.
 
@@ -73,6 +75,7 @@ def train_session(
         run_name: Shortcut for ``run.name=...``.
         prepare: Makes the model directory exist before any worker starts (default:
             :func:`prepare_model_files`).
+        supervised: The run is supervised fine-tuning (its algorithm is named ``sft``).
 
     The MLflow run ends FINISHED when the block completes, FAILED when it raises.
     """
@@ -88,9 +91,9 @@ def train_session(
         "prefect.flow_run_url": lasting_flow_run_url(str(flow_run.id or ""), flow_run.ui_url),
         "rlpipe.git_commit": git_commit() or "unknown",
     }
-    ui_tags = run_tags(cfg)
+    ui_tags = run_tags(cfg, supervised)
     tag_flow_run(ui_tags)
-    session = TrainSession(cfg, tags=tags)
+    session = TrainSession(cfg, tags=tags, supervised=supervised)
     if session.tracker and cfg.tracking.system_metrics:  # stopped by session.close
         session.tracker.start_system_metrics(cfg.tracking.system_metrics_interval)
     status = "FAILED"
@@ -207,6 +210,7 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
     progress.update(state.iteration, force=True)
     return {
         "run_name": cfg.run.name,
+        "algorithm": algorithm_name(cfg.algorithm, supervised=session.supervised),
         "iterations": state.iteration,
         "env_steps": state.env_steps,
         "solved": state.solved,

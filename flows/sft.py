@@ -73,7 +73,7 @@ def sft(
     Returns:
         The training summary plus ``model_dir``, the exported model directory.
     """
-    with redacted_errors(), train_session(preset, overrides, run_name) as session:
+    with redacted_errors(), train_session(preset, overrides, run_name, supervised=True) as session:
         summary = run_training(
             session, first_attempt=(flow_run.run_count or 1) <= 1, step_flow=sft_iteration_flow
         )

@@ -31,6 +31,7 @@ from infra.reliability.faults import FaultInjector
 from infra.reliability.guard import ITERATION_RETRIES, IterationGuard
 from infra.step_runtime import StepResult, StepRuntime, make_runtime
 from infra.tracking import MlflowTracker, flatten_config
+from rl_core.algorithms.naming import algorithm_name
 from rl_core.config import RLPipeConfig
 from rl_core.config.naming import eval_protocol, experiment_name, model_kind, task_name
 from rl_core.envs.spaces import env_spaces_to_dict
@@ -87,6 +88,23 @@ def default_artifact_location(tracking_uri: str, output_dir: Path) -> str | None
     return str(output_dir / "mlartifacts")
 
 
+def identity_tags(cfg: RLPipeConfig, supervised: bool = False) -> dict[str, str]:
+    """The MLflow tags saying what a run is: name, preset, task, model, algorithm.
+
+    Args:
+        cfg: The run's config.
+        supervised: The run is supervised fine-tuning (its algorithm is ``sft``).
+    """
+    return {
+        "rlpipe.run_name": cfg.run.name,
+        "rlpipe.preset": cfg.preset,
+        "rlpipe.task": task_name(cfg),
+        "rlpipe.model_kind": model_kind(cfg),
+        "rlpipe.eval_protocol": eval_protocol(cfg),
+        "rlpipe.algorithm": algorithm_name(cfg.algorithm, supervised=supervised),
+    }
+
+
 class TrainSession:
     """Config, workers, checkpoint store, MLflow run and counters of one training run.
 
@@ -96,6 +114,7 @@ class TrainSession:
     Args:
         cfg: The validated config.
         tags: Extra MLflow tags (e.g. the Prefect flow run id).
+        supervised: The run is supervised fine-tuning (tagged ``rlpipe.algorithm=sft``).
 
     Raises:
         LeaseHeldError: Another process is training this run (raised before anything of
@@ -104,8 +123,12 @@ class TrainSession:
             checkpoint is corrupt (raised before any worker starts).
     """
 
-    def __init__(self, cfg: RLPipeConfig, tags: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, cfg: RLPipeConfig, tags: dict[str, str] | None = None, supervised: bool = False
+    ) -> None:
         self.cfg = cfg
+        #: The run is supervised fine-tuning (``flows/sft.py``): its algorithm is ``sft``.
+        self.supervised = supervised
         #: Run tags given at the start (git commit, Prefect flow run), also for lineage.
         self.tags = dict(tags or {})
         self.id = uuid.uuid4().hex
@@ -217,13 +240,8 @@ class TrainSession:
             run_name=self.cfg.run.name,
             run_id=manifest.get("mlflow_run_id"),
             tags={
-                "rlpipe.run_name": self.cfg.run.name,
-                "rlpipe.preset": self.cfg.preset,
-                "rlpipe.task": task_name(self.cfg),
-                "rlpipe.model_kind": model_kind(self.cfg),
-                "rlpipe.eval_protocol": eval_protocol(self.cfg),
+                **identity_tags(self.cfg, self.supervised),
                 **({"mlflow.parentRunId": track.parent_run_id} if track.parent_run_id else {}),
-                "rlpipe.algorithm": self.cfg.algorithm.loss_type,
                 "rlpipe.config_hash": self.config_hash,
                 **tags,
             },

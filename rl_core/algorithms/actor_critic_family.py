@@ -20,7 +20,6 @@ config checks them before any worker starts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rl_core.registry import Registry
 
@@ -68,17 +67,3 @@ register_actor_critic(
 register_actor_critic(
     "rlpd", ActorCriticSpec(critic_norm="layer_norm", needs_offline_data=True, actor_q="mean")
 )
-
-
-def algorithm_name(algorithm: Any) -> str:
-    """The name a run's algorithm goes by in tags and summaries.
-
-    Off-policy runs are named by ``algorithm.loss_type`` (``sac``, ``crossq``, ``rlpd``);
-    on-policy runs by their advantage estimator (``gae`` for PPO, ``grpo``...).
-
-    Args:
-        algorithm: The config's ``algorithm`` section.
-    """
-    if actor_critic_spec(algorithm.loss_type) is not None:
-        return algorithm.loss_type.lower()
-    return algorithm.adv_type

@@ -77,7 +77,7 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
         assert sorted(c.name for c in children) == [f"iteration-{i}" for i in range(ITERATIONS)]
         assert all(c.state.is_completed() for c in children)
         # --- Prefect UI content: tags on the run and its children, progress and summary.
-        run_tags = {"rlpipe", "preset:ppo_cartpole", "algorithm:gae", "run:itest"}
+        run_tags = {"rlpipe", "preset:ppo_cartpole", "algorithm:ppo", "run:itest"}
         assert run_tags <= set(train_run.tags), train_run.tags
         assert all(run_tags <= set(c.tags) for c in children)
         artifacts = {
