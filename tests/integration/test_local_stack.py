@@ -213,12 +213,15 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path, ui: str) -> str:
         assert failed.state.is_failed(), failed.state
         manifest = (out / "deploy-retry" / "checkpoints" / "latest.json").read_text()
         assert '"step": 2' in manifest
+        page = f"{ui}/runs/flow-run/{flow_run.id}"
+        with chromium() as browser:  # closed while the run trains: its page redraws often
+            retry_in_the_ui(browser, page)
+        done = wait_state(api, flow_run.id, lambda s: s.is_final())
+        assert done.state.is_completed(), done.state
         with chromium() as browser:
-            retry_in_the_ui(browser, f"{ui}/runs/flow-run/{flow_run.id}")
-            done = wait_state(api, flow_run.id, lambda s: s.is_final())
-            assert done.state.is_completed(), done.state
-            browser.refresh()
-            wait_for(browser, lambda t: "Completed" in t, "the retried run, completed")
+            browser.get(page)
+            wait_for(browser, lambda t: "Completed" in t and "Task runs" in t, "the retried run")
+            time.sleep(1)  # the run graph (a canvas) draws after the page's text
             screenshot(browser, "prefect-retried-deployment-run")
         retried = [s for s in api.read_flow_run_states(flow_run.id) if s.name == "AwaitingRetry"]
         assert [s.message for s in retried] == ["Retry from the UI"], retried  # the button's
