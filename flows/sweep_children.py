@@ -151,7 +151,7 @@ def check_deployment(name: str) -> None:
             known = sorted(f"{flows.get(d.flow_id, '?')}/{d.name}" for d in deployments)
             raise ConfigError(
                 f"--deployment {name!r}: no such deployment on {api.api_url}; "
-                f"deploy it first (prefect deploy --name ...). Known: {', '.join(known) or '-'}"
+                f"deploy it first (prefect deploy --name ...). deployments there: {', '.join(known) or 'none'}"
             ) from None
     if deployment.status != DeploymentStatus.READY:
         logger.warning(
