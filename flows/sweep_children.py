@@ -148,10 +148,10 @@ def check_deployment(name: str) -> None:
         except ObjectNotFound:
             flows = {f.id: f.name for f in api.read_flows(limit=200)}
             deployments = api.read_deployments(limit=200)
-            known = sorted(f"{flows.get(d.flow_id, '?')}/{d.name}" for d in deployments)
+            known = ", ".join(sorted(f"{flows.get(d.flow_id)}/{d.name}" for d in deployments))
             raise ConfigError(
-                f"--deployment {name!r}: no such deployment on {api.api_url}; "
-                f"deploy it first (prefect deploy --name ...). deployments there: {', '.join(known) or 'none'}"
+                f"--deployment {name!r}: no such deployment on {api.api_url} (deployments "
+                f"there: {known or 'none'}); deploy it first: prefect deploy --name ..."
             ) from None
     if deployment.status != DeploymentStatus.READY:
         logger.warning(
