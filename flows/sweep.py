@@ -3,10 +3,11 @@
     rlpipe sweep --config ppo_cartpole --seeds 0-4
     rlpipe sweep --config ppo_cartpole --seeds 0-2 --grid actor.lr=1e-3,3e-3 run.max_iterations=20
 
-The ``sweep`` flow opens an MLflow parent run, starts the runs as train-CLI subprocesses
-(``--max-parallel`` at a time; they report to the same Prefect API and nest under the
-parent in MLflow), then logs mean ± std learning curves (``plots/sweep.png``) and a table
-of final figures (``sweep.md``) to the parent run and as a Prefect artifact. Rerunning a
+The ``sweep`` flow opens an MLflow parent run, starts the runs as train-CLI subprocesses,
+or with ``--deployment flow/name`` as runs of that deployment (``--max-parallel`` at a time;
+they report to the same Prefect API and nest under the parent in MLflow), then logs
+mean ± std learning curves (``plots/sweep.png``) and a table of final figures (``sweep.md``)
+to the parent run and as a Prefect artifact. Rerunning a
 sweep reuses its parent run and resumes (or just summarizes) its runs.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -26,14 +26,21 @@ if __package__ in (None, ""):  # run as a script: make the project importable
 
 from mlflow.entities import RunStatus
 from mlflow.tracking import MlflowClient
-from prefect import flow, task
+from prefect import flow
 from prefect.artifacts import create_markdown_artifact
-from prefect.cache_policies import NO_CACHE
 
 from flows.prefect_ui import artifact_key
+from flows.sweep_children import (
+    ChildLauncher,
+    DeploymentLauncher,
+    SubprocessLauncher,
+    check_deployment,
+    train_child,
+)
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.session import default_artifact_location, resolve_tracking_uri
+from infra.tracking.secrets import redact_text
 from infra.tracking.sweep_report import (
     ChildResult,
     child_curve,
@@ -46,7 +53,6 @@ from rl_core.config.naming import experiment_name
 from rl_core.config.sweep import SweepRun, expand_sweep, parse_grid, parse_seeds
 
 logger = logging.getLogger("rlpipe.sweep")
-ROOT = Path(__file__).resolve().parents[1]
 SWEEP_TAG = "rlpipe.sweep"
 
 
@@ -83,20 +89,6 @@ def parent_run(client: MlflowClient, experiment: str, artifacts: str | None, nam
     return run.info.run_id
 
 
-@task(name="sweep_run", task_run_name="sweep_run-{run.name}", cache_policy=NO_CACHE)
-def train_child(
-    run: SweepRun, command: list[str], log_dir: Path, slots: threading.Semaphore
-) -> int:
-    """Run one train CLI to its end (waiting for a slot first); returns its exit code."""
-    log = log_dir / f"{run.name}.log"
-    with slots, open(log, "ab") as out:
-        logger.info("starting %s (log %s)", run.name, log)
-        code = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
-    if code != 0:
-        logger.warning("%s exited with %d; see %s", run.name, code, log)
-    return code
-
-
 def child_result(
     client: MlflowClient, run: SweepRun, code: int, output_dir: str, checkpoint_uri: str | None
 ) -> ChildResult:
@@ -119,8 +111,19 @@ def sweep(
     overrides: list[str] | None = None,
     grid: list[tuple[str, list[str]]] | None = None,
     max_parallel: int = 1,
+    deployment: str | None = None,
 ) -> dict[str, Any]:
     """Train ``preset`` once per seed and grid point and report them together.
+
+    Args:
+        preset: Preset name or YAML path.
+        seeds: One run per seed (per grid point).
+        name: The sweep's name (its runs are ``<name>[-<point>]-s<seed>``).
+        overrides: ``section.field=value`` for every run.
+        grid: Axes ``(section.field, values)``; their product gives the grid points.
+        max_parallel: Runs at a time.
+        deployment: ``flow/deployment`` to start each run as a run of that deployment
+            (a worker runs it); ``None`` starts train-CLI subprocesses here.
 
     Returns:
         ``parent_run_id``, ``runs`` (name → exit code), ``failed`` (names), ``plot``.
@@ -144,28 +147,19 @@ def sweep(
     log_dir = output_dir / f"sweep-{name}"
     log_dir.mkdir(parents=True, exist_ok=True)
     slots = threading.Semaphore(max(1, max_parallel))
-    common = [
+    shared = [
         f"run.output_dir={output_dir}",
         f"tracking.parent_run_id={parent}",
         f"tracking.experiment_name={experiment}",
     ]
-    futures = [
-        train_child.submit(
-            run,
-            [
-                sys.executable,
-                str(ROOT / "flows" / "train.py"),
-                "--config",
-                preset,
-                *overrides,
-                *run.overrides,
-                *common,
-            ],
-            log_dir,
-            slots,
-        )
-        for run in runs
-    ]
+    if deployment and redact_text(uri) == uri:  # a worker's runs log where the parent is
+        shared.append(f"tracking.tracking_uri={uri}")  # (a URI with a secret: its own env)
+    launcher: ChildLauncher = (
+        DeploymentLauncher(deployment, preset, tuple(overrides), name)
+        if deployment
+        else SubprocessLauncher(preset, tuple(overrides), log_dir)
+    )
+    futures = [train_child.submit(run, launcher, shared, slots) for run in runs]
     codes = [f.result() for f in futures]
     children = [
         child_result(client, run, code, str(output_dir), base.run.checkpoint_uri)
@@ -223,6 +217,12 @@ def main(argv: list[str] | None = None, prog: str = "python flows/sweep.py") -> 
     )
     parser.add_argument("--name", default=None, help="sweep name (default: the preset's name)")
     parser.add_argument("--max-parallel", type=int, default=1, help="runs at a time")
+    parser.add_argument(
+        "--deployment",
+        default=None,
+        help="start the runs as runs of this deployment (flow/deployment, e.g. "
+        "train/train-ppo-cartpole) instead of subprocesses",
+    )
     parser.add_argument("overrides", nargs="*", help="dotted overrides for every run")
     args = parser.parse_intermixed_args(argv)
     terminal = Terminal(console)
@@ -240,6 +240,8 @@ def main(argv: list[str] | None = None, prog: str = "python flows/sweep.py") -> 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
         with prefect_api(Path(base.run.output_dir)):
+            if args.deployment:
+                check_deployment(args.deployment)
             result = sweep(
                 preset=args.config,
                 seeds=seeds,
@@ -247,7 +249,12 @@ def main(argv: list[str] | None = None, prog: str = "python flows/sweep.py") -> 
                 overrides=args.overrides,
                 grid=grid,
                 max_parallel=args.max_parallel,
+                deployment=args.deployment,
             )
+    except ConfigError as exc:  # --deployment names no deployment
+        terminal.close()
+        print_error(exc, log_path)
+        return 2
     except Exception as exc:  # noqa: BLE001 - the traceback goes to the log file
         terminal.log_failure(exc)
         terminal.close()

@@ -1,9 +1,10 @@
 """The local stack end to end: ``scripts/stack.py up`` starts a Prefect server, the work pool,
-a process worker and an MLflow server; a deployment run fails midway, is retried the way the
-Prefect UI does it, resumes from its last checkpoint and completes in the same MLflow run on
-the stack's MLflow server; ``evaluate-latest`` on an interval schedule is run by the worker
-and logs a child evaluation run; a ``python flows/train.py`` run started meanwhile uses the
-stack's Prefect API and MLflow server; ``down`` stops every process."""
+a process worker and an MLflow server; a deployment run fails midway, is retried by pressing
+**Retry** in the Prefect UI (headless Chromium), resumes from its last checkpoint and
+completes in the same MLflow run on the stack's MLflow server; ``evaluate-latest`` on an
+interval schedule is run by the worker and logs a child evaluation run; a sweep starts its
+runs as deployment runs; a ``python flows/train.py`` run started meanwhile uses the stack's
+Prefect API and MLflow server; ``down`` stops every process."""
 
 from __future__ import annotations
 
@@ -16,19 +17,25 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterParentFlowRunId,
+)
 from prefect.settings import PREFECT_API_URL, temporary_settings
-from prefect.states import AwaitingRetry
+from selenium.webdriver.common.by import By
 
 from infra.ops.processes import free_port, pid_alive, signal_group
 from infra.ops.stack import read_state
+from tests.browser import chromium, click_text, screenshot, wait_for
 from tests.integration.conftest import CARTPOLE_EXPERIMENT, ROOT, kill_process_group
+from tests.sweep_checks import check_sweep_report
 
 pytestmark = pytest.mark.integration
 PREFECT = str(Path(sys.executable).with_name("prefect"))
@@ -126,9 +133,10 @@ def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(tm
         home = Path(state["home"])
         env.update(stack_env(home, env))
         assert env["MLFLOW_TRACKING_URI"] == state["mlflow_ui"]
-        flow_run_id = deploy_fail_and_retry(env, tmp_path / "out")
+        flow_run_id = deploy_fail_and_retry(env, tmp_path / "out", state["prefect_ui"])
         run_id = check_mlflow(env["MLFLOW_TRACKING_URI"], home, flow_run_id)
         scheduled_evaluation(env, tmp_path / "out", run_id)
+        sweep_of_deployment_runs(env, tmp_path / "sweep-out")
         cli_run_uses_the_stack(base_env(tmp_path), home, state, tmp_path / "cli-out")
 
 
@@ -180,8 +188,8 @@ def cli_run_uses_the_stack(env: dict[str, str], home: Path, state: dict, out: Pa
     assert run.info.status == "FINISHED"
 
 
-def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
-    """Deploy train-ppo-cartpole, fail a run at iteration 2, retry it like the UI; its id."""
+def deploy_fail_and_retry(env: dict[str, str], out: Path, ui: str) -> str:
+    """Deploy train-ppo-cartpole, fail a run at iteration 2, retry it in the UI; its id."""
     prefect_cli(["--no-prompt", "deploy", "--name", "train-ppo-cartpole"], env)
     overrides = [
         f"run.output_dir={out}",
@@ -205,12 +213,22 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
         assert failed.state.is_failed(), failed.state
         manifest = (out / "deploy-retry" / "checkpoints" / "latest.json").read_text()
         assert '"step": 2' in manifest
-        # what the UI's Retry button does
-        api.set_flow_run_state(
-            flow_run.id, AwaitingRetry(scheduled_time=datetime.now(timezone.utc)), force=True
-        )
+        page = f"{ui}/runs/flow-run/{flow_run.id}"
+        with chromium() as browser:  # closed while the run trains: its page redraws often
+            retry_in_the_ui(browser, page)
         done = wait_state(api, flow_run.id, lambda s: s.is_final())
         assert done.state.is_completed(), done.state
+        with chromium() as browser:
+            browser.get(page)
+            wait_for(browser, lambda t: "Completed" in t and "Task runs" in t, "the retried run")
+            time.sleep(1)  # the run graph (a canvas) draws after the page's text
+            screenshot(browser, "prefect-retried-deployment-run")
+        retried = [s for s in api.read_flow_run_states(flow_run.id) if s.name == "AwaitingRetry"]
+        assert [s.message for s in retried] == ["Retry from the UI"], retried  # the button's
+        (summary,) = api.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["deploy-retry-summary"]))
+        )
+        assert "| resumed from iteration | 2 |" in summary.data, summary.data
         assert done.run_count == 2
         children = api.read_flow_runs(
             flow_run_filter=FlowRunFilter(
@@ -228,6 +246,18 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path) -> str:
             ("iteration-3", "COMPLETED"),
         ], runs
     return str(flow_run.id)
+
+
+def retry_in_the_ui(browser, url: str) -> None:
+    """Open a failed flow run's page, press Retry, confirm in the dialog; the run restarts."""
+    browser.get(url)
+    wait_for(browser, lambda t: "train-deploy-retry" in t and "Failed" in t, "the failed run")
+    screenshot(browser, "prefect-failed-deployment-run")
+    click_text(browser, "Retry")
+    wait_for(browser, lambda t: "Retry train-deploy-retry?" in t, "the retry dialog")
+    confirm = "//*[@role='dialog']//button[normalize-space(.)='Retry']"
+    (button,) = [b for b in browser.find_elements(By.XPATH, confirm) if b.is_displayed()]
+    button.click()
 
 
 def check_mlflow(tracking_uri: str, home: Path, flow_run_id: str) -> str:
@@ -286,3 +316,32 @@ def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> 
         e.data.tags["mlflow.parentRunId"] == parent_run_id for e in evaluations
     )
     assert evaluations[0].data.metrics["eval/episodes"] == 2
+
+
+def sweep_of_deployment_runs(env: dict[str, str], out: Path) -> None:
+    """``rlpipe sweep --deployment``: each seed is a run of the train deployment, a subflow of
+    the sweep's flow run; the report nests them under one MLflow parent run."""
+    rlpipe = Path(sys.executable).with_name("rlpipe")
+    cmd = [str(rlpipe), "sweep", "--seeds", "0-1", "--name", "dep", "--max-parallel", "2"]
+    cmd += ["--deployment", "train/train-ppo-cartpole", f"run.output_dir={out}"]
+    cmd += ["run.max_iterations=1", "run.eval_interval=1", "rollout.num_steps=32"]
+    cmd += ["env.num_envs=4", "eval.num_episodes=2"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    api_url = env["PREFECT_API_URL"]
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    _, _, table = check_sweep_report(client, api_url, "dep", ["dep-s0", "dep-s1"])
+    assert "| base | 2/2 finished |" in table
+    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as api:
+        (sweep_run,) = api.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name={"any_": ["sweep-dep"]})
+        )
+        children = api.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[sweep_run.id])
+            )
+        )
+        deployment = api.read_deployment_by_name("train/train-ppo-cartpole")
+    assert sorted(c.name for c in children) == ["train-dep-s0", "train-dep-s1"]
+    assert all(c.deployment_id == deployment.id and c.state.is_completed() for c in children)
+    assert all("sweep:dep" in c.tags for c in children)

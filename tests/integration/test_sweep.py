@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from tests.integration.conftest import CARTPOLE_EXPERIMENT, run_process
+from tests.integration.conftest import run_process
+from tests.sweep_checks import check_sweep_report
 
 pytestmark = pytest.mark.integration
 
@@ -29,26 +27,10 @@ def test_a_seed_sweep_nests_its_runs_and_reports_them(
     assert proc.returncode == 0, out[-5000:]
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name(CARTPOLE_EXPERIMENT)
-    runs = client.search_runs([experiment.experiment_id])
-    (parent,) = [r for r in runs if r.data.tags.get("rlpipe.sweep") == "two"]
-    children = sorted(
-        (r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id),
-        key=lambda r: r.info.run_name,
-    )
-    assert [c.info.run_name for c in children] == ["two-s0", "two-s1"]
+    parent, children, table = check_sweep_report(client, prefect_api, "two", ["two-s0", "two-s1"])
     assert [c.data.params["run.seed"] for c in children] == ["0", "1"]
-    assert parent.info.status == "FINISHED" and parent.data.params["sweep.seeds"] == "0,1"
-    files = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert "sweep.md" in files
-    assert "plots/sweep.png" in {a.path for a in client.list_artifacts(parent.info.run_id, "plots")}
-    table = client.download_artifacts(parent.info.run_id, "sweep.md", str(tmp_path))
-    text = Path(table).read_text()
-    assert "| base | 2/2 finished |" in text and "| two-s1 | 1 | 0 |" in text
+    assert parent.data.params["sweep.seeds"] == "0,1"
+    assert "| base | 2/2 finished |" in table and "| two-s1 | 1 | 0 |" in table
+    logged = client.download_artifacts(parent.info.run_id, "sweep.md", str(tmp_path))
+    assert Path(logged).read_text() in table  # the Prefect artifact adds where the plot is
     assert (tmp_path / "sweep-two" / "two-s0.log").is_file()  # each run's own output
-
-    with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as api:
-        (artifact,) = api.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["two-sweep"]))
-        )
-    assert "| base | 2/2 finished |" in artifact.data

@@ -83,7 +83,11 @@ def test_prefect_ui_shows_the_iterations_and_the_summary(trained: dict[str, Any]
         wait_for(browser, lambda t: all(f"iteration-{i}" in t for i in range(3)), "iterations")
         screenshot(browser, "prefect-flow-run-iterations")
         click_text(browser, "Artifacts")
-        wait_for(browser, lambda t: f"{RUN}-summary" in t, "the summary artifact")
+        wait_for(
+            browser,
+            lambda t: f"{RUN}-summary" in t and f"{RUN}-progress" in t,
+            "the progress and summary artifacts",
+        )
         screenshot(browser, "prefect-flow-run-artifacts")
 
 
