@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 from mlflow.tracking import MlflowClient
 
 from flows.promote import artifact_key
@@ -26,6 +31,7 @@ from rl_core.config.naming import eval_protocol
 from rl_core.envs import probe_spaces
 from rl_core.models import get_model
 
+ROOT = Path(__file__).resolve().parents[2]
 NAME = "rlpipe-promotion-test"
 OVERRIDES = ["eval.num_episodes=3", "eval.max_steps=60"]
 
@@ -162,3 +168,23 @@ def test_promotion_config_is_validated_and_keys_are_artifact_safe() -> None:
     assert artifact_key("rlpipe-CartPole-v1-mlp_actor_critic") == (
         "promotion-rlpipe-cartpole-v1-mlp-actor-critic"
     )
+
+
+def test_the_promote_trigger_takes_the_model_name_from_the_registration_event() -> None:
+    from prefect.server.events.schemas.events import ReceivedEvent
+    from prefect.server.utilities.user_templates import render_user_template_sync
+
+    from tasks.register_model import REGISTERED_EVENT
+
+    spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    (deployment,) = [d for d in spec["deployments"] if d["name"] == "promote-newest"]
+    (trigger,) = deployment["triggers"]
+    assert trigger["expect"] == [REGISTERED_EVENT]
+    event = ReceivedEvent(
+        occurred=datetime.now(timezone.utc),
+        event=REGISTERED_EVENT,
+        resource={"prefect.resource.id": f"mlflow.model.{NAME}", "rlpipe.model": NAME},
+        id=uuid.uuid4(),
+    )
+    template = trigger["parameters"]["model_name"]
+    assert render_user_template_sync(template, {"event": event}) == NAME
