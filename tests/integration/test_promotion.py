@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -165,3 +166,21 @@ def test_the_promotion_pause_is_approved_through_the_ui_form(
     assert tags["promotion"] == "approved"
     assert tags["promotion_note"] == "approved in the browser test"
     assert tags["promotion_flow_run"] == flow_run_id
+
+
+def test_registration_emits_the_event_the_promote_trigger_expects(
+    registered: dict[str, Any], prefect_api: str
+) -> None:
+    from tasks.register_model import REGISTERED_EVENT
+
+    body = {"filter": {"event": {"name": [REGISTERED_EVENT]}}, "limit": 50}
+    deadline, ours = time.monotonic() + 30, []
+    while not ours and time.monotonic() < deadline:
+        response = httpx.post(f"{prefect_api}/events/filter", json=body, timeout=10)
+        response.raise_for_status()
+        ours = [e for e in response.json()["events"] if e["payload"].get("run_name") == RUN]
+        time.sleep(0.5)
+    (event,) = ours
+    assert event["resource"]["prefect.resource.id"] == f"mlflow.model.{MODEL}"
+    assert event["resource"]["rlpipe.model"] == MODEL
+    assert event["resource"]["rlpipe.model.version"] == "2"
