@@ -4,6 +4,7 @@
     rlpipe sft [--config PRESET] [...]                         # = python flows/sft.py
     rlpipe evaluate --run-name NAME [--episodes N]             # = python flows/evaluate.py
     rlpipe convert --run-name NAME --out DIR                   # checkpoint -> model directory
+    rlpipe promote [--model NAME] [--auto-approve]             # = python flows/promote.py
     rlpipe sweep --config PRESET --seeds 0-4 [--grid a.b=1,2]  # seeds x grid, shown together
     rlpipe runs [--output-dir outputs]                         # local runs and their state
     rlpipe stack [up|down|status|env]                          # = bash scripts/stack.sh
@@ -48,6 +49,9 @@ COMMANDS: dict[str, Command] = {
     "evaluate": Command("flows.evaluate:main", "evaluate a run's checkpoint on held-out episodes"),
     "convert": Command(
         "infra.checkpoint.convert:main", "turn a checkpoint into a standalone model directory"
+    ),
+    "promote": Command(
+        "flows.promote:main", "move 'best' to the newest model version if it wins (gated)"
     ),
     "sweep": Command(
         "flows.sweep:main", "one preset over several seeds (and a grid): curves and a table"

@@ -70,7 +70,8 @@ def evaluate_checkpoint(
     """Deterministic episodes of the checkpoint's policy, split like in training.
 
     Seeds are split into ``eval.num_tasks`` parts exactly as in training, so batch
-    shapes (and therefore float rounding) match the in-training evaluation.
+    shapes (and therefore float rounding) match the in-training evaluation. The sample rows
+    are the episodes: ``seed``, ``return``, ``length``.
     """
     config = checkpoint["config"]
     config = {**config, "eval": {**config["eval"], "deterministic": True}}
@@ -79,6 +80,11 @@ def evaluate_checkpoint(
     weights = checkpoint["weights"]
     results = [run_episodes(config, weights, [int(s) for s in part]) for part in parts]
     returns = [r for res in results for r in res["returns"]]
+    lengths = [n for res in results for n in res["lengths"]]
+    rows = [
+        {"seed": int(seed), "return": float(ret), "length": int(length)}
+        for seed, ret, length in zip(seeds, returns, lengths, strict=True)
+    ]
     metrics = {
         "eval/return_mean": sum(returns) / len(returns),
         "eval/return_min": min(returns),
@@ -86,4 +92,4 @@ def evaluate_checkpoint(
         "eval/episodes": len(returns),
     }
     headline = f"mean return {metrics['eval/return_mean']:.1f} over {len(returns)} episodes"
-    return metrics, [], headline
+    return metrics, rows, headline

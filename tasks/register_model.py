@@ -18,6 +18,8 @@ from rl_core.config.naming import eval_protocol, registered_model_name, task_nam
 from tasks.options import STEP_OPTIONS
 
 logger = logging.getLogger("rlpipe.register_model")
+#: The Prefect event a registration emits (``prefect.yaml``'s promote trigger expects it).
+REGISTERED_EVENT = "rlpipe.model.registered"
 
 
 def parent_sft_run(cfg: Any) -> str:
@@ -70,8 +72,46 @@ def register_model(session_id: str, run_name: str) -> dict[str, Any]:
     }
     trust = cfg.run.trust_checkpoint or cfg.model.trust_remote_code  # the run's own model
     result = register_run_model(
-        tracker, session.store_uri, name, session.runtime.score_metric, tags, trust
+        tracker,
+        session.store_uri,
+        name,
+        session.runtime.score_metric,
+        tags,
+        trust,
+        move_best=cfg.tracking.promotion == "on_register",
     )
     if "skipped" in result:
         logger.info("model registry: %s", result["skipped"])
+    else:
+        announce_registration(name, result["version"], cfg.run.name)
     return result
+
+
+def announce_registration(name: str, version: str, run_name: str) -> None:
+    """Emit the Prefect event ``rlpipe.model.registered`` (in a flow run only).
+
+    The ``promote-newest`` deployment's trigger (``prefect.yaml``) starts the promote flow
+    on it. The resource is ``mlflow.model.<name>`` with the labels ``rlpipe.model`` (the
+    registered model name) and ``rlpipe.model.version``.
+    """
+    from prefect.events import emit_event
+    from prefect.runtime import flow_run
+
+    if not flow_run.id:
+        return
+    emit_event(
+        event=REGISTERED_EVENT,
+        resource={
+            "prefect.resource.id": f"mlflow.model.{name}",
+            "prefect.resource.name": name,
+            "rlpipe.model": name,
+            "rlpipe.model.version": str(version),
+        },
+        related=[
+            {
+                "prefect.resource.id": f"prefect.flow-run.{flow_run.id}",
+                "prefect.resource.role": "flow-run",
+            }
+        ],
+        payload={"run_name": run_name, "version": str(version)},
+    )

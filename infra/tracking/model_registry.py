@@ -118,12 +118,15 @@ def register_version(
     score: float | None,
     tags: dict[str, str] | None = None,
     description: str = "",
+    move_best: bool = True,
 ) -> RegisteredVersion:
     """Register a model directory logged in a run's artifacts as a new version of ``name``.
 
     Creates the registered model if missing, tags the version (``eval_score`` plus
     ``tags``), points ``newest`` at it and moves ``best`` to it when its score beats the
-    current best version's under the same evaluation protocol (:func:`beats_best`).
+    current best version's under the same evaluation protocol (:func:`beats_best`) and
+    ``move_best`` is set (``tracking.promotion: gated`` leaves ``best`` to the promote flow,
+    :mod:`infra.tracking.promotion`).
 
     Args:
         client: ``MlflowClient`` of the tracking/registry store.
@@ -133,6 +136,7 @@ def register_version(
         score: Evaluation score of the registered weights (None: not evaluated; never best).
         tags: More version tags (e.g. ``eval_step``, ``checkpoint_step``).
         description: Version description.
+        move_best: Let this registration move ``best`` (False: only ``newest`` moves).
     """
     ensure_registered_model(client, name, "rlpipe policies (rlpipe model directories)")
     source = f"{client.get_run(run_id).info.artifact_uri}/{artifact_path}"
@@ -142,7 +146,7 @@ def register_version(
     )
     client.set_registered_model_alias(name, NEWEST_ALIAS, version.version)
     aliases = [NEWEST_ALIAS]
-    if beats_best(client, name, score, all_tags.get(EVAL_PROTOCOL_TAG)):
+    if move_best and beats_best(client, name, score, all_tags.get(EVAL_PROTOCOL_TAG)):
         client.set_registered_model_alias(name, BEST_ALIAS, version.version)
         aliases.append(BEST_ALIAS)
     logger.info(

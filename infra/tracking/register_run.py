@@ -55,6 +55,7 @@ def register_run_model(
     score_metric: str,
     tags: dict[str, str],
     trust: bool = False,
+    move_best: bool = True,
 ) -> dict[str, Any]:
     """Export, log and register the run's latest checkpoint (once per checkpoint step).
 
@@ -66,6 +67,8 @@ def register_run_model(
         tags: Version tags (run name, preset, config hash, ...).
         trust: The checkpoint's config may ask for the model's own code
             (``model.trust_remote_code``; see ``locate_checkpoint``).
+        move_best: Registration may move the ``best`` alias (``tracking.promotion:
+            on_register``); False leaves it to the promote flow.
 
     Returns:
         ``registered_model`` (``models:/<name>/<version>``), ``version``, ``aliases``,
@@ -100,6 +103,7 @@ def register_run_model(
         score,
         version_tags,
         description=f"run {tags.get('run_name', run_id)}, checkpoint step {step}",
+        move_best=move_best,
     )
     tracker.set_tags({REGISTERED_TAG: version.uri, REGISTERED_STEP_TAG: f"{name}:{step}"})
     return {

@@ -282,6 +282,32 @@ class TrackingConfig(Section):
         "{run_name} are filled in too), with aliases 'newest' and 'best' (highest evaluation "
         "under the same evaluation protocol); None or '' = do not register.",
     )
+    promotion: Literal["on_register", "gated"] = Field(
+        "on_register",
+        description="Who moves the 'best' alias. on_register: registration does, when the "
+        "new version's score beats best's; gated: registration only moves 'newest', and the "
+        "promote flow (rlpipe promote) re-evaluates newest against best on the held-out "
+        "protocol and moves 'best' after approval (docs/promotion.md).",
+    )
+    promotion_auto_approve: bool = Field(
+        False,
+        description="promote: move 'best' as soon as newest wins, without pausing for "
+        "approval in the Prefect UI.",
+    )
+    promotion_min_improvement: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description="promote: newest wins only when its score exceeds best's by more than "
+        "this (in the score metric's units, e.g. mean return).",
+    )
+    promotion_approval_timeout: float = Field(
+        3600.0,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="promote: seconds the paused flow run waits for approval in the Prefect "
+        "UI; then it fails and 'best' stays.",
+    )
     artifact_location: str | None = Field(
         None,
         min_length=1,

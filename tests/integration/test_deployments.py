@@ -57,6 +57,17 @@ def test_deploy_all_creates_every_deployment(prefect_api: str, tmp_path: Path) -
         grpo = deployments["train-grpo-arith"]
         assert grpo.parameters["preset"] == "grpo_arith"
         assert api.read_flow(grpo.flow_id).name == "train"
+        promote = deployments["promote-newest"]
+        assert api.read_flow(promote.flow_id).name == "promote"
+        # its trigger: an automation running it on every model registration
+        (automation,) = [
+            a
+            for a in api.read_automations()
+            if any(getattr(action, "deployment_id", None) == promote.id for action in a.actions)
+        ]
+        assert automation.trigger.expect == {"rlpipe.model.registered"}
+        (run_promote,) = automation.actions
+        assert "rlpipe.model" in str(run_promote.parameters["model_name"])
         (schedule,) = deployments["evaluate-latest"].schedules
         assert schedule.schedule.cron == "0 * * * *" and schedule.active
         assert all(not deployments[n].schedules for n in wanted if n != "evaluate-latest")
