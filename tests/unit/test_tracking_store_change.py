@@ -66,6 +66,7 @@ def test_the_session_links_the_checkpoints_run_and_store(tmp_path) -> None:
     )
     session = TrainSession.__new__(TrainSession)  # only what opening the tracker reads
     session.cfg, session.output_dir, session.config_hash = cfg, tmp_path / "out", "h"
+    session.supervised = False
     session.manifest = {"mlflow_run_id": old.run_id, "mlflow_tracking_uri": old_uri}
     tracker = session._open_tracker({})
     tracker.finish()
