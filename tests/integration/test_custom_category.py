@@ -23,14 +23,14 @@ def bandit_env(train_env: dict[str, str]) -> dict[str, str]:
 
 
 def test_own_category_trains_evaluates_and_resumes(tmp_path: Path, bandit_env) -> None:
-    args = ("--config", str(EXAMPLE / "bandit.yaml"), "run.max_iterations=20")
+    args = ("--config", str(EXAMPLE / "bandit.yaml"), "run.max_iterations=10", "run.eval_interval=5")
     out = run_train(tmp_path, bandit_env, *args)
     assert "last_eval_return: 0.8" in out, out[-3000:]  # found the best arm
     manifest = json.loads((tmp_path / "bandit" / "checkpoints" / "latest.json").read_text())
-    assert manifest["step"] == 20 and manifest["state"]["env_steps"] == 20 * 64
+    assert manifest["step"] == 10 and manifest["state"]["env_steps"] == 10 * 64
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     history = client.get_metric_history(manifest["mlflow_run_id"], "eval/return_mean")
-    assert [m.step for m in sorted(history, key=lambda m: m.step)] == [9, 19]
+    assert [m.step for m in sorted(history, key=lambda m: m.step)] == [4, 9]
 
     # evaluate-latest goes through the category's evaluate_checkpoint
     evaluated = subprocess.run(
