@@ -23,7 +23,12 @@ def bandit_env(train_env: dict[str, str]) -> dict[str, str]:
 
 
 def test_own_category_trains_evaluates_and_resumes(tmp_path: Path, bandit_env) -> None:
-    args = ("--config", str(EXAMPLE / "bandit.yaml"), "run.max_iterations=10", "run.eval_interval=5")
+    args = (
+        "--config",
+        str(EXAMPLE / "bandit.yaml"),
+        "run.max_iterations=10",
+        "run.eval_interval=5",
+    )
     out = run_train(tmp_path, bandit_env, *args)
     assert "last_eval_return: 0.8" in out, out[-3000:]  # found the best arm
     manifest = json.loads((tmp_path / "bandit" / "checkpoints" / "latest.json").read_text())
