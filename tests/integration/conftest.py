@@ -21,6 +21,10 @@ from infra.ops.prefect_api import LocalPrefectServer
 ROOT = Path(__file__).resolve().parents[2]
 #: The default preset's MLflow experiment: named by what it trains (env id, model type).
 CARTPOLE_EXPERIMENT = "CartPole-v1-mlp_actor_critic"
+#: The model the default preset registers.
+CARTPOLE_MODEL = f"rlpipe-{CARTPOLE_EXPERIMENT}"
+#: Run name of :func:`small_cartpole_run`.
+SMALL_RUN = "small-run"
 
 
 def find_run(client: Any, run_name: str) -> Any:
@@ -50,6 +54,43 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def small_cartpole_run(
+    tmp_path_factory: pytest.TempPathFactory, prefect_api: str
+) -> dict[str, Any]:
+    """A finished 3-iteration CartPole run of the test session, shared by the UI and the
+    promotion tests: a constant baseline holds ``best`` (version 1) of the CartPole model,
+    and the run registers version 2 with ``tracking.promotion=gated`` (``best`` stays).
+
+    Returns:
+        ``out`` (its output folder), ``uri`` and ``client`` (its MLflow store), ``env`` (the
+        training environment), ``run`` (its MLflow run).
+    """
+    from mlflow.tracking import MlflowClient
+
+    from tests.constant_policy import register_constant_policy
+
+    out = tmp_path_factory.mktemp("small-cartpole")
+    uri = f"sqlite:///{out / 'mlflow.db'}"
+    client = MlflowClient(uri, registry_uri=uri)
+    register_constant_policy(client, out, CARTPOLE_MODEL)
+    env = training_env(prefect_api, out)
+    run_train(
+        out,
+        env,
+        f"run.name={SMALL_RUN}",
+        "run.max_iterations=3",
+        "run.eval_interval=1",
+        "env.num_envs=4",
+        "rollout.num_steps=32",
+        "eval.num_episodes=2",
+        "tracking.promotion=gated",
+    )
+    manifest = json.loads((out / SMALL_RUN / "checkpoints" / "latest.json").read_text())
+    run = client.get_run(manifest["mlflow_run_id"])
+    return {"out": out, "uri": uri, "client": client, "env": env, "run": run}
 
 
 @pytest.fixture()

@@ -8,83 +8,38 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import torch
-from mlflow.tracking import MlflowClient
 from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from selenium.webdriver.common.by import By
 
-from infra.checkpoint.export import export_policy
 from infra.tracking.model_registry import BEST_ALIAS, NEWEST_ALIAS, register_version
-from rl_core.config import load_config
-from rl_core.envs import probe_spaces
-from rl_core.models import get_model
 from tests.browser import chromium, click_text, screenshot, wait_for
+from tests.constant_policy import register_constant_policy
 from tests.integration.conftest import (
-    CARTPOLE_EXPERIMENT,
+    CARTPOLE_MODEL,
     ROOT,
+    SMALL_RUN,
     kill_process_group,
-    run_train,
     start_process,
-    training_env,
 )
 
 pytestmark = pytest.mark.integration
-RUN = "promo-run"
-MODEL = f"rlpipe-{CARTPOLE_EXPERIMENT}"
-
-
-def register_constant_policy(client: MlflowClient, out: Path, name: str) -> None:
-    """Register a policy that always pushes left (all weights zero) as ``best``."""
-    cfg = load_config("ppo_cartpole", [])
-    spaces = probe_spaces(cfg.env)
-    policy = get_model(cfg.model, spaces)
-    with torch.no_grad():
-        for param in policy.parameters():
-            param.zero_()
-    model_dir = export_policy(
-        policy, cfg.model.model_dump(mode="json"), spaces, out / f"constant-{name}"
-    )
-    experiment = client.get_experiment_by_name("baselines")
-    experiment_id = (
-        experiment.experiment_id
-        if experiment
-        else client.create_experiment("baselines", artifact_location=str(out / "baselines"))
-    )
-    run_id = client.create_run(experiment_id).info.run_id
-    client.log_artifacts(run_id, str(model_dir), "model/constant")
-    version = register_version(client, name, run_id, "model/constant", None)
-    client.set_registered_model_alias(name, BEST_ALIAS, version.version)
+RUN = SMALL_RUN
+MODEL = CARTPOLE_MODEL
 
 
 @pytest.fixture(scope="module")
-def registered(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> dict[str, Any]:
-    """A weak ``best`` (version 1), then a 3-iteration run registering version 2 (gated)."""
-    out = tmp_path_factory.mktemp("promotion")
-    uri = f"sqlite:///{out / 'mlflow.db'}"
-    client = MlflowClient(uri, registry_uri=uri)
-    register_constant_policy(client, out, MODEL)
-    env = training_env(prefect_api, out)
-    run_train(
-        out,
-        env,
-        f"run.name={RUN}",
-        "run.max_iterations=3",
-        "run.eval_interval=1",
-        "env.num_envs=4",
-        "rollout.num_steps=32",
-        "eval.num_episodes=2",
-        "tracking.promotion=gated",
-    )
+def registered(small_cartpole_run: dict[str, Any]) -> dict[str, Any]:
+    """The session's small run: version 2 registered gated, the constant baseline ``best``."""
+    client = small_cartpole_run["client"]
     newest = client.get_model_version_by_alias(MODEL, NEWEST_ALIAS)
     assert str(newest.version) == "2"
     assert str(client.get_model_version_by_alias(MODEL, BEST_ALIAS).version) == "1"  # gated
-    return {"out": out, "uri": uri, "client": client, "env": env, "newest": newest}
+    return {**small_cartpole_run, "newest": newest}
 
 
 def test_auto_approve_moves_best_and_tags_the_version(

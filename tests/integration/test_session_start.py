@@ -24,6 +24,7 @@ def bare_session(tmp_path) -> TrainSession:
     cfg = load_config("ppo_cartpole", [f"run.output_dir={tmp_path}", "run.name=start"])
     s = TrainSession.__new__(TrainSession)
     s.cfg, s.output_dir, s.manifest, s.config_hash = cfg, tmp_path, None, "hash"
+    s.supervised = False
     return s
 
 

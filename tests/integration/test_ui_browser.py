@@ -7,48 +7,26 @@ saved under ``outputs/ui-screenshots/`` (the docs use them).
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from mlflow.tracking import MlflowClient
 
 from infra.ops.processes import free_port, port_listening
 from infra.tracking.mlflow_tracker import MODEL_TRAINING_VIEW, mlflow_run_url
 from tests.browser import chromium, click_text, screenshot, wait_for
-from tests.integration.conftest import CARTPOLE_EXPERIMENT, ROOT, run_train
+from tests.integration.conftest import CARTPOLE_MODEL, ROOT, SMALL_RUN
 
 pytestmark = pytest.mark.integration
-RUN = "ui-run"
+RUN = SMALL_RUN
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> dict[str, Any]:
-    """A finished 3-iteration run (its output folder, MLflow run and flow run)."""
-    out = tmp_path_factory.mktemp("ui")
-    env = {**_base_env(), "PREFECT_API_URL": prefect_api}
-    run_train(
-        out,
-        env,
-        f"run.name={RUN}",
-        "run.max_iterations=3",
-        "run.eval_interval=1",
-        "env.num_envs=4",
-        "rollout.num_steps=32",
-        "eval.num_episodes=2",
-    )
-    manifest = json.loads((out / RUN / "checkpoints" / "latest.json").read_text())
-    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
-    run = client.get_run(manifest["mlflow_run_id"])
-    return {"out": out, "run": run, "ui": prefect_api.removesuffix("/api")}
-
-
-def _base_env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+def trained(small_cartpole_run: dict[str, Any], prefect_api: str) -> dict[str, Any]:
+    """The session's finished 3-iteration run (its output folder, MLflow run and flow run)."""
+    return {**small_cartpole_run, "ui": prefect_api.removesuffix("/api")}
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +85,7 @@ def test_mlflow_ui_shows_metrics_curve_and_the_best_model(
         wait_for(browser, lambda t: "learning_curve.png" in t, "the learning curve artifact")
         click_text(browser, "learning_curve.png")
         screenshot(browser, "mlflow-run-learning-curve")
-        model = f"rlpipe-{CARTPOLE_EXPERIMENT}"
+        model = CARTPOLE_MODEL
         browser.get(f"{mlflow_ui}/#/models/{model}?{MODEL_TRAINING_VIEW}")
         wait_for(browser, lambda t: model in t and "best" in t, "the registered model's alias")
         screenshot(browser, "mlflow-registered-model")
