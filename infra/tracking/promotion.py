@@ -21,7 +21,12 @@ from typing import Any
 
 from mlflow.exceptions import MlflowException
 
-from infra.tracking.model_registry import BEST_ALIAS, NEWEST_ALIAS, best_version
+from infra.tracking.model_registry import (
+    BEST_ALIAS,
+    NEWEST_ALIAS,
+    best_version,
+    resolve_model_uri,
+)
 from infra.tracking.version_scoring import (
     PromotionError,
     Protocol,
@@ -150,12 +155,9 @@ def newest_version(client: Any, name: str) -> Any:
     except MlflowException:
         pass
     try:
-        versions = client.search_model_versions(f"name = '{name}'")
+        return resolve_model_uri(client, f"models:/{name}/latest")
     except MlflowException:
-        versions = []
-    if not versions:
-        raise PromotionError(f"registered model {name!r} has no versions to promote")
-    return max(versions, key=lambda v: int(v.version))
+        raise PromotionError(f"registered model {name!r} has no versions to promote") from None
 
 
 def compare_newest_with_best(
