@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import ray
 
+from infra.devices import DeviceReport, assigned_device, device_report
 from infra.ops.processes import process_start_time
 from rl_core.config import RLPipeConfig, validate_config
 
@@ -62,7 +63,7 @@ class WorkerProcess:
 
 
 class WorkerBase:
-    """Common start-up of a worker: thread limits, CPU pinning, config, seeding.
+    """Common start-up of a worker: thread limits, CPU pinning, config, device.
 
     Every worker answers ``heartbeat`` (on the control thread, see :data:`CONTROL_GROUP`)
     and ``ping``.
@@ -91,6 +92,12 @@ class WorkerBase:
                 logger.warning("could not pin %s-%d to CPUs %s: %s", self.group, rank, cpus, exc)
         self.cfg: RLPipeConfig = validate_config(config, source=f"{self.group} worker")
         self.rank = rank
+        #: The device Ray assigned this process (the CPU when it reserved no GPU).
+        self.device = assigned_device(f"{self.group} worker {rank}")
+
+    def device_report(self) -> DeviceReport:
+        """Where this worker runs (node, GPU ids, ``CUDA_VISIBLE_DEVICES``, torch device)."""
+        return device_report(self.group, self.rank, self.device)
 
     def ping(self) -> int:
         """Liveness check; returns the process id (tests kill workers through it)."""

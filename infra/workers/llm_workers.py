@@ -42,11 +42,6 @@ logger = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def _device() -> torch.device:
-    """The GPU Ray assigned to this worker (the first visible one), else the CPU."""
-    return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-
-
 def _tensors(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: torch.from_numpy(np.array(v, copy=True)).to(device) for k, v in batch.items()}
 
@@ -112,7 +107,6 @@ class LLMActorWorker(WorkerBase):
         super().__init__(config, rank, cpus)
         self.world_size = world_size
         torch.manual_seed(worker_seed(self.cfg.run.seed, "actor", 0))  # same on every rank
-        self.device = _device()
         self.backend = make_backend(self.cfg, rank, world_size, self.device)
         self.reference: torch.nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
@@ -330,7 +324,6 @@ class LLMRefWorker(WorkerBase):
 
     def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...]) -> None:
         super().__init__(config, rank, cpus)
-        self.device = _device()
         self.policy = reference_model(self.cfg, self.device)
 
     def compute_ref_logprobs(self, batch: dict[str, np.ndarray]) -> np.ndarray:
