@@ -158,7 +158,7 @@ def prefect_api(output_dir: Path, cluster: Any = None) -> Iterator[str]:
     try:
         if cluster is not None:  # workers inherit the API's URL, exported above
             started = time.perf_counter()
-            ray_cluster.connect(cluster.address, cluster.num_cpus)
+            ray_cluster.connect_cluster(cluster)
             logger.debug("Ray connected in %.1fs", time.perf_counter() - started)
         if server:
             wait_for_prefect_api(server)

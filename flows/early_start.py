@@ -111,7 +111,7 @@ def start_services_early(argv: list[str], default_preset: str | None = None) -> 
         from infra import ray_cluster
         from infra.step_runtime import runtime_class
 
-        ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
+        ray_cluster.connect_cluster(cfg.cluster)
         runtime_class(cfg).prestart(cfg)  # e.g. task workers warm up while the CLI imports
     except Exception:  # noqa: BLE001 - the CLI tries again and reports the error
         logger.debug("early start failed", exc_info=True)

@@ -25,14 +25,24 @@ TOTAL_GPU = "cost/gpu_hours_total"
 
 
 def reserved_resources(groups: list[Any]) -> dict[str, float]:
-    """CPUs and GPUs the worker groups reserve (Ray actor options), summed over workers."""
+    """CPUs and GPUs the worker groups reserve.
+
+    CPUs are the Ray ``num_cpus`` of every worker, summed. GPUs are the GPUs of the run's
+    placement: on a GPU placement every GPU a worker lives with is reserved whole for the
+    run (one placement-group bundle each), however the workers on it share it; otherwise
+    the Ray ``num_gpus`` of every worker, summed.
+    """
     cpus = gpus = 0.0
+    bundles: set[int] = set()
     for group in groups:
         placement = getattr(group, "placement", None)
         workers = len(group)
         cpus += workers * float(getattr(placement, "num_cpus_per_worker", 0.0) or 0.0)
-        gpus += workers * float(getattr(placement, "num_gpus_per_worker", 0.0) or 0.0)
-    return {"CPU": cpus, "GPU": gpus}
+        if getattr(placement, "on_gpus", False):
+            bundles.update(placement.worker_gpus)
+        else:
+            gpus += workers * float(getattr(placement, "num_gpus_per_worker", 0.0) or 0.0)
+    return {"CPU": cpus, "GPU": gpus + len(bundles)}
 
 
 @dataclass

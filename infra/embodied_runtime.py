@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from infra import ray_cluster
 from infra.checkpoint.store import open_store, step_dir_name
 from infra.checkpoint.worker_state import WORKERS_FILE, decode_workers_state, encode_workers_state
+from infra.cluster_placement import place
 from infra.deadlines import Liveness, wait_for
 from infra.embodied_evaluation import (
     combine_episodes,
@@ -23,7 +24,7 @@ from infra.embodied_evaluation import (
     evaluation_jobs,
     video_job,
 )
-from infra.placement import plan_placement
+from infra.gpu_placement import Attached
 from infra.rollout_pipeline import PIPELINE_FILE, RolloutPipeline, load_pipeline, pipeline_bytes
 from infra.step_runtime import (
     Evaluation,
@@ -73,17 +74,14 @@ class EmbodiedRuntime(StepRuntime):
 
     def __init__(self, cfg: RLPipeConfig) -> None:
         super().__init__(cfg)
-        resources = ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
-        cluster_cpus = int(resources.get("CPU", 1))
+        ray_cluster.connect_cluster(cfg.cluster)
         self.hybrid = uses_hybrid_engine(cfg)
         sizes = {"env": cfg.env.num_workers, "actor": cfg.actor.num_workers}
         if not self.hybrid:
             sizes["rollout"] = cfg.rollout.num_workers
-        self.placement = plan_placement(cfg.cluster.component_placement, sizes, cluster_cpus)
+        self.placement = self.cluster_placement = place(cfg, sizes, self.attached_groups)
         self.timeouts = cfg.timeouts
         liveness = Liveness.from_config(cfg.timeouts)
-        for name, plan in self.placement.items():
-            logger.info("placement %s: %d worker(s) on %s", name, sizes[name], plan.mode)
         if self.hybrid:
             logger.info("hybrid engine: rollout policy inside the trainer process")
         self.env = WorkerGroup(
@@ -131,6 +129,10 @@ class EmbodiedRuntime(StepRuntime):
         self.spaces = self.spaces.get(timeout=cfg.timeouts.worker_start)
         for group in self.groups[1:]:
             group.wait_started(cfg.timeouts.worker_start)
+        self.cluster_placement.check_workers(self.groups)
+
+    #: Helper groups of one worker placed with another group's rank 0 (the replay buffer).
+    attached_groups: ClassVar[dict[str, Attached]] = {}
 
     def start_more_groups(self, liveness: Liveness) -> list[WorkerGroup]:
         """Worker groups a subclass adds (started with the others, waited for after them)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from infra.deadlines import Liveness
 from infra.embodied_runtime import EmbodiedRuntime
-from infra.placement import GroupPlacement
+from infra.gpu_placement import Attached
 from infra.step_runtime import StepResult
 from infra.worker_group import WorkerGroup
 from infra.workers.hybrid_worker import HybridOffPolicyActorWorker
@@ -33,13 +33,16 @@ class OffPolicyRuntime(EmbodiedRuntime):
     trainer_worker = OffPolicyActorWorker
     hybrid_trainer_worker = HybridOffPolicyActorWorker
 
-    def start_more_groups(self, liveness: Liveness) -> list[WorkerGroup]:
-        """The replay buffer worker, pinned to the trainer's CPUs.
+    attached_groups = {"replay": Attached("actor", REPLAY_CPU_RESERVATION)}
 
-        It reserves almost no CPU (:data:`REPLAY_CPU_RESERVATION`): it works only while the
-        trainer waits for it, so the planned shares of the other groups stay as they are.
+    def start_more_groups(self, liveness: Liveness) -> list[WorkerGroup]:
+        """The replay buffer worker, with the trainer (its CPUs; on GPUs, its node).
+
+        It reserves almost no CPU (:data:`REPLAY_CPU_RESERVATION`) and no GPU: it works only
+        while the trainer waits for it, so the planned shares of the other groups stay as
+        they are.
         """
-        placement = GroupPlacement(self.placement["actor"].cpus, REPLAY_CPU_RESERVATION)
+        placement = self.placement["replay"]
         self.replay = WorkerGroup(
             "replay",
             ReplayWorker,

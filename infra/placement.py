@@ -1,8 +1,14 @@
-"""Turning ``cluster.component_placement`` into Ray actor options and CPU affinity."""
+"""Turning ``cluster.component_placement`` into Ray actor options and CPU affinity.
+
+This module plans CPU placements and describes any group's placement
+(:class:`GroupPlacement`); :mod:`infra.gpu_placement` plans GPU placements and
+:mod:`infra.cluster_placement` chooses between them and reserves the GPUs in Ray.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from rl_core.config.placement import parse_component_placement
 
@@ -16,18 +22,85 @@ class GroupPlacement:
     """Where one worker group runs.
 
     Attributes:
-        cpus: CPU indices the group's processes are pinned to (on their node).
+        cpus: CPU indices the group's processes are pinned to (on their node); empty in a
+            GPU placement (Ray's bundles place the processes, nothing is pinned).
         num_cpus_per_worker: Ray ``num_cpus`` reservation of each worker (fractional when
             groups share CPUs).
+        num_gpus_per_worker: Ray ``num_gpus`` reservation of each worker (fractional when
+            workers share a GPU; 0: the worker computes on the CPU).
+        worker_gpus: GPU placement: the GPU index (``cluster.component_placement``
+            numbering, across nodes) each worker lives with, rank by rank; a worker that
+            reserves no GPU still runs on that GPU's node.
+        gpus_per_node: GPU placement: GPUs per node (index ``i`` is on node
+            ``i // gpus_per_node``); 0 for a CPU placement.
+        scheduling: Ray scheduling strategy of each worker (the placement-group bundle of
+            its GPU), filled in once the bundles are reserved.
+        hide_gpus: The workers must not see the node's GPUs (they reserve none on a
+            cluster that has some): ``CUDA_VISIBLE_DEVICES`` is emptied for them.
     """
 
     cpus: tuple[int, ...]
     num_cpus_per_worker: float
+    num_gpus_per_worker: float = 0.0
+    worker_gpus: tuple[int, ...] = ()
+    gpus_per_node: int = 0
+    scheduling: tuple[Any, ...] = field(default=(), compare=False)
+    hide_gpus: bool = False
+
+    @property
+    def on_gpus(self) -> bool:
+        """Whether this is a GPU placement (indices are GPUs)."""
+        return bool(self.worker_gpus)
+
+    @property
+    def gpu_indices(self) -> tuple[int, ...]:
+        """The GPUs the group's workers live with (reserved for the run), sorted."""
+        return tuple(sorted(set(self.worker_gpus)))
+
+    def node_of(self, rank: int) -> int:
+        """Node rank of worker ``rank`` in a GPU placement (0 for a CPU placement)."""
+        return self.worker_gpus[rank] // self.gpus_per_node if self.on_gpus else 0
 
     @property
     def mode(self) -> str:
         """Human-readable description."""
-        return f"cpus {','.join(map(str, self.cpus))} ({self.num_cpus_per_worker:.3g} each)"
+        if not self.on_gpus:
+            return f"cpus {','.join(map(str, self.cpus))} ({self.num_cpus_per_worker:.3g} each)"
+        gpus = format_indices(self.gpu_indices)
+        if self.num_gpus_per_worker:
+            return (
+                f"GPUs {gpus} ({self.num_gpus_per_worker:.4g} GPU, "
+                f"{self.num_cpus_per_worker:.3g} CPU each)"
+            )
+        return f"the nodes of GPUs {gpus} (no GPU, {self.num_cpus_per_worker:.3g} CPU each)"
+
+    def actor_options(self, rank: int) -> dict[str, Any]:
+        """Ray actor options of worker ``rank``: reservations and, on GPUs, its bundle."""
+        options: dict[str, Any] = {"num_cpus": self.num_cpus_per_worker}
+        if self.num_gpus_per_worker:
+            options["num_gpus"] = self.num_gpus_per_worker
+        if self.scheduling:
+            options["scheduling_strategy"] = self.scheduling[rank]
+        if self.hide_gpus:
+            options["runtime_env"] = {"env_vars": {"CUDA_VISIBLE_DEVICES": ""}}
+        return options
+
+
+def format_indices(indices: tuple[int, ...] | list[int]) -> str:
+    """``(0, 1, 2, 5)`` → ``0-2,5``."""
+    parts: list[str] = []
+    items = sorted(indices)
+    start = prev = None
+    for i in [*items, None]:
+        if start is None:
+            start = prev = i
+            continue
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = i
+    return ",".join(parts)
 
 
 def plan_placement(

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import ray
 
@@ -21,12 +22,22 @@ def resolve_address(configured: str | None) -> str:
     return configured or os.environ.get("RAY_ADDRESS") or "local"
 
 
-def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str, float]:
+def connect_cluster(cluster_cfg: Any) -> dict[str, float]:
+    """:func:`connect` as the ``cluster`` config section says (address, CPUs, GPUs)."""
+    return connect(cluster_cfg.address, cluster_cfg.num_cpus, cluster_cfg.num_gpus_per_node)
+
+
+def connect(
+    address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None
+) -> dict[str, float]:
     """Connect this process to Ray once (no-op if already connected).
 
     Args:
         address: Ray address (``None`` → :func:`resolve_address`).
         num_cpus: CPUs of a newly started local cluster (ignored when attaching).
+        num_gpus: GPUs a newly started local cluster announces (None: the GPUs Ray
+            detects; ignored when attaching). More than the machine has makes logical GPUs
+            (placement tests on CPU machines).
 
     Returns:
         The cluster's total resources.
@@ -49,6 +60,8 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> dict[str
             loopback_only()
         if target == "local":
             kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
+            if num_gpus is not None:
+                kwargs["num_gpus"] = num_gpus
             kwargs["_node_ip_address"] = "127.0.0.1"
             # Keep idle task workers alive: by default Ray kills idle workers above one per
             # CPU after 1 s, and our actors already take those slots, so every fan-out

@@ -67,7 +67,7 @@ class ReasoningRuntime(StepRuntime):
         from transformers import AutoTokenizer
 
         super().__init__(cfg)
-        resources = ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
+        ray_cluster.connect_cluster(cfg.cluster)
         self.tokenizer = AutoTokenizer.from_pretrained(
             cfg.model.model_path,
             local_files_only=True,
@@ -79,13 +79,15 @@ class ReasoningRuntime(StepRuntime):
         self.eval_prompts = encode_prompts(held, cfg.data, self.tokenizer)
         self.sampler = PromptSampler(len(train), cfg.data.prompts_per_batch, seed=cfg.run.seed)
         self.timeouts = cfg.timeouts
-        workers = start_reasoning_groups(cfg, self.config_dict, int(resources.get("CPU", 1)))
+        workers = start_reasoning_groups(cfg, self.config_dict)
         self.workers = workers
+        self.cluster_placement = workers.placement
         self.hybrid = workers.hybrid
         self.actor, self.rollout_group, self.ref = workers.actor, workers.rollout, workers.ref
         self.layout = ParallelLayout(len(self.actor), cfg.actor.tensor_parallel_size)
         for group in self.groups:
             group.wait_started(cfg.timeouts.worker_start)
+        self.cluster_placement.check_workers(self.groups)
         self._setup_trainer()
         self.batch = ResponseBatch()
         self.published_version = 0  # the weight version the rollout workers were last given

@@ -212,13 +212,13 @@ class TrainSession:
         """
         cfg = self.cfg
         if not cfg.tracking.enabled:
-            ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
+            ray_cluster.connect_cluster(cfg.cluster)
             return None, make_runtime(cfg)
         with ThreadPoolExecutor(1, thread_name_prefix="rlpipe-mlflow-open") as pool:
             opening = pool.submit(self._open_tracker, tags)
             try:
                 # fan-out tasks run on Ray whatever the runtime (even one without groups)
-                ray_cluster.connect(cfg.cluster.address, cfg.cluster.num_cpus)
+                ray_cluster.connect_cluster(cfg.cluster)
                 runtime = make_runtime(cfg)
             except BaseException:
                 _finish_quietly(opening, "FAILED")

@@ -241,9 +241,12 @@ class StepRuntime(ABC):
         return {g.name: g.call_sync("ping") for g in self.groups}
 
     def shutdown(self) -> None:
-        """Stop every worker."""
+        """Stop every worker and give back the GPUs reserved for them."""
         for group in self.groups:
             group.shutdown()
+        placement = getattr(self, "cluster_placement", None)
+        if placement is not None:
+            placement.release()
 
 
 CATEGORIES: Registry[type[StepRuntime]] = Registry("model category")

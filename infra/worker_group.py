@@ -53,6 +53,21 @@ def store_access_options(cls: type, args: tuple) -> dict[str, Any]:
     return {"runtime_env": {"env_vars": env}} if env else {}
 
 
+def merge_actor_options(*parts: dict[str, Any]) -> dict[str, Any]:
+    """Ray actor options from several sources; their ``runtime_env`` env vars are merged."""
+    options: dict[str, Any] = {}
+    env_vars: dict[str, str] = {}
+    for part in parts:
+        for key, value in part.items():
+            if key == "runtime_env":
+                env_vars.update(value.get("env_vars", {}))
+            else:
+                options[key] = value
+    if env_vars:
+        options["runtime_env"] = {"env_vars": env_vars}
+    return options
+
+
 def _remote(cls: type) -> Any:
     if cls not in _remote_classes:
         _remote_classes[cls] = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(cls)
@@ -69,7 +84,7 @@ class WorkerGroup:
         name: Component name (``env``, ``rollout``, ``actor``...).
         cls: Worker class (a plain subclass of ``WorkerBase``; made remote here).
         size: Number of workers.
-        placement: CPU set and per-worker reservation.
+        placement: Where the workers run: CPU set or GPU bundles, per-worker reservations.
         make_args: ``rank -> positional constructor args`` (config, rank, cpus, ...).
         liveness: Heartbeat interval and timeout (``Liveness.from_config(cfg.timeouts)``;
             None: the defaults).
@@ -94,15 +109,12 @@ class WorkerGroup:
         self.processes: list[WorkerProcess | None] = [None] * size
 
     def _spawn(self, rank: int) -> Any:
+        args = self.make_args(rank)
+        options = merge_actor_options(
+            self.placement.actor_options(rank), store_access_options(self.cls, args)
+        )
         return (
-            _remote(self.cls)
-            .options(
-                num_cpus=self.placement.num_cpus_per_worker,
-                max_restarts=0,
-                max_task_retries=0,
-                **store_access_options(self.cls, self.make_args(rank)),
-            )
-            .remote(*self.make_args(rank))
+            _remote(self.cls).options(max_restarts=0, max_task_retries=0, **options).remote(*args)
         )
 
     def __len__(self) -> int:
@@ -178,7 +190,8 @@ class WorkerGroup:
                 raise WorkerStartError(
                     f"{self.name} worker {rank} did not start within {timeout:.0f}s: the "
                     f"cluster may lack the resources it reserves "
-                    f"(num_cpus={self.placement.num_cpus_per_worker}); check "
+                    f"(num_cpus={self.placement.num_cpus_per_worker}, "
+                    f"num_gpus={self.placement.num_gpus_per_worker}); check "
                     "cluster.component_placement and the worker counts"
                 ) from None
             except Exception as exc:  # RayActorError (by attribute: see dead_ranks)

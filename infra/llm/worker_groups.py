@@ -13,8 +13,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from infra.cluster_placement import ClusterPlacement, place
 from infra.deadlines import Liveness
-from infra.placement import plan_placement
 from infra.worker_group import WorkerGroup
 from infra.workers.llm_hybrid_worker import LLMHybridWorker
 from infra.workers.llm_rollout_worker import LLMRolloutWorker
@@ -34,12 +34,14 @@ class ReasoningGroups:
         rollout: The workers that generate (``actor`` itself with the hybrid engine).
         ref: The reference worker (None with the hybrid engine or without a KL penalty).
         hybrid: Whether rollout engines and reference live in the trainer ranks.
+        placement: Where they run (and, on GPUs, the bundles reserved for them).
     """
 
     actor: WorkerGroup
     rollout: WorkerGroup
     ref: WorkerGroup | None
     hybrid: bool
+    placement: ClusterPlacement | None = None
 
     @property
     def all(self) -> list[WorkerGroup]:
@@ -48,24 +50,22 @@ class ReasoningGroups:
         return [g for g in (self.actor, *others) if g is not None]
 
 
-def start_reasoning_groups(
-    cfg: RLPipeConfig, config: dict[str, Any], cluster_cpus: int
-) -> ReasoningGroups:
-    """Start the worker groups of ``cfg``'s placement (not yet waited for).
+def start_reasoning_groups(cfg: RLPipeConfig, config: dict[str, Any]) -> ReasoningGroups:
+    """Place and start the worker groups of ``cfg``'s placement (not yet waited for).
 
     Args:
         cfg: The validated run config.
         config: The same config as a plain dict (what workers are built from).
-        cluster_cpus: CPUs of the Ray cluster.
     """
     use_ref = cfg.algorithm.kl_coef > 0 and cfg.actor.backend == "fsdp"
     hybrid = uses_hybrid_engine(cfg)
     world = cfg.actor.num_workers
-    # The reference model shares the trainer's CPUs: count it when splitting them.
     sizes = {"actor": world}
     if not hybrid:
-        sizes.update(rollout=cfg.rollout.num_workers, actor=world + use_ref)
-    plan = plan_placement(cfg.cluster.component_placement, sizes, cluster_cpus)
+        sizes["rollout"] = cfg.rollout.num_workers
+        if use_ref:  # with the actor (its CPUs, or its first GPU) unless placed elsewhere
+            sizes["ref"] = 1
+    plan = place(cfg, sizes, tensor_parallel=cfg.actor.tensor_parallel_size)
     liveness = Liveness.from_config(cfg.timeouts)
     actor = WorkerGroup(
         "actor",
@@ -77,7 +77,7 @@ def start_reasoning_groups(
     )
     if hybrid:
         logger.info("hybrid engine: rollout engine and reference inside the trainer ranks")
-        return ReasoningGroups(actor, actor, None, hybrid=True)
+        return ReasoningGroups(actor, actor, None, hybrid=True, placement=plan)
     rollout = WorkerGroup(
         "rollout",
         LLMRolloutWorker,
@@ -92,8 +92,8 @@ def start_reasoning_groups(
             "reference",
             LLMRefWorker,
             1,
-            plan["actor"],
-            lambda r: (config, r, plan["actor"].cpus),
+            plan["ref"],
+            lambda r: (config, r, plan["ref"].cpus),
             liveness,
         )
-    return ReasoningGroups(actor, rollout, ref, hybrid=False)
+    return ReasoningGroups(actor, rollout, ref, hybrid=False, placement=plan)

@@ -40,6 +40,10 @@ MAX_VIDEO_FRAMES = 100_000
 MAX_SAMPLE_ROWS = 10_000
 #: CPUs of a local Ray cluster.
 MAX_CPUS = 65_536
+#: Nodes of a Ray cluster a run spans.
+MAX_NODES = 4_096
+#: GPUs of one node.
+MAX_GPUS_PER_NODE = 1_024
 #: Size of one weight-sync bucket (MiB).
 MAX_BUCKET_MB = 65_536.0
 

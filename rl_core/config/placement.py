@@ -1,26 +1,35 @@
-"""Parsing of RLinf-style component placement strings (``actor: 0-1``, ``env,rollout: 0``)."""
+"""Parsing of RLinf-style component placement strings (``actor: 0-1``, ``env,rollout: 0``).
+
+The indices are GPUs when a run is placed on GPUs and CPUs otherwise
+(:mod:`rl_core.config.cluster_section`); the syntax is the same.
+"""
 
 from __future__ import annotations
 
 KNOWN_COMPONENTS = ("env", "rollout", "actor", "reward", "ref")
+#: Components ``cluster.gpus_per_worker`` may name.
+GPU_COMPONENTS = KNOWN_COMPONENTS
+#: Components whose workers reserve GPUs by default in a GPU placement (env workers step
+#: simulators on CPUs and take none unless ``cluster.gpus_per_worker.env`` says so).
+GPU_TAKERS = ("actor", "rollout", "ref", "reward")
 
 
 def parse_cpu_set(spec: str | int) -> tuple[int, ...]:
-    """Parse ``"0-3"``, ``"0,2"``, ``"1"`` or ``2`` into a sorted tuple of CPU indices.
+    """Parse ``"0-3"``, ``"0,2"``, ``"1"`` or ``2`` into a sorted tuple of (CPU or GPU) indices.
 
     Raises:
         ValueError: The spec is malformed (message says what is allowed).
     """
     if isinstance(spec, bool):
-        raise ValueError(f"{spec!r} is not a CPU set")
+        raise ValueError(f"{spec!r} is not an index set")
     if isinstance(spec, int):
         if spec < 0:
-            raise ValueError(f"CPU index must be >= 0, got {spec}")
+            raise ValueError(f"index must be >= 0, got {spec}")
         return (spec,)
     cpus: set[int] = set()
     for part in str(spec).replace(" ", "").split(","):
         if not part:
-            raise ValueError(f"empty item in CPU set {spec!r}")
+            raise ValueError(f"empty item in index set {spec!r}")
         try:
             if "-" in part:
                 lo_s, hi_s = part.split("-", 1)
@@ -32,15 +41,15 @@ def parse_cpu_set(spec: str | int) -> tuple[int, ...]:
                 cpus.add(int(part))
         except ValueError:
             raise ValueError(
-                f"bad CPU set {spec!r}: use an index (0), a range (0-3) or a list (0,2)"
+                f"bad index set {spec!r}: use an index (0), a range (0-3) or a list (0,2)"
             ) from None
     if min(cpus) < 0:
-        raise ValueError(f"CPU index must be >= 0 in {spec!r}")
+        raise ValueError(f"index must be >= 0 in {spec!r}")
     return tuple(sorted(cpus))
 
 
 def component_specs(placement: dict[str, str | int]) -> dict[str, str | int]:
-    """``{"env,rollout": "0", "actor": "all"}`` → ``{component: its CPU spec, unparsed}``.
+    """``{"env,rollout": "0", "actor": "all"}`` → ``{component: its index spec, unparsed}``.
 
     Raises:
         ValueError: Unknown component, or a component listed twice.
@@ -59,9 +68,9 @@ def component_specs(placement: dict[str, str | int]) -> dict[str, str | int]:
 
 
 def parse_component_placement(placement: dict[str, str | int]) -> dict[str, tuple[int, ...]]:
-    """Expand ``{"env,rollout": "0", "actor": "0-1"}`` to ``{component: cpu indices}``.
+    """Expand ``{"env,rollout": "0", "actor": "0-1"}`` to ``{component: indices}``.
 
     Raises:
-        ValueError: Unknown component, component listed twice, or a malformed CPU set.
+        ValueError: Unknown component, component listed twice, or a malformed index set.
     """
     return {name: parse_cpu_set(spec) for name, spec in component_specs(placement).items()}

@@ -13,7 +13,6 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from rl_core.config.limits import (
-    MAX_CPUS,
     MAX_ENVS,
     MAX_EPISODES,
     MAX_EVAL_STEPS,
@@ -23,7 +22,6 @@ from rl_core.config.limits import (
     MAX_VIDEO_FRAMES,
     MAX_WORKERS,
 )
-from rl_core.config.placement import parse_component_placement
 from rl_core.config.sections import Section
 
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
@@ -152,41 +150,6 @@ class RunConfig(Section):
     @classmethod
     def _checkpoint_uri_supported(cls, value: str | None) -> str | None:
         return check_storage_uri(value, ("s3",))
-
-
-class ClusterConfig(Section):
-    """Ray connection and component placement."""
-
-    address: str | None = Field(
-        None, description="Ray address; None uses RAY_ADDRESS or starts a local cluster."
-    )
-    num_cpus: int | None = Field(
-        None, ge=1, le=MAX_CPUS, description="CPUs of the local cluster (default: all)."
-    )
-    component_placement: dict[str, str | int] = Field(
-        default_factory=lambda: {"env,rollout,actor": "all"},
-        description="RLinf syntax: component list -> CPU set ('0-1', '0', 'all'). Same set for all = collocated.",
-    )
-
-    hybrid_engine: Literal["auto", "on", "off"] = Field(
-        "auto",
-        description="Rollout engine (and reference model) inside the trainer workers' "
-        "processes, weight sync in memory: 'auto' when rollout and actor share their CPUs "
-        "and worker count, 'on' requires it, 'off' keeps separate rollout workers.",
-    )
-
-    @field_validator("hybrid_engine", mode="before")
-    @classmethod
-    def _yaml_on_off(cls, value: object) -> object:
-        # YAML reads a bare on/off as a boolean
-        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
-
-    @field_validator("component_placement")
-    @classmethod
-    def _placement_parses(cls, value: dict[str, str | int]) -> dict[str, str | int]:
-        probe = {k: (0 if v == "all" else v) for k, v in value.items()}
-        parse_component_placement(probe)
-        return value
 
 
 class EvalConfig(Section):

@@ -15,13 +15,13 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from rl_core.config import limits
+from rl_core.config.cluster_section import ClusterConfig
 from rl_core.config.hybrid import hybrid_engine_blockers
 from rl_core.config.llm_sections import DataConfig
 from rl_core.config.megatron_checks import megatron_problems
 from rl_core.config.off_policy_sections import ReplayConfig, off_policy_problems
 from rl_core.config.policy_sections import EnvConfig, ModelConfig
 from rl_core.config.run_sections import (
-    ClusterConfig,
     EvalConfig,
     RunConfig,
     TimeoutsConfig,

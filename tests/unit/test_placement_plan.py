@@ -62,5 +62,5 @@ def test_component_without_placement():
 
 
 def test_malformed_cpu_set_rejected():
-    with pytest.raises(ValueError, match="bad CPU set '3-1'"):
+    with pytest.raises(ValueError, match="bad index set '3-1'"):
         plan_placement({"env,rollout,actor": "3-1"}, GROUPS, cluster_cpus=4)
