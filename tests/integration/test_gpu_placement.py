@@ -1,0 +1,151 @@
+"""GPU placements on one node with 4 logical GPUs (``ray.init(num_gpus=4)``): every worker
+gets the GPU its placement names (Ray's GPU ids and ``CUDA_VISIBLE_DEVICES``), collocated
+workers share it, disaggregated ones do not, trainer ranks never share one, and a placement
+the cluster cannot host is refused before any worker starts.
+
+The GPUs are Ray's logical ones (this machine has none), so ``RLPIPE_ALLOW_LOGICAL_GPUS=1``
+lets the workers compute on the CPU; which GPU Ray assigned them is what is checked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import ray
+
+from infra.cluster_placement import place
+from infra.cost import CostMeter, reserved_resources
+from infra.devices import ALLOW_LOGICAL_GPUS_VAR
+from infra.placement import PlacementError
+from infra.worker_group import WorkerGroup
+from rl_core.config import load_config
+from tests.toy_workers import ToyWorker
+
+pytestmark = pytest.mark.integration
+
+#: (placement overrides, workers per group, GPU index of each group's workers).
+LAYOUTS = {
+    "collocated": (
+        ["cluster.component_placement={env: 0, 'actor,rollout': 0-3}"],
+        {"env": 1, "rollout": 4, "actor": 4},
+        {"env": [0], "rollout": [0, 1, 2, 3], "actor": [0, 1, 2, 3]},
+    ),
+    "disaggregated": (
+        ["cluster.component_placement={'env,rollout': 2-3, actor: 0-1}"],
+        {"env": 2, "rollout": 2, "actor": 2},
+        {"env": [2, 3], "rollout": [2, 3], "actor": [0, 1]},
+    ),
+    "hybrid": (
+        ["cluster.component_placement={'env,rollout,actor': all}"],
+        {"env": 1, "actor": 4},
+        {"env": [0], "actor": [0, 1, 2, 3]},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def four_gpus() -> Iterator[None]:
+    """A local Ray cluster of 2 CPUs and 4 logical GPUs."""
+    from infra.ray_cluster import connect, shutdown
+
+    os.environ[ALLOW_LOGICAL_GPUS_VAR] = "1"
+    connect(num_cpus=2, num_gpus=4)
+    yield
+    shutdown()
+    os.environ.pop(ALLOW_LOGICAL_GPUS_VAR, None)
+
+
+def start_groups(plan, sizes) -> list[WorkerGroup]:
+    config = load_config("ppo_cartpole").model_dump(mode="json")
+    groups = [
+        WorkerGroup(name, ToyWorker, size, plan[name], lambda r: (config, r))
+        for name, size in sizes.items()
+    ]
+    for group in groups:
+        group.wait_started(120)
+    return groups
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_each_worker_gets_the_gpu_its_placement_names(four_gpus, layout) -> None:
+    overrides, sizes, expected = LAYOUTS[layout]
+    cfg = load_config("ppo_cartpole", overrides)
+    plan = place(cfg, sizes)
+    assert plan.device == "cuda"
+    groups = start_groups(plan, sizes)
+    try:
+        reports = plan.check_workers(groups)
+        # ToyWorker reports its group as "toy": the reports come group by group, in order
+        for group, size in zip(groups, sizes.values(), strict=True):
+            mine, reports = reports[:size], reports[size:]
+            gpus = expected[group.name]
+            if group.placement.num_gpus_per_worker:
+                assert [r.gpu_ids for r in mine] == [(g,) for g in gpus]
+                assert [r.cuda_visible_devices for r in mine] == [str(g) for g in gpus]
+            else:  # env workers reserve no GPU and see none
+                assert [r.gpu_ids for r in mine] == [()] * size
+                assert [r.cuda_visible_devices for r in mine] == [""] * size
+            if group.name == "actor":  # no two trainer ranks on one GPU
+                assert len({r.gpu_ids for r in mine}) == size
+            assert all(r.device == "cpu" for r in mine)  # logical GPUs: computes on the CPU
+        # reserved GPUs x wall time: one hour of update costs one GPU-hour per reserved GPU
+        reserved = reserved_resources(groups)
+        used = {g for gpus in expected.values() for g in gpus}
+        assert reserved["GPU"] == len(used)
+        cost = CostMeter(reserved).add_iteration({"time/update": 3600.0}, samples=1)
+        assert cost["cost/gpu_hours_update"] == pytest.approx(len(used))
+    finally:
+        for group in groups:
+            group.shutdown()
+        plan.release()
+
+
+def test_trainer_ranks_never_share_a_gpu(four_gpus) -> None:
+    cfg = load_config("ppo_cartpole", ["cluster.component_placement={'env,rollout,actor': 0-1}"])
+    with pytest.raises(PlacementError, match=r"4 trainer ranks on 2 GPUs \(0-1\)"):
+        place(cfg, {"env": 1, "actor": 4})
+
+
+def test_a_placement_beyond_the_cluster_fails_before_any_worker_starts(four_gpus) -> None:
+    cfg = load_config(
+        "ppo_cartpole", ["cluster.component_placement={'env,rollout': 0, actor: 2-5}"]
+    )
+    with pytest.raises(PlacementError) as info:
+        place(cfg, {"env": 1, "rollout": 1, "actor": 4})
+    message = str(info.value)
+    assert "cluster.component_placement.actor uses GPU 4 (of 2-5)" in message
+    assert "4 GPUs (1 node(s) x 4)" in message
+    assert ray.available_resources().get("GPU") == 4.0  # nothing reserved
+
+
+def test_gpus_held_by_another_job_are_reported_and_nothing_stays_reserved(four_gpus) -> None:
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    other = placement_group([{"GPU": 1.0}, {"GPU": 1.0}], strategy="STRICT_PACK")
+    ray.get(other.ready(), timeout=30)
+    try:
+        cfg = load_config("ppo_cartpole", ["timeouts.worker_start=3"])
+        with pytest.raises(PlacementError, match=r"could not reserve the placement's GPUs"):
+            place(cfg, {"env": 1, "actor": 4})
+        assert ray.available_resources().get("GPU") == 2.0  # only the other job's two
+    finally:
+        remove_placement_group(other)
+
+
+def test_device_cpu_on_a_gpu_cluster_reserves_no_gpu_and_hides_them(four_gpus) -> None:
+    cfg = load_config("ppo_cartpole", ["cluster.device=cpu"])
+    sizes = {"env": 1, "actor": 1}
+    plan = place(cfg, sizes)
+    assert plan.device == "cpu" and not plan.reserved
+    groups = start_groups(plan, sizes)
+    try:
+        reports = plan.check_workers(groups)
+        assert [(r.gpu_ids, r.cuda_visible_devices, r.device) for r in reports] == [
+            ((), "", "cpu")
+        ] * 2
+        assert reserved_resources(groups)["GPU"] == 0
+    finally:
+        for group in groups:
+            group.shutdown()
