@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from infra.log_detail import DETAIL_FIELD
+
 #: Logger of the per-iteration progress records (their ``rlpipe_progress`` attribute holds
 #: ``iteration``, ``total`` and ``text``).
 PROGRESS_LOGGER = "rlpipe.progress"
@@ -84,8 +86,9 @@ class ProgressDisplay(logging.Handler):
 class ScreenFilter(logging.Filter):
     """What the screen shows.
 
-    Prefect's per-run lines only when verbose; progress lines only without a live display;
-    rlpipe's own messages from INFO up, other loggers' from WARNING up.
+    Prefect's per-run lines and rlpipe's detail records (:mod:`infra.log_detail`) only when
+    verbose; progress lines only without a live display; rlpipe's own messages from INFO up,
+    other loggers' from WARNING up.
     """
 
     def __init__(self, verbose: bool, live_progress: bool) -> None:
@@ -95,7 +98,7 @@ class ScreenFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102
         if hasattr(record, PROGRESS_FIELD):
             return not self.live_progress
-        if record.name.startswith(PREFECT_RUN_LOGGERS):
+        if record.name.startswith(PREFECT_RUN_LOGGERS) or getattr(record, DETAIL_FIELD, False):
             return self.verbose
         if record.name.startswith(_OWN_LOGGERS):  # at their loggers' level (INFO, -v DEBUG)
             return True

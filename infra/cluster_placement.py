@@ -23,6 +23,7 @@ import ray
 
 from infra.devices import DeviceReport
 from infra.gpu_placement import Attached, GpuCluster, plan_gpu_placement
+from infra.log_detail import DETAIL
 from infra.placement import GroupPlacement, PlacementError, format_indices, plan_placement
 from rl_core.config.placement import component_specs
 
@@ -123,7 +124,13 @@ class ClusterPlacement:
                 cfg_device,
             )
         for name, plan in self.groups.items():
-            logger.info("placement %s: %d worker(s) on %s", name, sizes.get(name, 1), plan.mode)
+            logger.info(
+                "placement %s: %d worker(s) on %s",
+                name,
+                sizes.get(name, 1),
+                plan.mode,
+                extra=DETAIL,
+            )
 
     def check_workers(self, groups: list[Any]) -> list[DeviceReport]:
         """Log where every worker runs and check it is where the plan put it.
@@ -148,6 +155,7 @@ class ClusterPlacement:
                     report.node_id[:8],
                     report.cuda_visible_devices,
                     report.pid,
+                    extra=DETAIL,
                 )
         if self.cluster is not None:
             check_device_reports(reports)
@@ -281,5 +289,5 @@ def place(
     result.log({**sizes, **{n: 1 for n in attached}}, cfg.cluster.device)
     if device == "cuda":
         used = sorted({g for p in plan.values() for g in p.worker_gpus})
-        logger.info("reserved GPUs %s for the run", format_indices(used))
+        logger.info("reserved GPUs %s for the run", format_indices(used), extra=DETAIL)
     return result

@@ -60,8 +60,9 @@ class GpuCluster:
         return self.num_nodes * self.gpus_per_node
 
     def describe(self) -> str:
-        """``8 GPUs (2 nodes x 4)``."""
-        return f"{self.total_gpus} GPUs ({self.num_nodes} node(s) x {self.gpus_per_node})"
+        """``8 GPUs (2 node(s) x 4)``."""
+        gpus = "1 GPU" if self.total_gpus == 1 else f"{self.total_gpus} GPUs"
+        return f"{gpus} ({self.num_nodes} node(s) x {self.gpus_per_node})"
 
 
 @dataclass(frozen=True)
