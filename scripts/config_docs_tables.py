@@ -19,11 +19,17 @@ REGISTERED_FIELDS: dict[tuple[str, str], str] = {
 #: What the other field validators of the schema allow (shown in the "allowed" column).
 FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ("cluster", "component_placement"): (
-        "keys: comma-separated components ({components}), each placed once; values: a CPU "
-        "index (`0`), range (`0-3`), list (`0,2`) or `all`"
+        "keys: comma-separated components ({components}), each placed once; values: an index "
+        "(`0`), range (`0-3`), list (`0,2`) or `all`; GPU indices count across nodes and "
+        "must exist (`num_nodes` x `num_gpus_per_node`)"
     ),
+    ("cluster", "gpus_per_worker"): (
+        "keys: components ({components}); values 0 to 1; the shares on one GPU add up to at "
+        "most 1"
+    ),
+    ("cluster", "device"): "`cuda` needs GPUs in the Ray cluster",
     ("cluster", "hybrid_engine"): (
-        "`on` needs rollout and actor on the same CPU set, `rollout.num_workers` = "
+        "`on` needs rollout and actor on the same index set, `rollout.num_workers` = "
         "`actor.num_workers` and (reasoning) `rollout.engine: hf`; YAML `true`/`false` read "
         "as `on`/`off`"
     ),
@@ -108,8 +114,13 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`data.source: files` needs `data.train_files`; `data.prompt_template` must contain "
         "`{prompt}`."
     ),
+    ("ClusterConfig", "_gpu_indices_exist"): (
+        "`cluster.device: cuda` with `cluster.num_gpus_per_node` set: every index of "
+        "`cluster.component_placement` must be below `num_nodes × num_gpus_per_node` "
+        "(`num_gpus_per_node: 0` is refused with `device: cuda`)."
+    ),
     ("RLPipeConfig", "_hybrid_engine_possible"): (
-        "`cluster.hybrid_engine: on` needs rollout and actor on the same CPU set, "
+        "`cluster.hybrid_engine: on` needs rollout and actor on the same index set, "
         "`rollout.num_workers` equal to `actor.num_workers`, `run.mode: sync` and, for "
         "reasoning models, `rollout.engine: hf`."
     ),

@@ -365,8 +365,11 @@ def render() -> str:
         "## Cross-field rules",
         "",
         *[f"- {rule}" for rule in CROSS_FIELD_RULES.values()],
-        "- `cluster.component_placement` must place `env`, `rollout` and `actor` on CPUs the "
-        "cluster has (checked when the run starts).",
+        "- `cluster.component_placement` must place `env`, `rollout` and `actor` (and `ref` "
+        "when used, by default with the actor) on CPUs, or GPUs, the cluster has; on GPUs "
+        "each group's workers must divide evenly over its GPUs, trainer ranks need a GPU "
+        "each and the ranks of a tensor-parallel group one node (checked when the run "
+        "starts, before any worker starts; see [GPUs](gpu.md)).",
         "",
         "## Top level",
         "",
