@@ -28,7 +28,9 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
     calls: list[tuple[str, Any]] = []
     monkeypatch.setattr(prefect_api, "start_prefect_api", lambda d: calls.append(("api", d)))
     monkeypatch.setattr(
-        ray_cluster, "connect", lambda address, num_cpus: calls.append(("ray", num_cpus))
+        ray_cluster,
+        "connect",
+        lambda address, num_cpus, num_gpus=None: calls.append(("ray", num_cpus)),
     )
     return calls
 
@@ -113,7 +115,7 @@ def test_start_up_records_reach_the_handlers_the_cli_sets_up_later(
         "start_prefect_api",
         lambda d: logging.getLogger("infra.ops.probe").info("using the API at %s", d),
     )
-    monkeypatch.setattr(ray_cluster, "connect", lambda address, num_cpus: None)
+    monkeypatch.setattr(ray_cluster, "connect", lambda address, num_cpus, num_gpus=None: None)
     caplog.set_level(logging.INFO)
     argv = ["--config", "ppo_cartpole", f"run.output_dir={tmp_path}"]
     assert early_start.start_services_early(argv) is True
