@@ -9,6 +9,7 @@ tests (unchanged); ``scripts/gpu_checks/embodied_sampling.py`` compares CUDA wit
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,9 +135,10 @@ def ppo_batch(preset: str) -> dict[str, Any]:
     )
     action = result["forward_inputs"]["model_action"].numpy()
     return {
-        "forward_inputs": {"states": states, "model_action": action.reshape(T, N, -1).squeeze(-1)}
-        if action.ndim == 1
-        else {"states": states, "model_action": action.reshape(T, N, -1)},
+        "forward_inputs": {
+            "states": states,
+            "model_action": action.reshape(T, N, *action.shape[1:]),
+        },
         "prev_logprobs": result["prev_logprobs"].numpy().reshape(T, N),
         "prev_values": result["prev_values"].numpy().reshape(T, N),
         "rewards": np.ones((T, N), np.float32),
@@ -188,7 +190,7 @@ def test_the_ppo_update_moves_the_batch_and_shuffles_on_the_cpu(
         seen.update(kwargs)
         raise Seen
 
-    loss.__signature__ = ppo.inspect.signature(ppo.get_policy_loss(loss_type))
+    loss.__signature__ = inspect.signature(ppo.get_policy_loss(loss_type))
     monkeypatch.setattr(ppo, "get_policy_loss", lambda name: loss)
     generator = torch.Generator().manual_seed(3)
     with pytest.raises(Seen):
@@ -299,4 +301,46 @@ def test_the_off_policy_trainer_updates_on_its_device(cls, meta_workers) -> None
 def test_the_rollout_worker_puts_its_policy_on_its_device(meta_workers) -> None:
     worker = RolloutWorker(config("ppo_cartpole"), 0, (), spaces("ppo_cartpole"))
     assert policy_device(worker.sampling.policy) == META
-    assert all(g.device.type == "cpu" for g in [worker.sampling._generator(0)])
+    assert worker.sampling._generator(0).device.type == "cpu"
+
+
+# -- checkpoints -------------------------------------------------------------------------------
+
+
+def optimizer_devices(optimizer: torch.optim.Optimizer) -> set[torch.device]:
+    return set().union(*(devices(state) for state in optimizer.state.values()))
+
+
+#: Copying into meta parameters does nothing (and says so); the devices are what is checked.
+QUIET_META_COPIES = pytest.mark.filterwarnings("ignore:.*non-meta parameter:UserWarning")
+
+
+@QUIET_META_COPIES
+def test_a_ppo_checkpoint_loads_onto_the_worker_device(tmp_path, monkeypatch) -> None:
+    saved = ActorWorker(config("ppo_cartpole"), 0, (), spaces("ppo_cartpole"))
+    saved.batch = ppo_batch("ppo_cartpole")
+    saved.update(0)
+    saved.save_checkpoint(str(tmp_path), "step_000001")
+    monkeypatch.setattr(worker_base, "assigned_device", lambda what="": META)
+    loaded = ActorWorker(config("ppo_cartpole"), 0, (), spaces("ppo_cartpole"))
+    loaded.load_checkpoint(str(tmp_path), "step_000001")
+    assert policy_device(loaded.policy) == META and loaded.version == 1
+    # Adam's state goes to its parameters' device; its step counter stays on the CPU
+    assert optimizer_devices(loaded.optimizer) == {META, torch.device("cpu")}
+    assert all(state["exp_avg"].device == META for state in loaded.optimizer.state.values())
+    assert torch.equal(loaded.generator.get_state(), saved.generator.get_state())
+
+
+@QUIET_META_COPIES
+def test_an_off_policy_checkpoint_loads_onto_the_worker_device(tmp_path, monkeypatch) -> None:
+    saved = OffPolicyActorWorker(config("sac_pendulum"), 0, (), spaces("sac_pendulum"))
+    saved.update(0, replay_sample(2 * saved.cfg.replay.batch_size))
+    saved.save_checkpoint(str(tmp_path), "step_000001")
+    monkeypatch.setattr(worker_base, "assigned_device", lambda what="": META)
+    loaded = OffPolicyActorWorker(config("sac_pendulum"), 0, (), spaces("sac_pendulum"))
+    loaded.load_checkpoint(str(tmp_path), "step_000001")
+    learner = loaded.learner
+    assert learner.log_alpha.device == META and policy_device(learner.target_critics) == META
+    for optimizer in (learner.actor_optimizer, learner.critic_optimizer, learner.alpha_optimizer):
+        assert optimizer_devices(optimizer) == {META}  # fused Adam keeps its step there too
+    assert learner.generator.device.type == "cpu" and learner.updates == saved.learner.updates
