@@ -24,7 +24,7 @@ CASES = {
 UPDATE_TOLERANCE = 1e-4
 
 
-def _actions(policy: torch.nn.Module, states: torch.Tensor, seed: int) -> np.ndarray:
+def _actions(policy: torch.nn.Module, states: torch.Tensor | np.ndarray, seed: int) -> np.ndarray:
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         actions, _ = policy.predict_action_batch(

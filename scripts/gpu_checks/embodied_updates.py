@@ -46,9 +46,9 @@ def _devices(tree: Any) -> set[str]:
     if isinstance(tree, torch.Tensor):
         return {tree.device.type}
     if isinstance(tree, dict):
-        return set().union(set(), *(_devices(v) for v in tree.values()))
+        return set().union(*(_devices(v) for v in tree.values()))
     if isinstance(tree, (list, tuple)):
-        return set().union(set(), *(_devices(v) for v in tree))
+        return set().union(*(_devices(v) for v in tree))
     return set()
 
 
@@ -79,7 +79,10 @@ def _ppo_batch(policy: torch.nn.Module, steps: int, envs: int) -> dict[str, Any]
     terminated = (torch.rand(steps, envs, generator=g) < 0.02).numpy()
     truncated = np.zeros((steps, envs), bool)
     truncated[steps // 2, :2] = True
-    reshape = lambda t: t.numpy().reshape(steps, envs, *t.shape[1:])  # noqa: E731
+
+    def reshape(t: torch.Tensor) -> np.ndarray:
+        return t.numpy().reshape(steps, envs, *t.shape[1:])
+
     return {
         "forward_inputs": {k: reshape(v) for k, v in result["forward_inputs"].items()},
         "prev_logprobs": reshape(result["prev_logprobs"]),
