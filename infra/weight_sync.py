@@ -179,6 +179,8 @@ def apply_payload(
 ) -> int:
     """Receiver side: load a :class:`WeightSender` payload into ``module``; returns the version.
 
+    The payload's CPU arrays are copied into the module's tensors on their device.
+
     Raises:
         StaleWeightsError: A patch whose base version differs from ``current_version``.
     """
@@ -196,7 +198,7 @@ def apply_payload(
         for bucket in payload["buckets"]:
             for name, entry in bucket.items():
                 target = params[name]
-                index = torch.from_numpy(np.array(entry["index"], copy=True))
-                values = from_wire(entry["values"]).to(target.dtype)
+                index = torch.from_numpy(np.array(entry["index"], copy=True)).to(target.device)
+                values = from_wire(entry["values"]).to(device=target.device, dtype=target.dtype)
                 target.view(-1)[index] = values
     return int(payload["version"])

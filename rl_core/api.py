@@ -22,8 +22,9 @@ from rl_core.algorithms.registry import (
 )
 from rl_core.envs.registry import EnvFactory, EnvSpaces, register_env
 from rl_core.envs.spaces import register_space_codec
-from rl_core.models.base_policy import BasePolicy
+from rl_core.models.base_policy import BasePolicy, flat_states, obs_tensor, policy_device
 from rl_core.models.registry import CATEGORIES, ModelBuilder, register_model
+from rl_core.models.sampling_noise import multinomial_on_device, standard_normal_like
 from rl_core.registry import RegistryError, load_builtins
 from rl_core.rewards.registry import register_reward
 
@@ -38,10 +39,15 @@ __all__ = [
     "ModelBuilder",
     "PolicyLossFn",
     "RegistryError",
+    "flat_states",
+    "multinomial_on_device",
+    "obs_tensor",
+    "policy_device",
     "register_advantage",
     "register_env",
     "register_model",
     "register_policy_loss",
     "register_reward",
     "register_space_codec",
+    "standard_normal_like",
 ]

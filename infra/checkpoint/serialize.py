@@ -14,7 +14,7 @@ from infra.checkpoint.store import CheckpointError
 
 
 def tensors_to_bytes(tensors: dict[str, torch.Tensor]) -> bytes:
-    """Serialize named tensors as safetensors.
+    """Serialize named tensors as safetensors (CPU copies of tensors on a GPU).
 
     Tensors that share memory (tied weights, e.g. a language model's embedding and output
     head) are written as separate copies: safetensors refuses shared storage.
@@ -37,17 +37,48 @@ def bytes_to_tensors(data: bytes, what: str) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{what} is not a valid safetensors file: {exc}") from None
 
 
+def _has_device_tensors(obj: Any) -> bool:
+    if isinstance(obj, torch.Tensor):
+        return obj.device.type != "cpu"
+    if isinstance(obj, dict):
+        return any(_has_device_tensors(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return any(_has_device_tensors(v) for v in obj)
+    return False
+
+
+def _to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        items = [_to_cpu(v) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    return obj
+
+
 def object_to_bytes(obj: Any) -> bytes:
-    """Serialize tensors/containers of primitives with ``torch.save``."""
+    """Serialize tensors/containers of primitives with ``torch.save``.
+
+    Tensors on a GPU (a trainer's optimizer state) are written as CPU tensors, so the file
+    loads on any machine; whoever loads it puts them back on its device
+    (``optimizer.load_state_dict`` casts state to its parameters' device).
+    """
+    if _has_device_tensors(obj):
+        obj = _to_cpu(obj)
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
 
 
 def bytes_to_object(data: bytes, what: str) -> Any:
-    """Load with ``weights_only=True`` (no arbitrary code); ``what`` names the file."""
+    """Load with ``weights_only=True`` (no arbitrary code); ``what`` names the file.
+
+    Tensors load on the CPU (also those of a file written elsewhere from a GPU).
+    """
     try:
-        return torch.load(io.BytesIO(data), weights_only=True)
+        return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
     except Exception as exc:  # noqa: BLE001
         raise CheckpointError(f"{what} could not be loaded: {exc}") from None
 

@@ -34,7 +34,12 @@ _OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torc
 
 
 class ActorWorker(WorkerBase):
-    """Trains the policy on rollout batches; serves weights to rollout workers."""
+    """Trains the policy on rollout batches; serves weights to rollout workers.
+
+    The policy and its optimizer live on the worker's device (``self.device``, the GPU Ray
+    assigned it or the CPU); batches arrive as numpy and the updates move them there, while
+    weights and checkpoints leave it as CPU arrays and tensors.
+    """
 
     group = "actor"
     opens_checkpoint_store = True
@@ -45,12 +50,14 @@ class ActorWorker(WorkerBase):
         super().__init__(config, rank, cpus)
         seed = worker_seed(self.cfg.run.seed, "actor", rank)
         torch.manual_seed(seed)  # model init is reproducible from the run seed
-        self.policy = get_model(self.cfg.model, resolve(spaces))
+        # built on the CPU (the same initial weights on any device), then moved
+        self.policy = get_model(self.cfg.model, resolve(spaces)).to(self.device)
         actor = self.cfg.actor
         kwargs: dict[str, Any] = {"lr": actor.lr, "weight_decay": actor.weight_decay}
         if actor.optimizer in ("adam", "adamw"):
             kwargs["eps"] = actor.adam_eps
         self.optimizer = _OPTIMIZERS[actor.optimizer](self.policy.parameters(), **kwargs)
+        # minibatch order is drawn on the CPU: the same on any device
         self.generator = torch.Generator().manual_seed(seed)
         self.reward_fn = build_reward(self.cfg.reward)
         self.guard = SkippedUpdateGuard(actor.max_skipped_updates_in_a_row)
@@ -207,7 +214,12 @@ class ActorWorker(WorkerBase):
         self.guard.in_a_row = int(state.get("skipped_updates_in_a_row", 0))
 
     def load_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
-        """Restore what :meth:`save_checkpoint` wrote."""
+        """Restore what :meth:`save_checkpoint` wrote.
+
+        The files hold CPU tensors: weights are copied into the policy's tensors and the
+        optimizer casts its state to its parameters' device, so both land on
+        ``self.device``.
+        """
         store = open_store(store_uri)
         prefix = f"{folder}/actor_{self.rank}"
         weights = bytes_to_tensors(

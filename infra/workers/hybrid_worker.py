@@ -31,7 +31,8 @@ class HybridEngine(ServesRollout):
         self, config: dict[str, Any], rank: int, cpus: tuple[int, ...], spaces: Any
     ) -> None:
         super().__init__(config, rank, cpus, spaces)  # type: ignore[call-arg]
-        # a deep copy draws no random numbers: the trainer's RNG stays where it would be
+        # a deep copy draws no random numbers: the trainer's RNG stays where it would be;
+        # it is on the trainer's device, so a weight sync is a device-to-device copy
         self.sampling = RolloutPolicy(
             copy.deepcopy(self.policy), worker_seed(self.cfg.run.seed, "rollout", rank)
         )

@@ -34,7 +34,9 @@ class OffPolicyActorWorker(ActorWorker):
         WorkerBase.__init__(self, config, rank, cpus)  # not ActorWorker's PPO optimizer
         seed = worker_seed(self.cfg.run.seed, "actor", rank)
         torch.manual_seed(seed)  # model init is reproducible from the run seed
-        self.policy = get_model(self.cfg.model, resolve(spaces))
+        # built on the CPU (the same initial weights on any device), then moved: the
+        # learner's optimizers, target critics and temperature are made on the device
+        self.policy = get_model(self.cfg.model, resolve(spaces)).to(self.device)
         spec = actor_critic_spec(self.cfg.algorithm.loss_type)
         if spec is None:
             raise ValueError(f"{self.cfg.algorithm.loss_type!r} is not an off-policy algorithm")
@@ -72,7 +74,8 @@ class OffPolicyActorWorker(ActorWorker):
         if sample is None:
             return {"seconds": watch.elapsed(), "train/gradient_steps": 0.0}
         count = sample["rewards"].shape[0] // self.cfg.replay.batch_size
-        metrics = self.learner.update(minibatches_from_arrays(sample, count))
+        minibatches = minibatches_from_arrays(sample, count, self.device)
+        metrics = self.learner.update(minibatches)
         self.version += 1
         return {"seconds": watch.elapsed(), **metrics}
 

@@ -14,7 +14,11 @@ from rl_core.seeding import worker_seed
 
 
 class RolloutWorker(ServesRollout, WorkerBase):
-    """Holds a copy of the policy; answers ``predict`` calls from env workers."""
+    """Holds a copy of the policy; answers ``predict`` calls from env workers.
+
+    The copy lives on the worker's device (``self.device``); synced weights arrive as CPU
+    arrays and are copied into it, actions go back to env workers as CPU numpy.
+    """
 
     group = "rollout"
 
@@ -23,7 +27,7 @@ class RolloutWorker(ServesRollout, WorkerBase):
     ) -> None:
         super().__init__(config, rank, cpus)
         self.sampling = RolloutPolicy(
-            get_model(self.cfg.model, resolve(spaces)),
+            get_model(self.cfg.model, resolve(spaces)).to(self.device),
             worker_seed(self.cfg.run.seed, "rollout", rank),
             keep_versions=kept_versions(self.cfg),
         )

@@ -14,6 +14,7 @@ import torch
 
 from rl_core.data.replay_buffer import TRANSITION_KEYS
 from rl_core.envs import VectorEnvAdapter
+from rl_core.training.batch import to_numpy_tree
 
 
 @torch.no_grad()
@@ -45,7 +46,7 @@ def collect_transitions(
                 obs, mode=mode, compute_values=False, generator=generator
             )
             out = envs.step(actions)
-            inputs = result["forward_inputs"]
+            inputs = to_numpy_tree(result["forward_inputs"])  # from any device
             done = out["terminated"] | out["truncated"]
             step = {
                 "states": np.asarray(inputs["states"], dtype=np.float32),

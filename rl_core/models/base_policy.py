@@ -12,6 +12,22 @@ uint8, ``wrist_images`` [B, H, W, C] uint8, ``extra_view_images`` [B, V, H, W, C
 ``Dict`` observation space pass their own keys through unchanged. ``docs/extending.md``
 has the whole contract.
 
+Devices: a worker moves its policy to the device Ray assigned it (a GPU, or the CPU) with
+``policy.to(device)`` before it builds optimizers; the policy's parameters say where it
+runs (:func:`policy_device`). Around that:
+
+- ``env_obs`` arrives as numpy arrays (or CPU tensors) in :meth:`BasePolicy.predict_action_batch`
+  and :meth:`BasePolicy.value_forward`: the policy puts what it reads on its own device,
+  once, where it reads it (:func:`flat_states` for ``states``, :func:`obs_tensor` for any
+  other key, both given ``policy_device(self)``);
+- the actions it returns are CPU numpy arrays (``.cpu().numpy()``); ``result`` tensors may
+  stay on the device (workers convert them with ``to_numpy_tree``);
+- ``forward_inputs`` reach :meth:`BasePolicy.default_forward` (and the tensors of other
+  forward types reach them) already on the policy's device: the trainers move batches;
+- the ``generator`` workers pass is a CPU ``torch.Generator``: draw on its device and move
+  the result (:mod:`rl_core.models.sampling_noise`), so a run's actions depend on its
+  seed, not on where the policy runs.
+
 Nothing outside the policy branches on the model type: workers only call these methods.
 """
 
@@ -106,12 +122,38 @@ class BasePolicy(nn.Module, abc.ABC):
         return None
 
 
-def flat_states(env_obs: dict[str, Any]) -> torch.Tensor:
-    """``env_obs["states"]`` as a float32 tensor.
+def policy_device(module: nn.Module) -> torch.device:
+    """The device a policy runs on: its first parameter's (or buffer's), else the CPU."""
+    for tensor in module.parameters():
+        return tensor.device
+    for tensor in module.buffers():
+        return tensor.device
+    return torch.device("cpu")
 
-    Arrays from Ray's object store are read-only; torch gets a writable copy.
+
+def obs_tensor(
+    value: Any, device: torch.device | None = None, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """An observation (numpy array, nested list or tensor) as a tensor on ``device``.
+
+    Arrays from Ray's object store are read-only; torch gets a writable copy (made on
+    ``device`` directly). A tensor is cast and moved only where it differs.
+
+    Args:
+        value: The observation array.
+        device: Where the tensor goes (None: the CPU for arrays, where it is for tensors).
+        dtype: Cast to this dtype (None keeps it).
     """
-    states = env_obs["states"]
-    if isinstance(states, torch.Tensor):
-        return states.float()
-    return torch.tensor(np.asarray(states), dtype=torch.float32)
+    if isinstance(value, torch.Tensor):
+        return value.to(device=device, dtype=dtype)
+    return torch.tensor(np.asarray(value), dtype=dtype, device=device)
+
+
+def flat_states(env_obs: dict[str, Any], device: torch.device | None = None) -> torch.Tensor:
+    """``env_obs["states"]`` as a float32 tensor on ``device`` (see :func:`obs_tensor`).
+
+    Args:
+        env_obs: Observation dict with a ``states`` entry.
+        device: The policy's device (``policy_device(self)``; None: the CPU for arrays).
+    """
+    return obs_tensor(env_obs["states"], device, torch.float32)

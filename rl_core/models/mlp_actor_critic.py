@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from rl_core.models.base_policy import BasePolicy, flat_states
+from rl_core.models.base_policy import BasePolicy, flat_states, policy_device
 from rl_core.models.registry import register_model
 from rl_core.models.sampling_noise import multinomial_on_device, standard_normal_like
 
@@ -113,7 +113,7 @@ class MLPActorCritic(BasePolicy):
         **kwargs: Any,
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """See :meth:`BasePolicy.predict_action_batch`; ``generator`` drives sampling."""
-        states = flat_states(env_obs)
+        states = flat_states(env_obs, policy_device(self))
         dist = self._dist(states)
         if mode == "eval":
             model_action = dist.probs.argmax(-1) if self.discrete else dist.mean
@@ -149,7 +149,7 @@ class MLPActorCritic(BasePolicy):
 
     def value_forward(self, env_obs: dict[str, Any], **kwargs: Any) -> torch.Tensor:
         """Critic values [B]."""
-        return self.critic(flat_states(env_obs)).squeeze(-1)
+        return self.critic(flat_states(env_obs, policy_device(self))).squeeze(-1)
 
 
 def build_mlp_actor_critic(cfg: Any, spaces: Any) -> MLPActorCritic:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rl_core.models.base_policy import BasePolicy, flat_states
+from rl_core.models.base_policy import BasePolicy, flat_states, policy_device
 from rl_core.models.ensemble_layers import CRITIC_NORMS, ensemble_mlp
 from rl_core.models.registry import register_model
 from rl_core.models.sampling_noise import standard_normal_like
@@ -168,7 +168,7 @@ class MLPSACPolicy(BasePolicy):
 
         ``prev_values`` is the ensemble's smallest Q of the chosen action when asked for.
         """
-        states = flat_states(env_obs)
+        states = flat_states(env_obs, policy_device(self))
         mean, log_std = self._mean_log_std(states)
         if mode == "eval":
             pre_tanh = mean
@@ -207,7 +207,7 @@ class MLPSACPolicy(BasePolicy):
 
     def value_forward(self, env_obs: dict[str, Any], **kwargs: Any) -> torch.Tensor:
         """The smallest Q of the mean action, as a state value ``[B]``."""
-        states = flat_states(env_obs)
+        states = flat_states(env_obs, policy_device(self))
         mean, _ = self._mean_log_std(states)
         return self.q_forward(states, torch.tanh(mean)).min(dim=0).values
 

@@ -16,7 +16,7 @@ from rl_core.algorithms import (
     kl_penalty,
     normalize_advantages,
 )
-from rl_core.models.base_policy import BasePolicy
+from rl_core.models.base_policy import BasePolicy, policy_device
 from rl_core.training.batch import to_torch_tree
 from rl_core.training.nonfinite import SkippedUpdateGuard
 
@@ -26,13 +26,15 @@ def compute_advantages(policy: BasePolicy, batch: dict[str, Any], algo: Any) -> 
     """Add ``advantages`` and ``returns`` [T, N] tensors to ``batch`` (in place).
 
     Values of observations after truncation and after the last step are computed by the
-    current policy's critic (weights equal the rollout's at this point).
+    current policy's critic (weights equal the rollout's at this point). The batch's
+    arrays go to the policy's device; so do the advantages and returns.
     """
-    rewards = torch.tensor(batch["rewards"])
-    values = torch.tensor(batch["prev_values"])
+    device = policy_device(policy)
+    rewards = torch.tensor(batch["rewards"], device=device)
+    values = torch.tensor(batch["prev_values"], device=device)
     final_values = torch.zeros_like(rewards)
     if len(batch["trunc_index"]):
-        idx = torch.as_tensor(batch["trunc_index"])
+        idx = torch.as_tensor(batch["trunc_index"], device=device)
         trunc_v = policy.forward("value_forward", env_obs=to_torch_tree(batch["trunc_obs"]))
         final_values[idx[:, 0], idx[:, 1]] = trunc_v.float()
     next_values = policy.forward("value_forward", env_obs=to_torch_tree(batch["next_obs"])).float()
@@ -40,8 +42,8 @@ def compute_advantages(policy: BasePolicy, batch: dict[str, Any], algo: Any) -> 
     advantages, returns = estimator(
         rewards=rewards,
         values=values,
-        terminated=torch.tensor(batch["terminated"]),
-        truncated=torch.tensor(batch["truncated"]),
+        terminated=torch.tensor(batch["terminated"], device=device),
+        truncated=torch.tensor(batch["truncated"], device=device),
         next_values=next_values,
         final_values=final_values,
         gamma=algo.gamma,
@@ -54,11 +56,12 @@ def compute_advantages(policy: BasePolicy, batch: dict[str, Any], algo: Any) -> 
     }
 
 
-def _flatten(tree: Any, n: int) -> Any:
+def _flatten(tree: Any, n: int, device: torch.device) -> Any:
+    """``[T, N, ...]`` arrays or tensors (nested in dicts) as ``[T*N, ...]`` tensors on ``device``."""
     if isinstance(tree, dict):
-        return {k: _flatten(v, n) for k, v in tree.items()}
+        return {k: _flatten(v, n, device) for k, v in tree.items()}
     t = tree if isinstance(tree, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(tree))
-    return t.reshape(n, *t.shape[2:])
+    return t.reshape(n, *t.shape[2:]).to(device)
 
 
 def _index(tree: Any, idx: torch.Tensor) -> Any:
@@ -88,10 +91,12 @@ def ppo_update(
         policy: The policy being trained.
         optimizer: Its optimizer (learning rate already set for this iteration).
         batch: Rollout batch with ``advantages`` and ``returns`` (see
-            :func:`compute_advantages`).
+            :func:`compute_advantages`); numpy arrays or tensors, moved to the policy's
+            device.
         algo: The ``algorithm`` config section.
         actor: The ``actor`` config section.
-        generator: Drives minibatch shuffling (checkpointed for exact resume).
+        generator: Drives minibatch shuffling (checkpointed for exact resume); a CPU
+            generator, whatever the policy's device.
         guard: Tracks skipped updates across calls (default: a new one from
             ``actor.max_skipped_updates_in_a_row``).
         iteration: Training iteration, named in the messages about skipped updates.
@@ -106,12 +111,13 @@ def ppo_update(
     """
     t, n_env = batch["rewards"].shape
     n = t * n_env
+    device = policy_device(policy)
     flat = {
-        "forward_inputs": _flatten(batch["forward_inputs"], n),
-        "old_logprobs": _flatten(batch["prev_logprobs"], n).float(),
-        "old_values": _flatten(batch["prev_values"], n).float(),
-        "advantages": _flatten(batch["advantages"], n).float(),
-        "returns": _flatten(batch["returns"], n).float(),
+        "forward_inputs": _flatten(batch["forward_inputs"], n, device),
+        "old_logprobs": _flatten(batch["prev_logprobs"], n, device).float(),
+        "old_values": _flatten(batch["prev_values"], n, device).float(),
+        "advantages": _flatten(batch["advantages"], n, device).float(),
+        "returns": _flatten(batch["returns"], n, device).float(),
     }
     loss_fn = get_policy_loss(algo.loss_type)
     if takes_behaviour_logprobs(loss_fn):
@@ -126,7 +132,8 @@ def ppo_update(
     count = skipped = 0
     stop = False
     for epoch in range(actor.update_epochs):
-        perm = torch.randperm(n, generator=generator)
+        # drawn on the generator's device (the CPU): the same order wherever the policy runs
+        perm = torch.randperm(n, generator=generator).to(device)
         for start in range(0, n, mb_size):
             mb = _index(flat, perm[start : start + mb_size])
             out = policy.forward("default_forward", forward_inputs=mb["forward_inputs"])

@@ -5,6 +5,10 @@ critics (when the algorithm keeps them), the entropy temperature ``log_alpha``, 
 optimizers (actor, critics, temperature), the noise generator and the update counter.
 Everything is plain torch, so the whole state round-trips through a checkpoint and an
 interrupted run continues bit for bit.
+
+The learner works on the policy's device: the temperature lives there, minibatches are
+moved there (:func:`minibatches_from_arrays`), while the noise generator stays a CPU
+generator (draws are moved), so updates draw the same numbers wherever the policy runs.
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ from torch import nn
 
 from rl_core.algorithms.actor_critic_family import ActorCriticSpec
 from rl_core.data.replay_buffer import TRANSITION_KEYS
+from rl_core.models.base_policy import policy_device
 
 
 class SACLearner:
     """Updates an ``mlp_sac``-style policy (``sac_forward`` / ``q_forward``) from minibatches.
 
     Args:
-        policy: The policy; it must offer ``sac_forward``, ``q_forward``,
+        policy: The policy, already on its device (the optimizers and the temperature are
+            made there); it must offer ``sac_forward``, ``q_forward``,
             ``actor_parameters()`` and ``critic_parameters()``.
         spec: The algorithm's spec (target networks, joint critic forward, ensemble use).
         settings: ``algorithm.off_policy`` (tau, temperature, critic subset, delays, lrs).
@@ -53,7 +59,9 @@ class SACLearner:
         self.critic_optimizer = torch.optim.Adam(
             policy.critic_parameters(), lr=settings.critic_lr or actor_lr, **adam
         )
-        self.log_alpha = torch.tensor(math.log(settings.init_alpha), requires_grad=True)
+        self.log_alpha = torch.tensor(
+            math.log(settings.init_alpha), device=policy_device(policy), requires_grad=True
+        )
         self.alpha_optimizer = torch.optim.Adam(
             [self.log_alpha], lr=settings.alpha_lr or actor_lr, **adam
         )
@@ -88,7 +96,7 @@ class SACLearner:
         subset = self.settings.critic_subset
         if subset is not None and subset < q_next.shape[0]:  # RLPD: min over a random subset
             pick = torch.randperm(q_next.shape[0], generator=self.generator)[:subset]
-            q_next = q_next[pick]
+            q_next = q_next[pick.to(q_next.device)]
         with torch.no_grad():
             soft_value = q_next.min(dim=0).values - alpha * following["logprobs"]
             target = batch["rewards"] + self.gamma * (1.0 - batch["terminated"]) * soft_value
@@ -166,6 +174,9 @@ class SACLearner:
     def update(self, minibatches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         """Run :meth:`update_once` on each minibatch; metrics averaged over the steps.
 
+        Minibatches are tensors on the policy's device (:func:`minibatches_from_arrays`
+        puts them there).
+
         The critics' gradients from the actor loss are dropped before the next critic step
         (each optimizer clears its own gradients first).
         """
@@ -209,11 +220,21 @@ class SACLearner:
         self.updates = int(state["updates"])
 
 
-def minibatches_from_arrays(arrays: dict[str, Any], count: int) -> list[dict[str, torch.Tensor]]:
-    """Split sampled rows ``[count * B, ...]`` into ``count`` minibatches of tensors."""
+def minibatches_from_arrays(
+    arrays: dict[str, Any], count: int, device: torch.device | None = None
+) -> list[dict[str, torch.Tensor]]:
+    """Split sampled rows ``[count * B, ...]`` into ``count`` minibatches of tensors.
+
+    Args:
+        arrays: Sampled transitions (numpy, as the replay worker sends them).
+        count: Number of minibatches.
+        device: Where the minibatches go (the policy's device; None: the CPU). Each array
+            moves in one copy before it is split.
+    """
     # arrays from Ray's object store are read-only: torch gets writable copies of those
     tensors = {
-        k: torch.from_numpy(np.require(arrays[k], requirements="W")) for k in TRANSITION_KEYS
+        k: torch.from_numpy(np.require(arrays[k], requirements="W")).to(device)
+        for k in TRANSITION_KEYS
     }
     rows = tensors["rewards"].shape[0] // count
     return [{k: v[i * rows : (i + 1) * rows] for k, v in tensors.items()} for i in range(count)]

@@ -39,3 +39,28 @@ def test_numpy_arrays_survive_a_weights_only_round_trip():
     np.testing.assert_array_equal(loaded["parts"][1], state["parts"][1])
     with pytest.raises(CheckpointError, match="numpy array of dtype object"):
         wrap_bytes({"obs": np.array([object()])})
+
+
+def test_cpu_objects_are_written_as_torch_save_writes_them():
+    import io
+    from collections import namedtuple
+
+    import torch
+
+    from infra.checkpoint.serialize import _has_device_tensors, _to_cpu
+
+    layer = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.Adam(layer.parameters())
+    layer(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    state = {"optimizer": optimizer.state_dict(), "generator": torch.Generator().get_state()}
+    plain = io.BytesIO()
+    torch.save(state, plain)
+    assert object_to_bytes(state) == plain.getvalue()
+    assert not _has_device_tensors(state)
+    assert _has_device_tensors({"log_alpha": [torch.zeros((), device="meta")]})
+    pair = namedtuple("Pair", "first second")
+    nested = {"t": (torch.ones(1), [torch.zeros(2)]), "p": pair(torch.ones(1), 3)}
+    moved = _to_cpu(nested)
+    assert type(moved["p"]) is pair and moved["p"].second == 3
+    assert type(moved["t"]) is tuple and torch.equal(moved["t"][1][0], torch.zeros(2))

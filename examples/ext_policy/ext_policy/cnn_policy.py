@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
-from rl_core.api import BasePolicy
+from rl_core.api import BasePolicy, multinomial_on_device, obs_tensor, policy_device
 
 
 class CNNActorCritic(BasePolicy):
@@ -54,7 +54,8 @@ class CNNActorCritic(BasePolicy):
         nn.init.zeros_(self.actor.bias)
 
     def _features(self, images: Any) -> torch.Tensor:
-        pixels = torch.as_tensor(np.asarray(images)) if not torch.is_tensor(images) else images
+        # images go to the policy's device (a GPU or the CPU), whatever they arrive as
+        pixels = obs_tensor(images, policy_device(self), torch.uint8)
         # [B, H, W, C] uint8 -> [B, C, H, W] float in [0, 1]
         return self.trunk(pixels.permute(0, 3, 1, 2).float() / 255.0)
 
@@ -68,19 +69,19 @@ class CNNActorCritic(BasePolicy):
         **kwargs: Any,
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Sample (``train``) or take the most likely (``eval``) action per image."""
-        images = torch.as_tensor(np.array(env_obs["main_images"], dtype=np.uint8))
+        images = obs_tensor(env_obs["main_images"], policy_device(self), torch.uint8)
         features = self._features(images)
         dist = Categorical(logits=self.actor(features))
         if mode == "eval":
             actions = dist.probs.argmax(-1)
-        else:
-            actions = torch.multinomial(dist.probs, 1, generator=generator).squeeze(-1)
+        else:  # drawn with the worker's CPU generator, moved to the policy's device
+            actions = multinomial_on_device(dist.probs, generator)
         result = {
             "prev_logprobs": dist.log_prob(actions),
             "prev_values": self.critic(features).squeeze(-1) if compute_values else None,
             "forward_inputs": {"main_images": images, "actions": actions},
         }
-        return actions.numpy(), result
+        return actions.cpu().numpy(), result
 
     def default_forward(
         self,
