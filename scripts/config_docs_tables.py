@@ -24,8 +24,7 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
         "must exist (`num_nodes` x `num_gpus_per_node`)"
     ),
     ("cluster", "gpus_per_worker"): (
-        "keys: components ({components}); values 0 to 1; the shares on one GPU add up to at "
-        "most 1"
+        "keys: components ({components}); values 0 to 1; the shares on one GPU add up to at most 1"
     ),
     ("cluster", "device"): "`cuda` needs GPUs in the Ray cluster",
     ("cluster", "hybrid_engine"): (
