@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--width", type=int, nargs="*", default=[64, 256])
+    parser.add_argument("--device", default="cpu", help="device of both engines (cuda:0...)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not args.one:  # one process per width: vLLM keeps process-wide state per engine
@@ -65,6 +66,7 @@ def main() -> None:
         for width in args.width:
             cmd = [sys.executable, __file__, "--one", "--width", str(width)]
             cmd += ["--prompts", str(args.prompts), "--tokens", str(args.tokens)]
+            cmd += ["--device", args.device]
             subprocess.run([*cmd, "--repeats", str(args.repeats)], check=True)
         return
     torch.set_num_threads(1)
@@ -81,7 +83,7 @@ def main() -> None:
                 num_key_value_heads=1,
             )
             model_cfg = ModelConfig(model_type="hf_causal_lm", model_path=str(path))
-            hf = make_engine("hf", model_cfg, RolloutConfig())
+            hf = make_engine("hf", model_cfg, RolloutConfig(), args.device)
             tok = hf.tokenizer
             prompts = [
                 tok(s.prompt, add_special_tokens=False)["input_ids"]
@@ -90,7 +92,7 @@ def main() -> None:
             state = {k: v.clone() for k, v in hf.state_dict().items()}
             hf_rate, hf_update = measure(hf, prompts, sampling, args.repeats, state)
             start = time.perf_counter()
-            vllm = make_engine("vllm", model_cfg, RolloutConfig(engine="vllm"))
+            vllm = make_engine("vllm", model_cfg, RolloutConfig(engine="vllm"), args.device)
             vllm_start = time.perf_counter() - start
             vllm_rate, vllm_update = measure(vllm, prompts, sampling, args.repeats, state)
             params = sum(p.numel() for p in hf.model.parameters())

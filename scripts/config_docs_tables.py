@@ -28,9 +28,8 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ),
     ("cluster", "device"): "`cuda` needs GPUs in the Ray cluster",
     ("cluster", "hybrid_engine"): (
-        "`on` needs rollout and actor on the same index set, `rollout.num_workers` = "
-        "`actor.num_workers` and (reasoning) `rollout.engine: hf`; YAML `true`/`false` read "
-        "as `on`/`off`"
+        "`on` needs rollout and actor on the same index set and `rollout.num_workers` = "
+        "`actor.num_workers`; YAML `true`/`false` read as `on`/`off`"
     ),
     ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
     ("model", "hidden_sizes"): "non-empty, each from 1 to {max_layer_width}",
@@ -120,8 +119,7 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ),
     ("RLPipeConfig", "_hybrid_engine_possible"): (
         "`cluster.hybrid_engine: on` needs rollout and actor on the same index set, "
-        "`rollout.num_workers` equal to `actor.num_workers`, `run.mode: sync` and, for "
-        "reasoning models, `rollout.engine: hf`."
+        "`rollout.num_workers` equal to `actor.num_workers` and `run.mode: sync`."
     ),
     ("RLPipeConfig", "_stages_divide"): (
         "`rollout.pipeline_stages` must divide `env.num_envs` into slices that are multiples "

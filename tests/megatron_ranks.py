@@ -42,7 +42,7 @@ def megatron_policy(hf_state: dict, shape, tp: int):
 
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
     tp_rank = parallel_state.get_tensor_model_parallel_rank()
-    model = build_gpt_model(shape, tp=tp)
+    model = build_gpt_model(shape, tp=tp, cpu_attention=True)
     padded = padded_vocab_size(shape.vocab_size, tp)
     missing, unexpected = model.load_state_dict(
         hf_to_megatron(hf_state, shape, tp, tp_rank, padded), strict=False

@@ -2,7 +2,9 @@
 
 Each trainer rank is a Ray actor; rank 0 names a rendezvous address on its own node (the
 node's IP as Ray knows it and a port free there: ranks on other nodes reach it) and every
-rank joins ``init_process_group`` at it (gloo on CPU, NCCL on GPU). Parameters are sharded with
+rank joins ``init_process_group`` at it (gloo for ranks on the CPU, NCCL for ranks on the GPU
+Ray assigned them: :func:`resolve_backend` goes by the rank's device, never by whether the
+machine has CUDA). Parameters are sharded with
 ``fully_shard`` per wrapped module and at the root.
 """
 
@@ -29,11 +31,19 @@ from infra.checkpoint import signed_dcp
 logger = logging.getLogger(__name__)
 
 
-def resolve_backend(backend: str) -> str:
-    """``auto`` → ``nccl`` when CUDA is available, else ``gloo``."""
+def resolve_backend(backend: str, device: torch.device | str) -> str:
+    """The process-group backend of a rank computing on ``device``.
+
+    Args:
+        backend: ``auto``, ``gloo`` or ``nccl`` (the last two are returned as they are).
+        device: The rank's device (``WorkerBase.device``).
+
+    Returns:
+        For ``auto``: ``nccl`` when ``device`` is a CUDA device, else ``gloo``.
+    """
     if backend != "auto":
         return backend
-    return "nccl" if torch.cuda.is_available() else "gloo"
+    return "nccl" if torch.device(device).type == "cuda" else "gloo"
 
 
 def rendezvous_address() -> str:
@@ -51,7 +61,9 @@ def rendezvous_address() -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def init_process_group(backend: str, rank: int, world_size: int, address: str) -> None:
+def init_process_group(
+    backend: str, rank: int, world_size: int, address: str, device: torch.device | str
+) -> None:
     """Join the trainer's process group at ``address`` (no-op if this process joined one).
 
     Args:
@@ -59,11 +71,12 @@ def init_process_group(backend: str, rank: int, world_size: int, address: str) -
         rank: This rank.
         world_size: Number of ranks.
         address: Rank 0's :func:`rendezvous_address`.
+        device: This rank's device (picks the backend for ``auto``).
     """
     if dist.is_initialized():
         return
     dist.init_process_group(
-        resolve_backend(backend),
+        resolve_backend(backend, device),
         init_method=f"tcp://{address}",
         rank=rank,
         world_size=world_size,

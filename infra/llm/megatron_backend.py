@@ -79,7 +79,7 @@ class MegatronBackend(TrainerBackend):
                 "actor.megatron.sequence_parallel = true needs CUDA (megatron's sequence-"
                 "parallel collectives allocate on the GPU); set it to false on CPU"
             )
-        distributed.init_process_group("auto", self.rank, self.world_size, address)
+        distributed.init_process_group("auto", self.rank, self.world_size, address, self.device)
         if not parallel_state.model_parallel_is_initialized():
             parallel_state.initialize_model_parallel(tensor_model_parallel_size=self.tp)
         if parallel_state.get_tensor_model_parallel_rank() != self.tp_rank:
@@ -104,7 +104,13 @@ class MegatronBackend(TrainerBackend):
         from megatron.core import parallel_state
 
         mega = self.cfg.actor.megatron
-        model = build_gpt_model(self.shape, self.tp, mega.sequence_parallel, mega.precision)
+        model = build_gpt_model(
+            self.shape,
+            self.tp,
+            mega.sequence_parallel,
+            mega.precision,
+            cpu_attention=self.device.type != "cuda",
+        )
         shard = hf_to_megatron(hf_state, self.shape, self.tp, self.tp_rank, self.padded_vocab)
         missing, unexpected = model.load_state_dict(shard, strict=False)
         missing = [k for k in missing if not k.endswith("_extra_state")]

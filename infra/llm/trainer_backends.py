@@ -116,7 +116,7 @@ class FSDPBackend(TrainerBackend):
     def setup(self, address: str) -> str:
         """Join the process group and shard the policy with ``fully_shard``."""
         fsdp_cfg = self.cfg.actor.fsdp_config
-        fsdp.init_process_group(fsdp_cfg.backend, self.rank, self.world_size, address)
+        fsdp.init_process_group(fsdp_cfg.backend, self.rank, self.world_size, address, self.device)
         units = fsdp.shard_model(self.policy, fsdp_cfg.wrap_policy)
         return f"{self.world_size} FSDP2 rank(s), {units} sharded units each"
 

@@ -51,7 +51,9 @@ class LLMRolloutWorker(WorkerBase):
 
     def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...]) -> None:
         super().__init__(config, rank, cpus)
-        self.engine = make_engine(self.cfg.rollout.engine, self.cfg.model, self.cfg.rollout)
+        self.engine = make_engine(
+            self.cfg.rollout.engine, self.cfg.model, self.cfg.rollout, self.device
+        )
         self.shadow: dict[str, torch.Tensor] = {}  # patch mode: the weights as synced
         self.version: int | None = None
         asynchronous = self.cfg.run.mode == "async"

@@ -2,7 +2,8 @@
 
 ``cluster.hybrid_engine``: ``auto`` (the default) uses it whenever the placement allows,
 ``on`` requires it (a config that does not allow it is refused), ``off`` keeps separate
-rollout (and reference) workers.
+rollout (and reference) workers. Every rollout engine can be hosted (``hf``, ``vllm``: it
+sleeps while the trainer computes).
 """
 
 from __future__ import annotations
@@ -43,11 +44,6 @@ def hybrid_engine_blockers(cfg: Any) -> list[str]:
         reasons.append(
             "run.mode = 'async' collects while the trainer updates, so the rollout policy "
             "needs a process of its own"
-        )
-    if cfg.category == "reasoning" and cfg.rollout.engine != "hf":
-        reasons.append(
-            f"rollout.engine = {cfg.rollout.engine!r} runs in rollout workers of its own "
-            "(the hybrid engine hosts the 'hf' engine)"
         )
     return reasons
 

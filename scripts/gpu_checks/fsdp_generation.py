@@ -46,7 +46,7 @@ def check(device: torch.device) -> dict[str, Any]:
 
         policy = get_model(cfg.model, None).to(device)
         out["param_dtype"] = str(next(policy.parameters()).dtype)
-        fsdp.init_process_group("auto", 0, 1, f"127.0.0.1:{free_port()}")
+        fsdp.init_process_group("auto", 0, 1, f"127.0.0.1:{free_port()}", device)
         out["backend"] = torch.distributed.get_backend()
         out["fsdp_units"] = fsdp.shard_model(policy, cfg.actor.fsdp_config.wrap_policy)
         opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)

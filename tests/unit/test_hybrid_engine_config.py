@@ -52,3 +52,13 @@ def test_unknown_mode_names_the_allowed_values():
         load_config(None, ["cluster.hybrid_engine=sometimes"])
     assert "cluster.hybrid_engine" in str(info.value)
     assert "'auto', 'on' or 'off'" in str(info.value)
+
+
+@pytest.mark.parametrize("engine", ["hf", "vllm"])
+def test_reasoning_runs_host_either_rollout_engine(engine: str) -> None:
+    """vLLM lives in the trainer ranks too (it sleeps while they compute)."""
+    cfg = load_config("grpo_arith", [f"rollout.engine={engine}"])
+    assert hybrid_engine_blockers(cfg) == []
+    assert uses_hybrid_engine(cfg)
+    on = load_config("grpo_arith", [f"rollout.engine={engine}", "cluster.hybrid_engine=on"])
+    assert uses_hybrid_engine(on)

@@ -41,7 +41,7 @@ def prompts(models):
 @pytest.fixture(scope="module")
 def engine(models):
     model_cfg = ModelConfig(model_type="hf_causal_lm", model_path=str(models[0]))
-    return make_engine("vllm", model_cfg, RolloutConfig(engine="vllm"))
+    return make_engine("vllm", model_cfg, RolloutConfig(engine="vllm"), "cpu")
 
 
 def hf_engine(path) -> HFEngine:

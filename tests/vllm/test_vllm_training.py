@@ -1,6 +1,7 @@
 """GRPO through the train CLI with ``rollout.engine: vllm``: vLLM in the Ray rollout worker,
 weights synced from the trainer every iteration (both sync modes; FSDP2, and megatron at
-tensor parallel 2 with patch syncs)."""
+tensor parallel 2 with patch syncs). The hybrid engine (vLLM inside the trainer ranks) is
+tested in ``test_vllm_hybrid_engine.py``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ ITERATIONS = 4
 def write_preset(root: Path, mode: str) -> Path:
     config = {
         "run": {"name": f"vllm-{mode}", "max_iterations": ITERATIONS, "eval_interval": 2},
+        "cluster": {"hybrid_engine": "off"},  # a rollout worker of its own
         "model": {"model_type": "hf_causal_lm", "model_path": str(create_tiny_lm(root / "m"))},
         "data": {"prompts_per_batch": 4, "eval_size": 8},
         "rollout": {"engine": "vllm", "max_new_tokens": 6, "weight_sync_mode": mode},

@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import torch
-
 from rl_core.models.megatron.config import HFShape, padded_vocab_size, transformer_config
 from rl_core.models.megatron.cpu_modules import SDPACoreAttention, keep_rotary_on_cpu
 
@@ -28,7 +26,8 @@ def build_gpt_model(
     sequence_parallel: bool = False,
     precision: str = "float32",
     vocab_divisible_by: int = 128,
-    cpu_attention: bool | None = None,
+    *,
+    cpu_attention: bool,
 ) -> Any:
     """This rank's ``GPTModel`` (tensor-parallel process groups must be initialized).
 
@@ -38,8 +37,8 @@ def build_gpt_model(
         sequence_parallel: Megatron sequence parallelism (with ``tp > 1``).
         precision: ``float32``, ``bfloat16`` or ``float16`` parameters.
         vocab_divisible_by: The vocabulary is padded to a multiple of this times ``tp``.
-        cpu_attention: Use the CPU modules of :mod:`.cpu_modules` (default: when CUDA is
-            unavailable).
+        cpu_attention: Use the CPU modules of :mod:`.cpu_modules`: true when the model
+            computes on the CPU (the caller knows the rank's device).
 
     Returns:
         The model. Its logits ``[batch, seq, padded_vocab / tp]`` are this rank's slice of
@@ -48,8 +47,6 @@ def build_gpt_model(
     """
     from megatron.core.models.gpt import GPTModel
 
-    if cpu_attention is None:
-        cpu_attention = not torch.cuda.is_available()
     model = GPTModel(
         transformer_config(shape, tp, sequence_parallel, precision),
         layer_spec(cpu_attention),
