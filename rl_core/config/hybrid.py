@@ -14,7 +14,7 @@ from rl_core.config.placement import component_specs, parse_cpu_set
 
 
 def _cpu_sets(placement: dict[str, str | int]) -> dict[str, Any]:
-    # "all" is the same CPU set wherever it appears; compare specs, not the cluster size
+    # "all" is the same index set wherever it appears; compare specs, not the cluster size
     return {
         name: spec if spec == "all" else parse_cpu_set(spec)
         for name, spec in component_specs(placement).items()
@@ -31,7 +31,7 @@ def hybrid_engine_blockers(cfg: Any) -> list[str]:
     sets = _cpu_sets(cfg.cluster.component_placement)
     if sets.get("rollout") != sets.get("actor"):
         reasons.append(
-            "cluster.component_placement puts rollout and actor on different CPUs "
+            "cluster.component_placement puts rollout and actor on different CPUs or GPUs "
             "(disaggregated placement)"
         )
     if cfg.rollout.num_workers != cfg.actor.num_workers:
