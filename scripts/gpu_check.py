@@ -1,10 +1,31 @@
-"""GPU checks of rlpipe's CUDA code paths, without Ray, Prefect or MLflow.
+"""GPU checks of rlpipe: its CUDA code paths alone, or the whole system through its CLI.
 
 Usage (on a machine with a GPU): ``python scripts/gpu_check.py [--checks a,b]``. Runs each
-check (``fsdp_generation``, ``embodied_sampling``, ``megatron_cuda``), prints one JSON line
-per check with its figures, and exits 1 when a check failed or raised; exits 0 without a GPU
-(nothing to check). ``--device cpu`` runs the same checks on the CPU (a dry run of the
-script itself, not a GPU result).
+check (``fsdp_generation``, ``embodied_sampling``, ``megatron_cuda``) without Ray, Prefect or
+MLflow, prints one JSON line per check with its figures, and exits 1 when a check failed or
+raised; exits 0 without a GPU (nothing to check). ``--device cpu`` runs the same checks on
+the CPU (a dry run of the script itself, not a GPU result).
+
+``--system`` runs the real CLI instead (``python flows/train.py --config <preset> ...`` in
+subprocesses, each with a time limit of ``--timeout`` seconds, one Prefect API for all):
+``ppo_cartpole`` with its trainer on the GPU, ``grpo_arith`` trained by FSDP2 in bf16,
+``grpo_arith_megatron`` at tensor parallel 1, and ``resume_after_kill`` (a run SIGKILLed
+after its first committed checkpoint and rerun, compared with an uninterrupted run); one
+JSON line per run with the device each worker reported and each process's peak GPU memory
+(``nvidia-smi``). ``--runs`` picks some, ``--set key=value`` adds overrides to every run,
+``--device cpu`` is the CPU dry run (``cluster.device=cpu``, tiny sizes). Outputs and logs
+go under ``--out`` (default ``outputs/gpu-system/<time>/``).
+
+On a GPU machine whose python3 lacks Prefect, Ray and MLflow, build the bundle here, copy
+the checkout with ``.gpu/`` there and run, from the project root there::
+
+    bash scripts/gpu_bundle.sh                     # here: writes .gpu/
+    source .gpu/activate.sh                        # there: unpacks it once (~20 s)
+    python3 scripts/gpu_check.py --system          # there: the four runs (six CLI runs)
+
+Each run starts its own local Ray cluster; ``grpo_arith`` first trains its SFT warm start
+(``sft_arith``), which ``grpo_arith_megatron`` then reuses. Where one command may only run a
+few minutes, split the runs with ``--runs`` and the same ``--out``.
 """
 
 from __future__ import annotations
@@ -22,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 CHECKS = ("fsdp_generation", "embodied_sampling", "megatron_cuda")
+SYSTEM_RUNS = ("ppo_cartpole", "grpo_arith", "grpo_arith_megatron", "resume_after_kill")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +51,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checks", default=",".join(CHECKS), help="comma-separated checks")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--system", action="store_true", help="run the CLI (see above)")
+    parser.add_argument("--runs", default=",".join(SYSTEM_RUNS), help="--system: which runs")
+    parser.add_argument("--timeout", type=float, default=600, help="--system: s per run")
+    parser.add_argument("--out", help="--system: output folder")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], help="--system: key=value"
+    )
     args = parser.parse_args(argv)
+    if args.system:
+        unknown_runs = sorted(set(args.runs.split(",")) - set(SYSTEM_RUNS))
+        if unknown_runs:
+            parser.error(f"unknown runs {unknown_runs}; known: {', '.join(SYSTEM_RUNS)}")
+        if args.device == "cuda" and not torch.cuda.is_available():
+            print(json.dumps({"cuda": False}))
+            return 0
+        from scripts.gpu_checks.system import run_system
+
+        return run_system(args)
     names = [name for name in args.checks.split(",") if name]
     unknown = sorted(set(names) - set(CHECKS))
     if unknown:
