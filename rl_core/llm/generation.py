@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import torch
 
 from rl_core.llm.batching import pad_left
-from rl_core.llm.logprobs import logprobs_from_logits
 
 
 @dataclass(frozen=True)
@@ -57,6 +56,47 @@ class GenerationResult:
     finished: list[bool]
 
 
+class ChosenTokenLogprobs:
+    """A logits processor recording the log-prob of each sampled token, step by step.
+
+    ``generate`` calls it with each step's raw logits (before temperature, top-k and top-p,
+    which come after custom processors) and, at the next step, with the token that was
+    drawn; it keeps one ``[B, V]`` log-softmax at a time instead of every step's logits
+    (``output_logits`` holds ``B x steps x V`` floats: 80 GB in bf16 for 512 responses of
+    512 tokens over a 152k vocabulary).
+
+    Args:
+        temperature: The sampling temperature (log-probs are those of ``logits / T``).
+    """
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self.pending: torch.Tensor | None = None
+        self.picked: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Record the previous step's token; keep this step's log-softmax; pass scores on."""
+        if self.pending is not None:
+            self._pick(input_ids[:, -1])
+        self.pending = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def _pick(self, tokens: torch.Tensor) -> None:
+        assert self.pending is not None
+        self.picked.append(self.pending.gather(-1, tokens.unsqueeze(-1)).squeeze(-1))
+        self.pending = None
+
+    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """``[B, steps]`` log-probs of ``new_tokens`` (the last step's token is picked here)."""
+        if self.pending is not None:
+            self._pick(new_tokens[:, len(self.picked)])
+        if len(self.picked) != new_tokens.shape[1]:
+            raise RuntimeError(
+                f"recorded {len(self.picked)} steps for {new_tokens.shape[1]} new tokens"
+            )
+        return torch.stack(self.picked, dim=1)
+
+
 @torch.no_grad()
 def hf_generate(
     model: torch.nn.Module,
@@ -80,7 +120,9 @@ def hf_generate(
     device = next(model.parameters()).device
     ids, mask = pad_left(prompt_ids, pad_id)
     stop = list(sampling.stop_token_ids)
-    out = model.generate(
+    temperature = 1.0 if sampling.greedy else sampling.temperature
+    recorder = ChosenTokenLogprobs(temperature)
+    sequences = model.generate(
         input_ids=ids.to(device),
         attention_mask=mask.to(device),
         max_new_tokens=sampling.max_new_tokens,
@@ -90,13 +132,11 @@ def hf_generate(
         top_k=None if sampling.greedy else sampling.top_k,
         eos_token_id=stop or None,
         pad_token_id=pad_id,
-        output_logits=True,
-        return_dict_in_generate=True,
+        logits_processor=[recorder],
     )
-    new_tokens = out.sequences[:, ids.shape[1] :].cpu()
-    logits = torch.stack(out.logits, dim=1).cpu()  # [B, steps, V], raw
-    temperature = 1.0 if sampling.greedy else sampling.temperature
-    token_logprobs = logprobs_from_logits(logits, new_tokens, temperature)
+    new_tokens = sequences[:, ids.shape[1] :]
+    token_logprobs = recorder.finish(new_tokens).cpu()
+    new_tokens = new_tokens.cpu()
     stop_set = set(stop)
     responses, logprobs, finished = [], [], []
     for row in range(new_tokens.shape[0]):

@@ -130,3 +130,42 @@ def test_value_head_gives_per_token_values(tiny):
 def test_bad_sampling_params(kwargs, match):
     with pytest.raises(ValueError, match=match):
         SamplingParams(**kwargs)
+
+
+@pytest.mark.parametrize("greedy", [False, True])
+def test_streamed_logprobs_equal_those_of_every_steps_stored_logits(tiny, greedy):
+    """The step-by-step recorder gives exactly the log-probs of HF's stored raw logits, and
+    the same tokens (it changes nothing generate samples), with top-k/top-p after it."""
+    from rl_core.llm.logprobs import logprobs_from_logits
+
+    model, tok = tiny
+    prompts = [tok(p)["input_ids"] for p in ("1+2=", "13+27=", "5+5=", "99+1=")]
+    sampling = SamplingParams(
+        max_new_tokens=7,
+        temperature=0.8,
+        top_k=5,
+        top_p=0.9,
+        greedy=greedy,
+        stop_token_ids=(tok.eos_token_id,),
+    )
+    ours = hf_generate(model, prompts, sampling, tok.pad_token_id, seed=11)
+    torch.manual_seed(11)
+    ids, mask = pad_left(prompts, tok.pad_token_id)
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=7,
+        do_sample=not greedy,
+        temperature=None if greedy else 0.8,
+        top_k=None if greedy else 5,
+        top_p=None if greedy else 0.9,
+        eos_token_id=[tok.eos_token_id],
+        pad_token_id=tok.pad_token_id,
+        output_logits=True,
+        return_dict_in_generate=True,
+    )
+    tokens = out.sequences[:, ids.shape[1] :]
+    stored = logprobs_from_logits(torch.stack(out.logits, dim=1), tokens, 1.0 if greedy else 0.8)
+    for row, (response, logprobs) in enumerate(zip(ours.response_ids, ours.logprobs, strict=True)):
+        assert response == tokens[row, : len(response)].tolist()
+        assert torch.equal(torch.tensor(logprobs), stored[row, : len(logprobs)])
