@@ -11,7 +11,7 @@ import pytest
 import torch
 from packaging.requirements import Requirement
 
-from scripts.gpu_checks.system import max_iterations, on_device, usable_overrides
+from scripts.gpu_checks.system import max_iterations, on_device
 from scripts.gpu_checks.system_probe import (
     NOT_REPORTED,
     parse_device_lines,
@@ -82,12 +82,18 @@ def test_device_lines_of_the_run_log(tmp_path: Path) -> None:
     assert worker_devices(tmp_path / "missing.log").startswith("not reported")
 
 
-def test_unknown_cluster_fields_are_dropped_not_fatal() -> None:
-    kept, dropped = usable_overrides(
-        "ppo_cartpole", ["cluster.no_such_field=1", "run.max_iterations=2", "run.max_iterations=3"]
-    )
-    assert dropped == ["cluster.no_such_field=1"]
-    assert max_iterations(kept) == 3
+def test_the_last_max_iterations_override_wins() -> None:
+    assert max_iterations(["run.max_iterations=2", "x=1", "run.max_iterations=3"]) == 3
+
+
+def test_the_system_runs_place_their_workers_on_the_device_they_check(tmp_path: Path) -> None:
+    from rl_core.config import load_config
+    from scripts.gpu_checks.system import RUNS, run_overrides
+
+    for run in RUNS.values():
+        for device in ("cuda", "cpu"):
+            cfg = load_config(run.preset, run_overrides(run, device, tmp_path, []))
+            assert cfg.cluster.device == device
 
 
 def test_checkpoint_comparison() -> None:
