@@ -23,11 +23,11 @@ def test_system_dry_run_reports_the_run(tmp_path: Path, train_env: dict[str, str
     assert run["ok"] and run["exit_code"] == 0 and run["checkpoint_step"] == 2
     assert lines[0]["prefect_api"] == train_env["PREFECT_API_URL"]  # one API for all runs
     assert run["gpu_memory"].startswith("not sampled")
-    devices = run["devices"]  # the workers' device lines, where this checkout logs them
-    if isinstance(devices, str):
-        assert devices.startswith("not reported")
-    else:
-        assert devices and all(d["device"] == "cpu" for d in devices), devices
+    devices = run["devices"]  # the workers' device lines of the run log
+    assert isinstance(devices, list) and devices, devices
+    assert {d["worker"] for d in devices} == {"env 0", "actor 0"}
+    assert all(d["device"] == "cpu" for d in devices), devices
+    assert run["on_device"] is True
     assert (tmp_path / "ppo-cartpole" / "rlpipe.log").exists()
 
 
