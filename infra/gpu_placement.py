@@ -23,7 +23,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from infra.placement import GroupPlacement, PlacementError, format_indices
+from infra.placement import GroupPlacement, PlacementError, format_indices, require_placed
 from rl_core.config.placement import GPU_TAKERS, component_specs, parse_cpu_set
 
 logger = logging.getLogger(__name__)
@@ -87,12 +87,7 @@ def _index_sets(
 ) -> dict[str, tuple[tuple[int, ...], bool]]:
     """``{component: (GPU indices, placed on 'all')}`` checked against the cluster."""
     specs = component_specs(placement)
-    missing = [g for g in groups if g not in specs]
-    if missing:
-        raise PlacementError(
-            f"cluster.component_placement places no GPUs for {', '.join(missing)}; "
-            f"add e.g. '{','.join(missing)}: all'"
-        )
+    require_placed(groups, specs, "GPUs")
     total = cluster.total_gpus
     sets = {}
     for name in groups:

@@ -7,6 +7,7 @@ This module plans CPU placements and describes any group's placement
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +104,20 @@ def format_indices(indices: tuple[int, ...] | list[int]) -> str:
     return ",".join(parts)
 
 
+def require_placed(groups: Iterable[str], placed: Container[str], what: str) -> None:
+    """Every group must have a placement.
+
+    Raises:
+        PlacementError: Names the groups without one and how to add them.
+    """
+    missing = [g for g in groups if g not in placed]
+    if missing:
+        raise PlacementError(
+            f"cluster.component_placement places no {what} for {', '.join(missing)}; "
+            f"add e.g. '{','.join(missing)}: all'"
+        )
+
+
 def plan_placement(
     placement: dict[str, str | int], group_sizes: dict[str, int], cluster_cpus: int
 ) -> dict[str, GroupPlacement]:
@@ -122,12 +137,7 @@ def plan_placement(
     every = f"0-{cluster_cpus - 1}"
     expanded = {k: (every if v == "all" else v) for k, v in placement.items()}
     cpu_sets = parse_component_placement(expanded)
-    missing = [g for g in group_sizes if g not in cpu_sets]
-    if missing:
-        raise PlacementError(
-            f"cluster.component_placement places no CPUs for {', '.join(missing)}; "
-            f"add e.g. '{','.join(missing)}: all'"
-        )
+    require_placed(group_sizes, cpu_sets, "CPUs")
     for name, cpus in cpu_sets.items():
         bad = [c for c in cpus if c >= cluster_cpus]
         if bad:

@@ -16,6 +16,7 @@ from infra.step_runtime import make_runtime
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.models.tiny_lm import create_tiny_lm
 from tests.in_process import run_iterations
+from tests.tiny_grpo import tiny_grpo_config
 
 pytestmark = pytest.mark.integration
 
@@ -71,21 +72,7 @@ def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def grpo(model: Path, *extra: str) -> RLPipeConfig:
-    return load_config(
-        "grpo_arith",
-        [
-            "run.warm_start=null",
-            f"model.model_path={model}",
-            "data.prompts_per_batch=4",
-            "data.eval_size=4",
-            "algorithm.group_size=4",
-            "rollout.max_new_tokens=4",
-            "actor.micro_batch_size=8",
-            "actor.lr=1e-2",
-            "tracking.enabled=false",
-            *extra,
-        ],
-    )
+    return tiny_grpo_config(model, *extra)
 
 
 def test_language_model_hybrid_engine_with_reference_learns_the_same(tiny_lm: Path) -> None:

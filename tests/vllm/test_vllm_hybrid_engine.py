@@ -13,9 +13,10 @@ import pytest
 
 from infra import ray_cluster
 from infra.step_runtime import make_runtime
-from rl_core.config import RLPipeConfig, load_config
+from rl_core.config import RLPipeConfig
 from rl_core.models.tiny_lm import create_tiny_lm
 from tests.in_process import run_iterations
+from tests.tiny_grpo import tiny_grpo_config
 
 ITERATIONS = 2
 
@@ -33,25 +34,14 @@ def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def grpo(model: Path, *extra: str) -> RLPipeConfig:
-    return load_config(
-        "grpo_arith",
-        [
-            "run.warm_start=null",
-            f"model.model_path={model}",
-            "rollout.engine=vllm",
-            "data.prompts_per_batch=4",
-            "data.eval_size=4",
-            "algorithm.group_size=4",
-            "algorithm.normalize_advantages=false",
-            "rollout.max_new_tokens=4",
-            # a digit anywhere scores 1: random completions get mixed rewards, weights move
-            "reward.reward_type=format",
-            "reward.format_pattern='[0-9]'",
-            "actor.micro_batch_size=8",
-            "actor.lr=1e-2",
-            "tracking.enabled=false",
-            *extra,
-        ],
+    return tiny_grpo_config(
+        model,
+        "rollout.engine=vllm",
+        "algorithm.normalize_advantages=false",
+        # a digit anywhere scores 1: random completions get mixed rewards, weights move
+        "reward.reward_type=format",
+        "reward.format_pattern='[0-9]'",
+        *extra,
     )
 
 
