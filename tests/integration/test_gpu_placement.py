@@ -57,6 +57,12 @@ def four_gpus() -> Iterator[None]:
     os.environ.pop(ALLOW_LOGICAL_GPUS_VAR, None)
 
 
+def live_placement_groups() -> set[str]:
+    """Ids of the placement groups not removed (reserved, or waiting for resources)."""
+    table = ray.util.placement_group_table()
+    return {pg_id for pg_id, info in table.items() if info["state"] != "REMOVED"}
+
+
 def start_groups(plan, sizes) -> list[WorkerGroup]:
     config = load_config("ppo_cartpole").model_dump(mode="json")
     groups = [
@@ -112,12 +118,13 @@ def test_a_placement_beyond_the_cluster_fails_before_any_worker_starts(four_gpus
     cfg = load_config(
         "ppo_cartpole", ["cluster.component_placement={'env,rollout': 0, actor: 2-5}"]
     )
+    before = live_placement_groups()
     with pytest.raises(PlacementError) as info:
         place(cfg, {"env": 1, "rollout": 1, "actor": 4})
     message = str(info.value)
     assert "cluster.component_placement.actor uses GPU 4 (of 2-5)" in message
     assert "4 GPUs (1 node(s) x 4)" in message
-    assert ray.available_resources().get("GPU") == 4.0  # nothing reserved
+    assert live_placement_groups() == before  # nothing reserved
 
 
 def test_gpus_held_by_another_job_are_reported_and_nothing_stays_reserved(four_gpus) -> None:
@@ -125,11 +132,12 @@ def test_gpus_held_by_another_job_are_reported_and_nothing_stays_reserved(four_g
 
     other = placement_group([{"GPU": 1.0}, {"GPU": 1.0}], strategy="STRICT_PACK")
     ray.get(other.ready(), timeout=30)
+    before = live_placement_groups()
     try:
         cfg = load_config("ppo_cartpole", ["timeouts.worker_start=3"])
         with pytest.raises(PlacementError, match=r"could not reserve the placement's GPUs"):
             place(cfg, {"env": 1, "actor": 4})
-        assert ray.available_resources().get("GPU") == 2.0  # only the other job's two
+        assert live_placement_groups() == before  # only the other job's
     finally:
         remove_placement_group(other)
 
