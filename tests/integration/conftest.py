@@ -1,6 +1,6 @@
-"""Real components for integration tests: a Prefect server on 127.0.0.1 (own PREFECT_HOME),
-training runs as subprocesses (each starts its own local Ray cluster), and a local Ray
-cluster in the test process for tests that drive workers directly."""
+"""Real components for integration tests: a Prefect server on 127.0.0.1 (own PREFECT_HOME)
+and training runs as subprocesses (each starts its own local Ray cluster). Tests that drive
+workers on a Ray cluster without Prefect or MLflow live in tests/cluster."""
 
 from __future__ import annotations
 
@@ -32,16 +32,6 @@ def find_run(client: Any, run_name: str) -> Any:
     experiments = [e.experiment_id for e in client.search_experiments()]
     (run,) = client.search_runs(experiments, filter_string=f"attributes.run_name = '{run_name}'")
     return run
-
-
-@pytest.fixture(scope="module")
-def ray_local() -> Iterator[None]:
-    """A local Ray cluster (2 CPUs) in this process for the module's tests."""
-    from infra.ray_cluster import connect, shutdown
-
-    connect(num_cpus=2)
-    yield
-    shutdown()
 
 
 @pytest.fixture(scope="session")

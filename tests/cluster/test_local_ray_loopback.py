@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
