@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infra.runtime_env import apply_base_env  # noqa: E402
+from infra.cluster.runtime_env import apply_base_env  # noqa: E402
 
 apply_base_env()
 
@@ -17,9 +17,9 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 
 from flows.cli import prefect_api  # noqa: E402
 from flows.train import train  # noqa: E402
-from infra import ray_cluster  # noqa: E402
-from infra.embodied_runtime import EmbodiedRuntime  # noqa: E402
-from infra.step_runtime import run_iteration_in_process  # noqa: E402
+from infra.cluster import ray_cluster  # noqa: E402
+from infra.driver.step_runtime import run_iteration_in_process  # noqa: E402
+from infra.embodied.runtime import EmbodiedRuntime  # noqa: E402
 from rl_core.config import load_config  # noqa: E402
 
 

@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from infra.runtime_env import apply_base_env  # noqa: E402
+from infra.cluster.runtime_env import apply_base_env  # noqa: E402
 
 apply_base_env()
 

@@ -34,7 +34,7 @@ from _runs import flow_run_metrics  # sets up the path and env first
 from _step_bare import BareStep
 from _step_model import QWEN2_05B, TINY, build_model_dir, count_parameters, model_dtype, peak_tflops
 
-from infra.runtime_env import limit_threads
+from infra.cluster.runtime_env import limit_threads
 from rl_core.config import ConfigError, load_config
 
 FLOW_KEYS = (

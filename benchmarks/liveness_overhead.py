@@ -24,19 +24,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infra.runtime_env import apply_base_env  # noqa: E402
+from infra.cluster.runtime_env import apply_base_env  # noqa: E402
 
 apply_base_env()
 
 import ray  # noqa: E402
 
-from infra import ray_cluster  # noqa: E402
-from infra.placement import GroupPlacement  # noqa: E402
-from infra.worker_group import WorkerGroup  # noqa: E402
-from infra.workers.actor_worker import ActorWorker  # noqa: E402
-from infra.workers.base import WorkerBase  # noqa: E402
-from infra.workers.env_worker import EnvWorker  # noqa: E402
-from infra.workers.rollout_worker import RolloutWorker  # noqa: E402
+from infra.cluster import ray_cluster  # noqa: E402
+from infra.cluster.placement import GroupPlacement  # noqa: E402
+from infra.cluster.worker_base import WorkerBase  # noqa: E402
+from infra.cluster.worker_group import WorkerGroup  # noqa: E402
+from infra.embodied.workers.actor_worker import ActorWorker  # noqa: E402
+from infra.embodied.workers.env_worker import EnvWorker  # noqa: E402
+from infra.embodied.workers.rollout_worker import RolloutWorker  # noqa: E402
 from rl_core.config import load_config  # noqa: E402
 from rl_core.envs import VectorEnvAdapter  # noqa: E402
 

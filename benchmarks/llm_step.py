@@ -25,9 +25,9 @@ from _runs import flow_run_metrics  # noqa: I001 - sets up the path and env firs
 from _trl_anchor import SETUP_HINT, run_trl, trl_available
 
 from flows.train import prepare_model
-from infra import ray_cluster
-from infra.reasoning_runtime import ReasoningRuntime
-from infra.step_runtime import run_iteration_in_process
+from infra.cluster import ray_cluster
+from infra.driver.step_runtime import run_iteration_in_process
+from infra.reasoning.runtime import ReasoningRuntime
 from rl_core.config import load_config
 
 STEPS = ("weight_sync", "rollout", "reward", "advantage", "update")

@@ -26,7 +26,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-from infra.llm.engines import make_engine  # noqa: E402
+from infra.reasoning.engines import make_engine  # noqa: E402
 from rl_core.config.schema import ModelConfig, RolloutConfig  # noqa: E402
 from rl_core.data.arithmetic import ArithmeticTask  # noqa: E402
 from rl_core.llm.generation import SamplingParams  # noqa: E402

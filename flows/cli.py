@@ -28,13 +28,13 @@ from flows.early_start import replay_early_logs
 from flows.terminal import Terminal
 from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
+from infra.cluster.placement import PlacementError
+from infra.cluster.runtime_env import apply_base_env
+from infra.cluster.worker_group import WorkerStartError
 from infra.extensions import ExtensionError, load_extension_modules
 from infra.ops.prefect_api import start_prefect_api, stop_prefect_api, wait_for_prefect_api
 from infra.ops.stack_state import attach_running_stack
-from infra.placement import PlacementError
-from infra.runtime_env import apply_base_env
 from infra.tracking.secrets import install_log_redaction, redact_text
-from infra.worker_group import WorkerStartError
 from rl_core.config import ConfigError, load_config
 from rl_core.config.loader import DEFAULT_PRESET
 from rl_core.data import DataFileError
@@ -103,7 +103,7 @@ def run_cli(
         print_error(exc, log_path)  # e.g. the rewind limit or diverged updates: checkpoint kept
         return EXIT_FAILED
     terminal.close()
-    from infra.session import STOP_REQUESTED
+    from infra.driver.session import STOP_REQUESTED
 
     stopped = summary.get("stopped") or ("request" if STOP_REQUESTED.is_set() else None)
     _print_summary(summary, "rlpipe run stopped" if stopped else "rlpipe run finished")
@@ -120,7 +120,7 @@ def run_cli(
 
 def preflight(cfg: Any) -> None:
     """Run the input checks of ``cfg``'s model category (raises on bad input)."""
-    from infra.step_runtime import runtime_class
+    from infra.driver.step_runtime import runtime_class
 
     runtime_class(cfg).preflight(cfg)
 
@@ -152,7 +152,7 @@ def prefect_api(output_dir: Path, cluster: Any = None) -> Iterator[str]:
         temporary_settings,
     )
 
-    from infra import ray_cluster
+    from infra.cluster import ray_cluster
 
     server = start_prefect_api(output_dir / ".prefect")
     try:
@@ -204,7 +204,7 @@ def _install_stop_handlers() -> None:
     SIGTERM keeps Prefect's meaning (the engine raises ``TerminationSignal`` and the runs
     end Crashed); rerunning resumes from the last committed checkpoint either way.
     """
-    from infra.session import STOP_REQUESTED
+    from infra.driver.session import STOP_REQUESTED
 
     def request_stop(signum: int, frame: Any) -> None:
         if STOP_REQUESTED.is_set():

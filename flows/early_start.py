@@ -6,7 +6,7 @@ Prefect server and a local Ray cluster; done one after the other they add up. Wh
 preset with light imports only, starts the server (a subprocess), validates the config and
 connects Ray, and the imports then run while the server boots. The CLI later finds both running and uses them:
 :func:`infra.ops.prefect_api.start_prefect_api` returns the server started here, and
-:func:`infra.ray_cluster.connect` is a no-op once connected.
+:func:`infra.cluster.ray_cluster.connect` is a no-op once connected.
 
 Nothing starts for a command line or a preset that fails to parse, and a local server
 started for a config that then fails validation is stopped at once: the CLI then reports
@@ -108,8 +108,8 @@ def start_services_early(argv: list[str], default_preset: str | None = None) -> 
             stop_prefect_api(server)
         return False
     try:
-        from infra import ray_cluster
-        from infra.step_runtime import runtime_class
+        from infra.cluster import ray_cluster
+        from infra.driver.step_runtime import runtime_class
 
         ray_cluster.connect_cluster(cfg.cluster)
         runtime_class(cfg).prestart(cfg)  # e.g. task workers warm up while the CLI imports

@@ -24,9 +24,9 @@ from prefect.cache_policies import NO_CACHE
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import locate_checkpoint, read_config, read_policy_weights
 from infra.checkpoint.store import CheckpointError, step_dir_name
+from infra.cluster.runtime_env import apply_base_env
+from infra.driver.session import resolve_tracking_uri
 from infra.extensions import ExtensionError, load_extension_modules
-from infra.runtime_env import apply_base_env
-from infra.session import resolve_tracking_uri
 from infra.tracking import MlflowTracker
 from infra.tracking.mlflow_tracker import parent_experiment_name
 from rl_core.config import ConfigError, RLPipeConfig, validate_config
@@ -56,7 +56,7 @@ def evaluate_checkpoint(
     store_uri: str, ckpt: dict[str, Any], episodes: int, cfg: RLPipeConfig
 ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
     """Evaluate the checkpoint the way its model category does (metrics, rows, headline)."""
-    from infra.step_runtime import runtime_class
+    from infra.driver.step_runtime import runtime_class
 
     return runtime_class(cfg).evaluate_checkpoint(store_uri, ckpt, episodes)
 

@@ -1,6 +1,6 @@
 """The iteration flow: one training iteration as a child flow run named ``iteration-<k>``.
 
-Its steps run through the session's :class:`~infra.reliability.guard.IterationGuard`, so
+Its steps run through the session's :class:`~infra.driver.guard.IterationGuard`, so
 a retried iteration (a failed task, a hung or dead worker) resumes at the first step that
 did not complete and no step's effect is applied twice.
 """
@@ -20,10 +20,10 @@ from prefect.runtime import flow_run
 from prefect.states import Cancelled
 from prefect_ray import RayTaskRunner
 
-from infra.reliability.faults import RunAbortedByFault
-from infra.reliability.guard import ITERATION_RETRIES, RewindLimitError
-from infra.session import get_session
-from infra.step_runtime import StepResult
+from infra.driver.faults import RunAbortedByFault
+from infra.driver.guard import ITERATION_RETRIES, RewindLimitError
+from infra.driver.session import get_session
+from infra.driver.step_runtime import StepResult
 from rl_core.training.nonfinite import SkippedUpdatesError
 from tasks.advantage import advantage
 from tasks.checkpoint import checkpoint

@@ -28,8 +28,8 @@ from prefect.input import RunInput
 from prefect.runtime import flow_run
 from pydantic import Field
 
-from infra.runtime_env import apply_base_env
-from infra.session import resolve_tracking_uri
+from infra.cluster.runtime_env import apply_base_env
+from infra.driver.session import resolve_tracking_uri
 from infra.tracking.promotion import Comparison, compare_newest_with_best, record_decision
 from infra.tracking.version_scoring import PromotionError
 from rl_core.config import ConfigError, RLPipeConfig, load_config

@@ -1,6 +1,6 @@
 """The run loop shared by the train and SFT flows: session, iteration flows, MLflow, progress.
 
-``train_session`` opens a :class:`~infra.session.TrainSession` (workers, MLflow run,
+``train_session`` opens a :class:`~infra.driver.session.TrainSession` (workers, MLflow run,
 resume) and ``run_training`` runs one child flow per iteration until the run is done,
 logging each iteration's metrics to MLflow exactly once.
 """
@@ -22,13 +22,13 @@ from flows.iteration import STEPS, IterationResult, baseline_evaluation_flow, it
 from flows.masked_flow import warn_if_secret_parameters
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from flows.terminal import PROGRESS_FIELD, PROGRESS_LOGGER
+from infra.cluster.runtime_env import apply_base_env
 from infra.cost import TOTAL_CPU, TOTAL_GPU, CostMeter, reserved_resources
+from infra.driver.session import STOP_REQUESTED, TrainSession
+from infra.driver.step_runtime import StepResult
 from infra.extensions import load_extension_modules
 from infra.ops.prefect_api import lasting_flow_run_url
 from infra.provenance import git_commit
-from infra.runtime_env import apply_base_env
-from infra.session import STOP_REQUESTED, TrainSession
-from infra.step_runtime import StepResult
 from infra.tracking.register_run import last_metric
 from infra.tracking.secrets import install_log_redaction
 from rl_core.algorithms.naming import algorithm_name

@@ -31,7 +31,7 @@ from flows.iteration import (
 )
 from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, run_training, train_session
-from infra.session import get_session
+from infra.driver.session import get_session
 from infra.tracking.secrets import redacted_errors
 from tasks.sft import export_model, sft_update
 

@@ -39,7 +39,7 @@ from flows.sweep_children import (
 )
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.store import CheckpointError, open_store
-from infra.session import default_artifact_location, resolve_tracking_uri
+from infra.driver.session import default_artifact_location, resolve_tracking_uri
 from infra.tracking.secrets import redact_text
 from infra.tracking.sweep_report import (
     ChildResult,

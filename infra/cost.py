@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from infra.step_runtime import ITERATION_STEPS
+from infra.driver.step_runtime import ITERATION_STEPS
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Stateless fan-out work (reward scoring, evaluation episodes, videos) as parallel tasks.
 
-A runtime hands out :class:`~infra.step_runtime.FanoutJob` lists; each job runs as one
+A runtime hands out :class:`~infra.driver.step_runtime.FanoutJob` lists; each job runs as one
 Prefect task on the Ray cluster (the iteration flow's ``RayTaskRunner``), named
 ``<job name>-<iteration>-<part>`` in the Prefect UI. The jobs are stateless, so a failed
 one is retried at task level (a crashed Ray worker is also retried by Ray itself).
@@ -16,9 +16,9 @@ import ray
 from prefect import Task, task
 from prefect_ray.context import remote_options
 
-from infra.deadlines import StepTimeout
-from infra.reliability.faults import fire_once
-from infra.step_runtime import FanoutJob
+from infra.cluster.deadlines import StepTimeout
+from infra.driver.faults import fire_once
+from infra.driver.step_runtime import FanoutJob
 from tasks.options import STEP_OPTIONS
 
 logger = logging.getLogger(__name__)

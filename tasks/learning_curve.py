@@ -8,7 +8,7 @@ from typing import Any
 
 from prefect import task
 
-from infra.session import get_session
+from infra.driver.session import get_session
 from infra.tracking.plots import PLOT_ARTIFACT, learning_curve_png
 from tasks.options import STEP_OPTIONS
 

@@ -9,7 +9,7 @@ from prefect import task
 
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.store import CheckpointError, open_store
-from infra.session import get_session
+from infra.driver.session import get_session
 from infra.tracking.model_registry import EVAL_PROTOCOL_TAG
 from infra.tracking.register_run import register_run_model
 from rl_core.config import ConfigError, load_config

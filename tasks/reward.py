@@ -16,8 +16,8 @@ from typing import Any
 
 from prefect import task
 
-from infra.session import get_session
-from infra.step_runtime import FanoutJob, StepResult
+from infra.driver.session import get_session
+from infra.driver.step_runtime import FanoutJob, StepResult
 from tasks.fanout import run_job, run_jobs
 from tasks.options import STEP_OPTIONS
 

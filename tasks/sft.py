@@ -6,8 +6,8 @@ from typing import Any
 
 from prefect import task
 
-from infra.session import get_session
-from infra.step_runtime import StepResult
+from infra.driver.session import get_session
+from infra.driver.step_runtime import StepResult
 from tasks.options import STEP_OPTIONS
 
 

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from infra.step_runtime import StepResult
+from infra.driver.step_runtime import StepResult
 from tasks.fanout import run_jobs
 
 logger = logging.getLogger("rlpipe.video")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prefect import task
 
-from infra.session import get_session
-from infra.step_runtime import StepResult
+from infra.driver.session import get_session
+from infra.driver.step_runtime import StepResult
 from tasks.options import RETRYABLE_STEP_OPTIONS
 
 

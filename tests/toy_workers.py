@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from infra.workers.base import WorkerBase
+from infra.cluster.worker_base import WorkerBase
 
 
 class ToyWorker(WorkerBase):

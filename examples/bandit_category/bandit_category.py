@@ -27,7 +27,7 @@ from infra.checkpoint.serialize import (
     tensors_to_bytes,
 )
 from infra.checkpoint.store import open_store, step_dir_name
-from infra.step_runtime import Evaluation, StepResult, StepRuntime, register_category
+from infra.driver.step_runtime import Evaluation, StepResult, StepRuntime, register_category
 from rl_core.api import BasePolicy, register_model
 
 #: Success probability of each arm.

@@ -24,8 +24,8 @@ from infra.checkpoint.export import ExportError, export_policy, policy_from_chec
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import locate_checkpoint
 from infra.checkpoint.store import CheckpointError
+from infra.cluster.runtime_env import apply_base_env
 from infra.extensions import ExtensionError, load_extension_modules
-from infra.runtime_env import apply_base_env
 from rl_core.config import ConfigError, check_run_name
 from rl_core.registry import RegistryError
 

@@ -10,9 +10,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from infra.cluster.runtime_env import all_store_access_vars
 from infra.ops.prefect_profile import running_profile_api
 from infra.ops.processes import die_with_parent, executable, free_port, signal_group
-from infra.runtime_env import all_store_access_vars
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from infra.cluster.runtime_env import all_store_access_vars
 from infra.ops.processes import executable, port_free, port_listening, session_pids
-from infra.runtime_env import all_store_access_vars
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class LocalRayHead:
         cmd += ["--node-ip-address=127.0.0.1", f"--temp-dir={self.temp_dir}"]
         cmd += [f"--num-cpus={num_cpus}", "--include-dashboard=false", "--disable-usage-stats"]
         cmd += [f"{flag}={port}" for flag, port in zip(_PORT_FLAGS, ports, strict=True)]
-        # As for a local cluster (infra/ray_cluster.py): keep idle task workers warm.
+        # As for a local cluster (infra/cluster/ray_cluster.py): keep idle task workers warm.
         cmd += [f'--system-config={{"num_workers_soft_limit": {num_cpus + 8}}}']
         cmd += [f"--min-worker-port={worker_base}"]
         cmd += [f"--max-worker-port={worker_base + _WORKER_PORTS - 1}"]

@@ -24,11 +24,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infra.cluster.runtime_env import BASE_ENV
 from infra.ops.prefect_api import LocalPrefectServer
 from infra.ops.processes import executable, pid_alive, port_free, signal_group
 from infra.ops.ray_head import LocalRayHead
 from infra.ops.stack_state import PROJECT_ROOT, STATE_FILE, read_state
-from infra.runtime_env import BASE_ENV
 
 logger = logging.getLogger(__name__)
 POOL = "rlpipe-process"

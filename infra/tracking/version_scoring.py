@@ -92,7 +92,7 @@ def protocol_of(client: Any, version: Any) -> Protocol:
 def score_embodied(protocol: Protocol, model_dir: Path, version: Any) -> VersionScore:
     """Play the protocol's evaluation episodes with the version's policy."""
     from infra.checkpoint.export import load_exported_policy
-    from infra.embodied_evaluation import evaluate_checkpoint
+    from infra.embodied.evaluation import evaluate_checkpoint
 
     policy, meta = load_exported_policy(model_dir)
     weights = {k: v.detach().cpu().numpy() for k, v in policy.state_dict().items()}

@@ -50,7 +50,7 @@ def register_model(
         model_type: Name used as ``model.model_type`` in configs (case-insensitive).
         builder: ``builder(model_cfg, spaces) -> BasePolicy``; omit it to get a decorator.
         category: ``"embodied"``, ``"reasoning"``, or a category an extension registers
-            a runtime for (``infra.step_runtime.register_category``).
+            a runtime for (``infra.driver.step_runtime.register_category``).
         force: Replace an existing registration (e.g. to swap a built-in).
 
     Returns:

@@ -12,7 +12,7 @@ import pytest
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
     """A local Ray cluster (2 CPUs) in this process for the module's tests."""
-    from infra.ray_cluster import connect, shutdown
+    from infra.cluster.ray_cluster import connect, shutdown
 
     connect(num_cpus=2)
     yield

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from infra import ray_cluster
-from infra.step_runtime import make_runtime
+from infra.cluster import ray_cluster
+from infra.driver.step_runtime import make_runtime
 from rl_core.config import RLPipeConfig, load_config
 from tests.in_process import run_iterations
 

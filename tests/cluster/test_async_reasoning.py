@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import ray
 
-from infra.step_runtime import make_runtime
+from infra.driver.step_runtime import make_runtime
 from rl_core.config import ConfigError, RLPipeConfig, load_config
 from rl_core.models.tiny_lm import create_tiny_lm
 from tests.in_process import run_iterations

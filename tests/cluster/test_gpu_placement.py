@@ -15,11 +15,11 @@ from collections.abc import Iterator
 import pytest
 import ray
 
-from infra.cluster_placement import place
+from infra.cluster.cluster_placement import place
+from infra.cluster.devices import ALLOW_LOGICAL_GPUS_VAR
+from infra.cluster.placement import PlacementError
+from infra.cluster.worker_group import WorkerGroup
 from infra.cost import CostMeter, reserved_resources
-from infra.devices import ALLOW_LOGICAL_GPUS_VAR
-from infra.placement import PlacementError
-from infra.worker_group import WorkerGroup
 from rl_core.config import load_config
 from tests.toy_workers import ToyWorker
 
@@ -48,7 +48,7 @@ LAYOUTS = {
 @pytest.fixture(scope="module")
 def four_gpus() -> Iterator[None]:
     """A local Ray cluster of 2 CPUs and 4 logical GPUs."""
-    from infra.ray_cluster import connect, shutdown
+    from infra.cluster.ray_cluster import connect, shutdown
 
     os.environ[ALLOW_LOGICAL_GPUS_VAR] = "1"
     connect(num_cpus=2, num_gpus=4)

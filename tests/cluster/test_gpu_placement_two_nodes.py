@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import pytest
 from ray.cluster_utils import Cluster
 
-from infra.cluster_placement import place
-from infra.devices import ALLOW_LOGICAL_GPUS_VAR
-from infra.placement import PlacementError
-from infra.ray_cluster import connect, loopback_only, shutdown
-from infra.worker_group import WorkerGroup
+from infra.cluster.cluster_placement import place
+from infra.cluster.devices import ALLOW_LOGICAL_GPUS_VAR
+from infra.cluster.placement import PlacementError
+from infra.cluster.ray_cluster import connect, loopback_only, shutdown
+from infra.cluster.worker_group import WorkerGroup
 from rl_core.config import load_config
 from tests.toy_workers import ToyWorker
 

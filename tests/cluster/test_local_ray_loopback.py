@@ -22,7 +22,7 @@ import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 import ray
-from infra.ray_cluster import connect, shutdown
+from infra.cluster.ray_cluster import connect, shutdown
 from test_local_ray_loopback import listening_sockets_of_tree
 
 connect(num_cpus=1)

@@ -10,7 +10,7 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from infra.ray_cluster import connect, loopback_only, shutdown
+from infra.cluster.ray_cluster import connect, loopback_only, shutdown
 from rl_core.models.tiny_lm import create_tiny_lm
 from tests.llm_trainers import batch, config, full_state, trainer, update
 

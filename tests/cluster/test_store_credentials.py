@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import ray
 
-from infra import ray_cluster
-from infra.placement import GroupPlacement
-from infra.worker_group import WorkerGroup
+from infra.cluster import ray_cluster
+from infra.cluster.placement import GroupPlacement
+from infra.cluster.worker_group import WorkerGroup
 from rl_core.config import load_config
 from tests.env_vars import unset
 from tests.fixtures.store_probe_workers import (

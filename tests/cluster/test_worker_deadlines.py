@@ -17,11 +17,11 @@ import pytest
 import ray
 from ray.exceptions import RayActorError
 
-from infra.deadlines import Liveness, StepTimeout, wait_for
+from infra.cluster.deadlines import Liveness, StepTimeout, wait_for
+from infra.cluster.placement import GroupPlacement
+from infra.cluster.ray_cluster import connect, shutdown
+from infra.cluster.worker_group import WorkerGroup
 from infra.ops.processes import pid_alive
-from infra.placement import GroupPlacement
-from infra.ray_cluster import connect, shutdown
-from infra.worker_group import WorkerGroup
 from rl_core.config import RLPipeConfig
 from tests.toy_workers import ToyWorker
 

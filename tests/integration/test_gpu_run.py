@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from infra.devices import ALLOW_LOGICAL_GPUS_VAR
+from infra.cluster.devices import ALLOW_LOGICAL_GPUS_VAR
 from tests.integration.conftest import find_run, run_process, run_train, train_cmd
 
 pytestmark = pytest.mark.integration

@@ -7,8 +7,8 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from infra import session as session_module
-from infra.session import TrainSession
+from infra.driver import session as session_module
+from infra.driver.session import TrainSession
 from rl_core.config import load_config
 from tests.integration.conftest import CARTPOLE_EXPERIMENT
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from flows.prefect_ui import run_tags
-from infra.session import identity_tags
+from infra.driver.session import identity_tags
 from rl_core.algorithms.naming import algorithm_name, register_algorithm_name
 from rl_core.config import load_config
 

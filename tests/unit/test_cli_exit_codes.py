@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from flows.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FINISHED, EXIT_STOPPED, run_cli
-from infra import ray_cluster
 from infra.checkpoint.store import CheckpointError
-from infra.session import STOP_REQUESTED
+from infra.cluster import ray_cluster
+from infra.driver.session import STOP_REQUESTED
 
 SECRET_URI = "https://alice:pw-123456@mlflow.example.invalid"
 

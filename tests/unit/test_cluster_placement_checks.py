@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from infra.cluster_placement import check_device_reports, gpu_cluster_shape, placement_device
-from infra.devices import DeviceReport
-from infra.gpu_placement import GpuCluster, plan_gpu_placement
-from infra.placement import PlacementError
+from infra.cluster.cluster_placement import (
+    check_device_reports,
+    gpu_cluster_shape,
+    placement_device,
+)
+from infra.cluster.devices import DeviceReport
+from infra.cluster.gpu_placement import GpuCluster, plan_gpu_placement
+from infra.cluster.placement import PlacementError
 from rl_core.config import load_config
 
 

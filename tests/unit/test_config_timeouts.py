@@ -2,7 +2,7 @@
 
 import pytest
 
-from infra.deadlines import Liveness
+from infra.cluster.deadlines import Liveness
 from rl_core.config import ConfigError, RLPipeConfig, load_config
 
 STEP_DEADLINES = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from infra.devices import DeviceError, local_cuda_index, resolve_device
+from infra.cluster.devices import DeviceError, local_cuda_index, resolve_device
 
 
 def test_a_worker_without_gpus_computes_on_the_cpu_even_where_cuda_is_visible():

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from flows import early_start
-from infra import ray_cluster
+from infra.cluster import ray_cluster
 from infra.ops import prefect_api
 from tests.env_vars import unset
 

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from infra.llm import distributed, engines
-from infra.llm.engines import ENGINES, RolloutEngine, make_engine
-from infra.llm.vllm_engine import (
+from infra.reasoning import distributed, engines
+from infra.reasoning.engines import ENGINES, RolloutEngine, make_engine
+from infra.reasoning.vllm_engine import (
     VLLM_ENV,
     VLLMUnavailableError,
     check_platform,
@@ -155,7 +155,7 @@ def test_vllm_build_must_match_the_workers_device() -> None:
 def test_megatron_attention_follows_the_ranks_device(monkeypatch, device, cpu_attention) -> None:
     """The megatron backend builds CPU attention for CPU ranks, megatron's own for GPU ranks."""
     pytest.importorskip("megatron.core")
-    from infra.llm import megatron_backend
+    from infra.reasoning import megatron_backend
 
     seen: dict[str, object] = {}
 

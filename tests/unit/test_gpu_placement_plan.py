@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from infra.gpu_placement import Attached, GpuCluster, plan_gpu_placement
-from infra.placement import PlacementError
+from infra.cluster.gpu_placement import Attached, GpuCluster, plan_gpu_placement
+from infra.cluster.placement import PlacementError
 
 ONE_BY_FOUR = GpuCluster(num_nodes=1, gpus_per_node=4, cpus_per_node=16)
 TWO_BY_TWO = GpuCluster(num_nodes=2, gpus_per_node=2, cpus_per_node=8)
@@ -136,7 +136,7 @@ def test_fixed_shares_and_the_rest_split_evenly():
 
 
 def test_unused_gpus_of_an_explicit_set_are_reported(caplog):
-    with caplog.at_level(logging.WARNING, logger="infra.gpu_placement"):
+    with caplog.at_level(logging.WARNING, logger="infra.cluster.gpu_placement"):
         plan = plan_gpu_placement({"actor,rollout,env": "0-3"}, {"env": 1, "actor": 2}, ONE_BY_FOUR)
     assert plan["actor"].worker_gpus == (0, 1)
     assert "GPUs 2-3 stay unused" in caplog.text

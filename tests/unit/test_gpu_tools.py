@@ -59,9 +59,9 @@ def test_nvidia_smi_rows() -> None:
 
 def test_device_lines_of_the_run_log(tmp_path: Path) -> None:
     log = (
-        "2026-11-27 13:26:26,556 INFO    infra.worker_group: device actor 0: cuda:0 (GPU ids "
+        "2026-11-27 13:26:26,556 INFO    infra.cluster.worker_group: device actor 0: cuda:0 (GPU ids "
         "[0] on node 1a2b3c4d, CUDA_VISIBLE_DEVICES=0, pid 1234)\n"
-        "2026-11-27 13:26:26,557 INFO    infra.worker_group: device env 0: cpu (GPU ids [] on "
+        "2026-11-27 13:26:26,557 INFO    infra.cluster.worker_group: device env 0: cpu (GPU ids [] on "
         "node 1a2b3c4d, CUDA_VISIBLE_DEVICES=None, pid 1235)\n"
         "placement env: 1 worker(s) on cpus 0,1\n"
     )

@@ -14,10 +14,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from infra.llm.engines import ENGINES, RolloutEngine
-from infra.workers import llm_workers
-from infra.workers.llm_hybrid_worker import LLMHybridWorker
-from infra.workers.llm_rollout_worker import LLMRolloutWorker
+from infra.reasoning.engines import ENGINES, RolloutEngine
+from infra.reasoning.workers import llm_workers
+from infra.reasoning.workers.llm_hybrid_worker import LLMHybridWorker
+from infra.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
 from rl_core.llm.generation import GenerationResult
 from rl_core.models.tiny_lm import create_tiny_lm
 from rl_core.training.llm_update import minibatch_totals
@@ -196,7 +196,7 @@ def test_retried_syncs_and_generations_find_the_engine_awake(worker) -> None:
 
 def test_rollout_workers_pass_their_assigned_device(recording_engine, tiny_dir, monkeypatch):
     """A separate rollout worker hands its engine the device Ray assigned it, not cuda:0."""
-    from infra.workers import base
+    from infra.cluster import worker_base as base
 
     monkeypatch.setattr(base, "assigned_device", lambda what: torch.device("cuda", 1))
     worker = LLMRolloutWorker(config(tiny_dir), 0, ())

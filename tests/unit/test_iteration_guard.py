@@ -3,9 +3,9 @@ dead workers rewind (counted against the retry budget)."""
 
 import pytest
 
-from infra.reliability.faults import FaultInjector
-from infra.reliability.guard import IterationGuard, RewindLimitError
-from infra.step_runtime import StepResult
+from infra.driver.faults import FaultInjector
+from infra.driver.guard import IterationGuard, RewindLimitError
+from infra.driver.step_runtime import StepResult
 
 
 class Runtime:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from infra.placement import GroupPlacement, PlacementError, plan_placement
+from infra.cluster.placement import GroupPlacement, PlacementError, plan_placement
 
 GROUPS = {"env": 1, "rollout": 1, "actor": 1}
 

@@ -21,11 +21,11 @@ import pytest
 import torch
 from torch.distributions import Distribution
 
-import infra.workers.base as worker_base
-from infra.workers.actor_worker import ActorWorker
-from infra.workers.hybrid_worker import HybridActorWorker, HybridOffPolicyActorWorker
-from infra.workers.off_policy_trainer import OffPolicyActorWorker
-from infra.workers.rollout_worker import RolloutWorker
+import infra.cluster.worker_base as worker_base
+from infra.embodied.workers.actor_worker import ActorWorker
+from infra.embodied.workers.hybrid_worker import HybridActorWorker, HybridOffPolicyActorWorker
+from infra.embodied.workers.off_policy_trainer import OffPolicyActorWorker
+from infra.embodied.workers.rollout_worker import RolloutWorker
 from rl_core.algorithms.actor_critic_family import actor_critic_spec
 from rl_core.config import load_config
 from rl_core.envs import EnvSpaces

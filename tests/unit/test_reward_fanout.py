@@ -3,7 +3,7 @@
 
 from types import SimpleNamespace
 
-from infra.step_runtime import FanoutJob
+from infra.driver.step_runtime import FanoutJob
 from rl_core.config import load_config
 from tasks.reward import note_scoring_time, should_fan_out
 

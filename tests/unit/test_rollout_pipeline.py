@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.rollout_pipeline import RolloutPipeline
+from infra.driver.rollout_pipeline import RolloutPipeline
 
 
 def run(pipeline: RolloutPipeline, iterations: range) -> list[tuple[int, int, int]]:
@@ -36,7 +36,7 @@ def test_the_buffer_holds_n_batches_ahead():
 
 
 def test_a_restore_keeps_collected_batches_and_forgets_from_the_first_failed_one(monkeypatch):
-    import infra.rollout_pipeline as module
+    import infra.driver.rollout_pipeline as module
 
     failed: set[int] = set()
     monkeypatch.setattr(module, "_failed", lambda chunk: chunk.index in failed)

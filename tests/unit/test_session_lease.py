@@ -7,7 +7,7 @@ import pytest
 from infra.checkpoint.lease import LeaseHeldError, RunLease
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.store import CheckpointError
-from infra.session import TrainSession
+from infra.driver.session import TrainSession
 from rl_core.config import ConfigError, load_config
 
 

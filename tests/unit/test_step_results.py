@@ -4,7 +4,7 @@ import pytest
 
 from flows.iteration import IterationResult
 from flows.run_loop import step_metrics, timing_metrics
-from infra.step_runtime import StepResult, split_metrics
+from infra.driver.step_runtime import StepResult, split_metrics
 
 
 def test_split_metrics_keeps_numbers_under_a_section_and_the_rest_apart():

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from infra.runtime_env import (
+from infra.cluster.runtime_env import (
     STORE_ACCESS_VARS,
     all_store_access_vars,
     register_store_access_vars,
@@ -14,12 +14,12 @@ from infra.runtime_env import (
     without_vars,
     worker_env_vars,
 )
-from infra.worker_group import store_access_options
-from infra.workers.actor_worker import ActorWorker
-from infra.workers.env_worker import EnvWorker
-from infra.workers.llm_rollout_worker import LLMRolloutWorker
-from infra.workers.llm_workers import LLMActorWorker, LLMRefWorker
-from infra.workers.rollout_worker import RolloutWorker
+from infra.cluster.worker_group import store_access_options
+from infra.embodied.workers.actor_worker import ActorWorker
+from infra.embodied.workers.env_worker import EnvWorker
+from infra.embodied.workers.rollout_worker import RolloutWorker
+from infra.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
+from infra.reasoning.workers.llm_workers import LLMActorWorker, LLMRefWorker
 from tests.env_vars import unset
 
 

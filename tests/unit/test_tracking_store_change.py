@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from infra.session import TrainSession
+from infra.driver.session import TrainSession
 from infra.tracking import MlflowTracker
 from infra.tracking.mlflow_tracker import PREVIOUS_RUN_TAG, PREVIOUS_URI_TAG
 from rl_core.config import load_config

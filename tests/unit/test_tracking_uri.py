@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from infra.session import default_artifact_location, resolve_tracking_uri
+from infra.driver.session import default_artifact_location, resolve_tracking_uri
 from tests.env_vars import unset
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from infra.llm.engines import HFEngine, make_engine
+from infra.reasoning.engines import HFEngine, make_engine
 from rl_core.config.schema import ModelConfig, RolloutConfig
 from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.llm.generation import SamplingParams

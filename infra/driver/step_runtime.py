@@ -1,0 +1,324 @@
+"""The step contract: what every kind of training (a model category) implements.
+
+A run's driver holds one :class:`StepRuntime`. The iteration flow calls its steps in order
+(weight_sync → rollout → reward → advantage → update, then evaluate and checkpoint when
+due); each returns a :class:`StepResult` (worker seconds, MLflow metrics, env steps,
+control data kept apart from the metrics), while tensors stay in Ray. Stateless fan-out work (reward scoring, evaluation episodes, a video) is
+returned as :class:`FanoutJob` lists that the tasks layer runs as parallel Prefect tasks on
+the Ray cluster. A category is registered once (:func:`register_category`); nothing else in
+rlpipe branches on the category.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from infra.driver.faults import FaultInjector
+from rl_core.config import ConfigError, RLPipeConfig
+from rl_core.registry import Registry
+from rl_core.reliability import FAULT_STEPS
+
+#: Steps of a training iteration, in order (``evaluate``/``checkpoint`` run when due).
+ITERATION_STEPS = FAULT_STEPS
+#: Steps that change worker state: snapshotted before they start, restored on a retry.
+STATEFUL_STEPS = ("rollout", "update", "sft_update")
+
+
+@dataclass
+class FanoutJob:
+    """Stateless work for one Ray task: ``fn(**kwargs)``.
+
+    Attributes:
+        name: Task name shown in the Prefect UI (``<name>-<iteration>-<part>``).
+        fn: A module-level function (importable in Ray workers).
+        kwargs: Its keyword arguments (ObjectRefs are resolved by Ray).
+        fault: An injected fault for this job (``RLPIPE_FAULTS``), else None.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    fault: dict[str, str] | None = None
+
+
+def split_metrics(values: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
+    """Split ``values`` into MLflow metrics and the rest.
+
+    Metrics are the numbers (not booleans) under a ``section/name`` key; everything else
+    (versions, folders, lists...) is control data.
+    """
+    metrics: dict[str, float] = {}
+    info: dict[str, Any] = {}
+    for key, value in values.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if "/" in key and number:
+            metrics[key] = float(value)
+        else:
+            info[key] = value
+    return metrics, info
+
+
+@dataclass
+class StepResult:
+    """What one step of an iteration reports to the flow.
+
+    Attributes:
+        seconds: Worker time of the step (MLflow ``time/<step>``; adds up to
+            ``time/compute``).
+        metrics: MLflow metrics of the step, ``section/name`` → number.
+        env_steps: Samples the step collected (the rollout step; counted once per iteration
+            into ``env/total_steps``).
+        info: Control data that is not logged (weight versions, a checkpoint folder...).
+    """
+
+    seconds: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    env_steps: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, seconds: float, values: Mapping[str, Any], env_steps: int = 0) -> StepResult:
+        """A result with metrics and control data split from ``values``.
+
+        See :func:`split_metrics`; a ``seconds`` key in ``values`` is dropped.
+        """
+        metrics, info = split_metrics({k: v for k, v in values.items() if k != "seconds"})
+        return cls(float(seconds), metrics, int(env_steps), info)
+
+
+@dataclass
+class Evaluation:
+    """Result of an evaluation.
+
+    Attributes:
+        metrics: ``eval/*`` metrics; ``eval/return_mean`` is required (it ranks
+            checkpoints and feeds ``run.stop_at_eval_return``).
+        rows: Sample rows logged to MLflow as a table.
+        seconds: Worker time of the evaluation.
+    """
+
+    metrics: dict[str, float]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class StepRuntime(ABC):
+    """Worker groups of one run and the steps the iteration flow calls on them.
+
+    Subclasses set :attr:`category` and :attr:`score_metric`, build their worker groups
+    in ``__init__(cfg)`` and implement the abstract methods.
+    """
+
+    #: Model category this runtime trains (``embodied``, ``reasoning``...).
+    category: ClassVar[str]
+    #: Metric whose value ranks checkpoints and registered model versions.
+    score_metric: ClassVar[str]
+    #: Env spaces the model was built for (None for models that take none).
+    spaces: Any = None
+
+    def __init__(self, cfg: RLPipeConfig) -> None:
+        self.cfg = cfg
+        self.config_dict = cfg.model_dump(mode="json")
+        self.faults = FaultInjector()
+
+    @classmethod
+    def variant_for(cls, cfg: RLPipeConfig) -> type[StepRuntime]:
+        """The runtime class that trains ``cfg`` (a subclass for a family of algorithms).
+
+        The registered runtime of a category answers for all of it; override this to
+        hand some configs to a subclass (the embodied runtime gives off-policy algorithms
+        theirs).
+        """
+        return cls
+
+    # -- checks before anything starts -----------------------------------------------------
+    @classmethod
+    def preflight(cls, cfg: RLPipeConfig) -> None:  # noqa: B027 - optional hook
+        """Read and check inputs (data files, engines) before any server or worker starts."""
+        return None
+
+    @classmethod
+    def prestart(cls, cfg: RLPipeConfig) -> None:  # noqa: B027 - optional hook
+        """Start what the first steps need from Ray besides the worker groups (idempotent).
+
+        Called as soon as Ray is connected (e.g. task workers for the fan-out warm up while
+        the CLI imports), and again by the runtime itself.
+        """
+        return None
+
+    # -- the steps of an iteration --------------------------------------------------------
+    @abstractmethod
+    def weight_sync(self, iteration: int) -> StepResult:
+        """Push the trainer's weights to the rollout workers."""
+
+    @abstractmethod
+    def rollout(self, iteration: int) -> StepResult:
+        """Collect experience; the result's ``env_steps`` are the samples collected."""
+
+    def reward_jobs(self, iteration: int) -> list[FanoutJob]:
+        """Scoring jobs to fan out before :meth:`reward` (none by default)."""
+        return []
+
+    @abstractmethod
+    def reward(self, iteration: int, results: list[Any] | None) -> StepResult:
+        """Apply rewards (``results``: the outputs of :meth:`reward_jobs`' tasks)."""
+
+    @abstractmethod
+    def advantage(self, iteration: int) -> StepResult:
+        """Compute advantages (and returns)."""
+
+    @abstractmethod
+    def update(self, iteration: int) -> StepResult:
+        """Update the policy once."""
+
+    # -- evaluation ----------------------------------------------------------------------
+    def evaluation_jobs(self, iteration: int) -> list[FanoutJob]:
+        """Evaluation work to fan out before :meth:`evaluate` (none by default)."""
+        return []
+
+    @abstractmethod
+    def evaluate(self, iteration: int, results: list[Any] | None) -> Evaluation:
+        """Evaluation metrics (``results``: the outputs of :meth:`evaluation_jobs`' tasks)."""
+
+    def video_job(self, iteration: int) -> FanoutJob | None:
+        """A job rendering one evaluation episode to a GIF, if this category has videos."""
+        return None
+
+    @classmethod
+    @abstractmethod
+    def evaluate_checkpoint(
+        cls, store_uri: str, checkpoint: dict[str, Any], episodes: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """Evaluate a committed checkpoint in this process (``evaluate-latest``).
+
+        ``checkpoint`` is what the evaluate flow read: ``config``, ``weights``, ``manifest``,
+        ``step`` and ``trusted`` (``--trust-checkpoint``: pass it on to ``locate_checkpoint``
+        when reading more of the checkpoint).
+
+        Returns:
+            ``(metrics, sample rows, one-line headline)``.
+        """
+
+    # -- state ---------------------------------------------------------------------------
+    @abstractmethod
+    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+        """Write every worker's state for ``step`` (the caller commits the manifest)."""
+
+    @abstractmethod
+    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
+        """Restore every worker from a committed checkpoint folder."""
+
+    @abstractmethod
+    def snapshot(self, step: str) -> None:
+        """Keep in memory the state ``step`` (one of :data:`STATEFUL_STEPS`) will change."""
+
+    @abstractmethod
+    def restore(self, step: str) -> None:
+        """Put back what :meth:`snapshot` kept, before ``step`` is tried again."""
+
+    def before_retry(self, step: str) -> None:  # noqa: B027 - optional hook
+        """Prepare a stateless step for another attempt (e.g. force a full weight sync)."""
+        return None
+
+    # -- workers -------------------------------------------------------------------------
+    @abstractmethod
+    def repair(self) -> dict[str, list[int]]:
+        """Respawn dead workers; returns the rebuilt ranks per group (their state is lost)."""
+
+    @property
+    def groups(self) -> list[Any]:
+        """The run's worker groups (none for a runtime that works in the driver)."""
+        return []
+
+    def worker_pids(self) -> dict[str, list[int]]:
+        """Process ids per worker group (for tests and debugging)."""
+        return {g.name: g.call_sync("ping") for g in self.groups}
+
+    def shutdown(self) -> None:
+        """Stop every worker and give back the GPUs reserved for them."""
+        for group in self.groups:
+            group.shutdown()
+        placement = getattr(self, "cluster_placement", None)
+        if placement is not None:
+            placement.release()
+
+
+CATEGORIES: Registry[type[StepRuntime]] = Registry("model category")
+#: The modules of the built-in runtimes, imported when a run needs their category: a
+#: control-policy run does not import the reasoning runtime (transformers, DCP, ...).
+BUILTIN_CATEGORY_MODULES = {
+    "embodied": "infra.embodied.runtime",
+    "reasoning": "infra.reasoning.runtime",
+}
+
+
+def _load_builtin_category(category: str) -> None:
+    """Import the module of a built-in category (it registers its runtime), once."""
+    module = BUILTIN_CATEGORY_MODULES.get(category)
+    if module is not None and module not in sys.modules:  # also true while it is imported
+        importlib.import_module(module)
+
+
+def register_category(runtime: type[StepRuntime], force: bool = False) -> type[StepRuntime]:
+    """Register a runtime class for its ``category`` (usable as a class decorator).
+
+    The built-in runtime of that category, if there is one, is registered first, so
+    ``force=True`` replaces it for good.
+
+    Args:
+        runtime: The :class:`StepRuntime` subclass.
+        force: Replace a runtime already registered for that category.
+    """
+    _load_builtin_category(runtime.category)
+    CATEGORIES.register(runtime.category, runtime, force=force)
+    return runtime
+
+
+def runtime_class(cfg: RLPipeConfig) -> type[StepRuntime]:
+    """The runtime class of ``cfg``'s model category.
+
+    Raises:
+        ConfigError: No runtime is registered for that category.
+    """
+    _load_builtin_category(cfg.category)
+    if cfg.category not in CATEGORIES:
+        known = sorted({*CATEGORIES.names(), *BUILTIN_CATEGORY_MODULES})
+        raise ConfigError(
+            f"model.model_type = {cfg.model.model_type!r} has category {cfg.category!r}, which "
+            f"has no runtime; registered categories: {', '.join(known)} "
+            "(an extension module registers one with infra.driver.step_runtime.register_category)"
+        )
+    return CATEGORIES.get(cfg.category).variant_for(cfg)
+
+
+def make_runtime(cfg: RLPipeConfig) -> StepRuntime:
+    """Build the worker groups of ``cfg`` with the runtime of its model's category."""
+    return runtime_class(cfg)(cfg)
+
+
+def run_iteration_in_process(runtime: StepRuntime, iteration: int) -> dict[str, StepResult]:
+    """One training iteration without Prefect: the steps in order, fan-out jobs called here.
+
+    For bare-loop benchmarks and tests that compare placements; the train flow runs the
+    same steps as Prefect tasks (``flows/iteration.py``).
+
+    Returns:
+        Each step's result; the reward's ``seconds`` include scoring the jobs.
+    """
+    results = {
+        "weight_sync": runtime.weight_sync(iteration),
+        "rollout": runtime.rollout(iteration),
+    }
+    start = time.perf_counter()
+    scores = [job.fn(**job.kwargs) for job in runtime.reward_jobs(iteration)]
+    results["reward"] = runtime.reward(iteration, scores)
+    results["reward"].seconds = time.perf_counter() - start
+    results["advantage"] = runtime.advantage(iteration)
+    results["update"] = runtime.update(iteration)
+    return results

@@ -1,1 +1,0 @@
-"""Reasoning-path infrastructure: FSDP2 process groups, rollout engines, prompt feeding."""

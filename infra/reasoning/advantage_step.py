@@ -1,0 +1,82 @@
+"""The advantage step of a reasoning runtime: log-probs, reference, token rewards, advantages."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from infra.driver.step_runtime import StepResult
+from infra.reasoning.responses import pad_right_float
+from rl_core.llm import pad_left, pad_right
+from rl_core.training.llm_advantage import compute_llm_advantages
+
+
+def _shards(runtime: Any, arrays: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """One part of the rows per trainer rank (tensor-parallel peers share theirs)."""
+    rows = np.array_split(np.arange(len(runtime.batch)), runtime.layout.replicas)
+    return runtime.layout.per_rank([{k: v[r] for k, v in arrays.items()} for r in rows])
+
+
+def advantage_step(runtime: Any, iteration: int) -> StepResult:
+    """Trainer log-probs (and values), reference log-probs, token rewards, advantages.
+
+    The batch's rows are padded into arrays, scored by the trainer ranks (and the reference
+    model), and kept on ``runtime.batch.arrays`` for the update, with the rollout engine's
+    log-probs (the behaviour policy's) beside the trainer's; ``rollout/logprob_mismatch``
+    is their mean absolute difference.
+    """
+    start = time.perf_counter()
+    runtime.faults.arm("advantage", iteration, runtime.actor[0])
+    pad = int(runtime.tokenizer.pad_token_id)
+    p_ids, p_mask = pad_left(runtime.batch.prompt_ids, pad)
+    r_ids, r_mask = pad_right(runtime.batch.response_ids, pad)
+    arrays = {
+        "prompt_ids": p_ids.numpy(),
+        "prompt_mask": p_mask.numpy(),
+        "response_ids": r_ids.numpy(),
+        "response_mask": r_mask.numpy(),
+    }
+    outs = runtime.actor.get(
+        [
+            h.compute_logprobs.remote(s)
+            for h, s in zip(runtime.actor.handles, _shards(runtime, arrays), strict=True)
+        ],
+        runtime.timeouts.advantage,
+        "advantage",
+    )
+    outs = runtime.layout.per_replica(outs)
+    old = torch.tensor(np.concatenate([o["logprobs"] for o in outs]))
+    values = (
+        torch.tensor(np.concatenate([o["values"] for o in outs])) if "values" in outs[0] else None
+    )
+    ref = None
+    if "ref_logprobs" in outs[0]:  # the hybrid engine's trainer ranks hold the reference
+        ref = torch.tensor(np.concatenate([o["ref_logprobs"] for o in outs]))
+        arrays["ref_logprobs"] = ref.numpy()
+    elif runtime.ref is not None:
+        (ref_lp,) = runtime.ref.get(
+            [runtime.ref[0].compute_ref_logprobs.remote(arrays)],
+            runtime.timeouts.advantage,
+            "advantage",
+        )
+        ref = torch.tensor(ref_lp)
+        arrays["ref_logprobs"] = ref.numpy()
+    scores = torch.from_numpy(runtime.batch.scores)
+    result = compute_llm_advantages(scores, r_mask, old, runtime.cfg.algorithm, values, ref)
+    rollout_lp = pad_right_float(runtime.batch.rollout_logprobs, r_ids.shape[1])
+    arrays.update(
+        old_logprobs=old.numpy(),
+        advantages=result.advantages.float().numpy(),
+        rollout_logprobs=rollout_lp.float().numpy(),  # the behaviour policy's
+    )
+    if values is not None:
+        arrays.update(old_values=values.numpy(), returns=result.returns.float().numpy())
+    runtime.batch.arrays = arrays
+    valid = r_mask.bool()
+    mismatch = float((old - rollout_lp)[valid].abs().mean()) if valid.any() else 0.0
+    return StepResult.of(
+        time.perf_counter() - start, {**result.metrics, "rollout/logprob_mismatch": mismatch}
+    )

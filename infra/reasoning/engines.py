@@ -1,0 +1,201 @@
+"""Rollout engines: one interface for sampling responses with the rollout copy of the policy.
+
+``generate(prompt token ids, sampling params, seed) → tokens + per-token logprobs``,
+``update_weights(named tensors, version)``, ``sleep()``/``wake()`` (free memory while a
+collocated trainer runs). Engines are registered by name (``rollout.engine``).
+
+An engine computes on the device Ray assigned its worker (``WorkerBase.device``), which the
+worker passes in: nothing here asks torch whether CUDA exists. A factory is called as
+``factory(model_cfg, rollout_cfg, device=..., collocated=...)``; factories written for the
+earlier two-argument form are still called without the keywords they do not accept (see
+:func:`make_engine`).
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from rl_core.llm.generation import GenerationResult, SamplingParams, hf_generate
+from rl_core.models.causal_lm import load_causal_lm
+from rl_core.registry import Registry
+
+logger = logging.getLogger(__name__)
+
+
+class RolloutEngine(abc.ABC):
+    """What a rollout worker needs from an inference engine."""
+
+    version: int = -1
+    #: True when ``update_weights`` must get every tensor (the engine reloads whole layers).
+    full_updates_only: bool = False
+
+    @abc.abstractmethod
+    def generate(
+        self, prompt_ids: list[list[int]], sampling: SamplingParams, seed: int | None
+    ) -> GenerationResult:
+        """One response (and its token log-probs) per prompt."""
+
+    @abc.abstractmethod
+    def update_weights(
+        self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
+    ) -> None:
+        """Overwrite the named parameters (names as in the trainer's HF state dict)."""
+
+    def sleep(self) -> None:  # noqa: B027 - optional for engines that hold no device memory
+        """Release device memory until :meth:`wake` (no-op by default and on the CPU).
+
+        The hybrid engine calls it while the trainer in the same process computes, and
+        calls :meth:`wake` before the next weight sync or generation; calls alternate.
+        """
+
+    def wake(self) -> None:  # noqa: B027
+        """Undo :meth:`sleep`: the engine can take weights and generate again."""
+
+
+class HFEngine(RolloutEngine):
+    """Hugging Face ``generate`` on the worker's device (the reference engine; CPU CI).
+
+    Args:
+        model_cfg: The ``model`` config section (``model_path``, ``dtype``...).
+        rollout_cfg: The ``rollout`` section (unused: ``generate`` takes the sampling).
+        device: The device to generate on (the worker's).
+        collocated: Unused: on a GPU :meth:`sleep` always moves the weights to the CPU.
+    """
+
+    def __init__(
+        self,
+        model_cfg: Any,
+        rollout_cfg: Any = None,
+        device: torch.device | str = "cpu",
+        collocated: bool = False,
+    ) -> None:
+        self.model, self.tokenizer = load_causal_lm(model_cfg)
+        self.model.eval()
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        self._params = dict(self.model.state_dict(keep_vars=True))
+
+    @property
+    def pad_id(self) -> int:
+        """Padding token id."""
+        return int(self.tokenizer.pad_token_id)
+
+    def generate(
+        self, prompt_ids: list[list[int]], sampling: SamplingParams, seed: int | None
+    ) -> GenerationResult:
+        """See :class:`RolloutEngine`."""
+        return hf_generate(self.model, prompt_ids, sampling, self.pad_id, seed)
+
+    @torch.no_grad()
+    def update_weights(
+        self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
+    ) -> None:
+        """Copy tensors into the matching parameters/buffers (names of the HF model)."""
+        for name, tensor in named_tensors:
+            if name not in self._params:
+                raise KeyError(f"rollout model has no parameter {name!r}")
+            self._params[name].copy_(tensor.to(self._params[name].dtype))
+        self.version = version
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Current weights (tests compare them with the trainer's)."""
+        return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+
+    def sleep(self) -> None:
+        """Move the weights to CPU (frees GPU memory)."""
+        if self.device.type == "cuda":
+            self.model.to("cpu")
+            torch.cuda.empty_cache()
+
+    def wake(self) -> None:
+        """Move the weights back to the device."""
+        self.model.to(self.device)
+
+
+def _vllm_engine(
+    model_cfg: Any, rollout_cfg: Any, device: torch.device, collocated: bool = False
+) -> RolloutEngine:
+    from infra.reasoning.vllm_engine import VLLMEngine  # imports vllm: only when asked for
+
+    return VLLMEngine(model_cfg, rollout_cfg, device, collocated)
+
+
+#: Engine factories by ``rollout.engine`` name:
+#: ``factory(model_cfg, rollout_cfg, device=torch.device, collocated=bool)``.
+ENGINES: Registry[Callable[..., RolloutEngine]] = Registry("rollout engine")
+ENGINES.register("hf", HFEngine)
+ENGINES.register("vllm", _vllm_engine)
+
+
+def _accepted(factory: Callable[..., Any], names: tuple[str, ...]) -> set[str]:
+    """Which of the keyword arguments ``names`` ``factory`` accepts."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return set(names)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return set(names)
+    keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name for p in params if p.kind in keywords and p.name in names}
+
+
+def make_engine(
+    name: str,
+    model_cfg: Any,
+    rollout_cfg: Any,
+    device: torch.device | str,
+    collocated: bool = False,
+) -> RolloutEngine:
+    """Build the engine registered as ``name`` on ``device``.
+
+    Args:
+        name: The ``rollout.engine`` name.
+        model_cfg: The ``model`` section.
+        rollout_cfg: The ``rollout`` section.
+        device: The device Ray assigned the worker (``WorkerBase.device``).
+        collocated: The engine shares its process and device with a trainer rank (the
+            hybrid engine): :meth:`RolloutEngine.sleep` must free its device memory.
+
+    A factory that takes no ``device`` keyword (the earlier ``factory(model_cfg,
+    rollout_cfg)`` form) is still called, without it, and chooses its device itself: a
+    warning says so.
+    """
+    factory = ENGINES.get(name)
+    device = torch.device(device)
+    wanted = {"device": device, "collocated": collocated}
+    accepted = _accepted(factory, tuple(wanted))
+    if "device" not in accepted:
+        logger.warning(
+            "rollout engine %r takes no `device` argument, so it picks its own device "
+            "instead of the one Ray assigned this worker (%s); accept `device` (and "
+            "`collocated`) keywords in its factory",
+            name,
+            device,
+        )
+    return factory(model_cfg, rollout_cfg, **{k: v for k, v in wanted.items() if k in accepted})
+
+
+def check_rollout_engine(cfg: Any) -> None:
+    """``rollout.engine: vllm`` needs vllm importable here (workers share this venv).
+
+    Raises:
+        ConfigError: vllm is selected but not installed.
+    """
+    import importlib.util
+    import sys
+
+    from rl_core.config import ConfigError
+
+    if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "rollout.engine = 'vllm': the vllm package is not installed in this environment "
+            f"({sys.executable}); install it (`pip install vllm` on a CUDA machine; on CPU "
+            "`bash scripts/setup_vllm_cpu.sh` and run with .venv-vllm/bin/python) or use "
+            "rollout.engine=hf"
+        )

@@ -1,0 +1,62 @@
+"""The supervised warm-start step of a reasoning runtime (``flows/sft.py``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from infra.driver.step_runtime import StepResult
+from rl_core.llm import pad_left, pad_right
+
+
+def sft_step(runtime: Any, iteration: int) -> StepResult:
+    """Supervised steps of one SFT iteration (``actor.sft_steps_per_iteration`` of them).
+
+    Each step trains on the next ``data.prompts_per_batch`` prompt→answer pairs; metrics
+    are averaged over the steps (``train/skipped_updates`` is their sum). The target is the
+    row's ``solution`` field when it has one (GSM8K's worked answer, ending in
+    ``#### <answer>``), else its ``answer``, followed by the end-of-sequence token.
+    """
+    start = time.perf_counter()
+    steps = runtime.cfg.actor.sft_steps_per_iteration
+    results = [_sft_batch(runtime, iteration) for _ in range(steps)]
+    metrics = {k: sum(r[k] for r in results) / steps for k in results[0] if k != "samples"}
+    metrics["train/skipped_updates"] = sum(r["train/skipped_updates"] for r in results)
+    samples = int(sum(r["samples"] for r in results))
+    return StepResult.of(time.perf_counter() - start, metrics, env_steps=samples)
+
+
+def _sft_batch(runtime: Any, iteration: int) -> dict[str, float]:
+    rows = runtime.sampler.next_indices()
+    eos = int(runtime.tokenizer.eos_token_id)
+    targets = []
+    for i in rows:
+        sample = runtime.train_samples[i]
+        text = str(sample.fields.get("solution", sample.answer))
+        targets.append([*runtime.tokenizer(text, add_special_tokens=False)["input_ids"], eos])
+    pad = int(runtime.tokenizer.pad_token_id)
+    p_ids, p_mask = pad_left([runtime.train_prompts[i] for i in rows], pad)
+    r_ids, r_mask = pad_right(targets, pad)
+    arrays = {
+        "prompt_ids": p_ids.numpy(),
+        "prompt_mask": p_mask.numpy(),
+        "response_ids": r_ids.numpy(),
+        "response_mask": r_mask.numpy(),
+    }
+    layout = runtime.layout  # tensor-parallel peers train on the same rows
+    shards = layout.per_rank(np.array_split(np.arange(len(rows)), layout.replicas))
+    totals = (float(r_mask.sum()), len(rows))
+    outs = runtime.actor.get(
+        [
+            h.sft_update.remote({k: v[part] for k, v in arrays.items()}, totals, iteration)
+            for h, part in zip(runtime.actor.handles, shards, strict=True)
+        ],
+        runtime.timeouts.update,
+        "update",
+    )
+    outs = layout.per_replica(outs)
+    metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
+    metrics["samples"] = float(len(rows))
+    return metrics

@@ -1,0 +1,99 @@
+"""The worker groups of a reasoning run, for either placement.
+
+* Hybrid engine (collocated placement, the default): one group of trainer ranks, each
+  also holding a rollout engine and, with a KL penalty, the reference model.
+* Disaggregated: trainer ranks, rollout workers and a reference worker in groups (and
+  processes) of their own. The megatron backend keeps the reference in its trainer ranks
+  (tensor-parallel like the policy), so it has no reference worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from infra.cluster.cluster_placement import ClusterPlacement, place
+from infra.cluster.deadlines import Liveness
+from infra.cluster.worker_group import WorkerGroup
+from infra.reasoning.workers.llm_hybrid_worker import LLMHybridWorker
+from infra.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
+from infra.reasoning.workers.llm_workers import LLMActorWorker, LLMRefWorker
+from rl_core.config import RLPipeConfig
+from rl_core.config.hybrid import uses_hybrid_engine
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ReasoningGroups:
+    """Who trains, who generates, who scores reference log-probs.
+
+    Attributes:
+        actor: The trainer ranks.
+        rollout: The workers that generate (``actor`` itself with the hybrid engine).
+        ref: The reference worker (None with the hybrid engine or without a KL penalty).
+        hybrid: Whether rollout engines and reference live in the trainer ranks.
+        placement: Where they run (and, on GPUs, the bundles reserved for them).
+    """
+
+    actor: WorkerGroup
+    rollout: WorkerGroup
+    ref: WorkerGroup | None
+    hybrid: bool
+    placement: ClusterPlacement | None = None
+
+    @property
+    def all(self) -> list[WorkerGroup]:
+        """Every distinct group."""
+        others = [] if self.hybrid else [self.rollout, self.ref]
+        return [g for g in (self.actor, *others) if g is not None]
+
+
+def start_reasoning_groups(cfg: RLPipeConfig, config: dict[str, Any]) -> ReasoningGroups:
+    """Place and start the worker groups of ``cfg``'s placement (not yet waited for).
+
+    Args:
+        cfg: The validated run config.
+        config: The same config as a plain dict (what workers are built from).
+    """
+    use_ref = cfg.algorithm.kl_coef > 0 and cfg.actor.backend == "fsdp"
+    hybrid = uses_hybrid_engine(cfg)
+    world = cfg.actor.num_workers
+    sizes = {"actor": world}
+    if not hybrid:
+        sizes["rollout"] = cfg.rollout.num_workers
+        if use_ref:  # with the actor (its CPUs, or its first GPU) unless placed elsewhere
+            sizes["ref"] = 1
+    plan = place(cfg, sizes, tensor_parallel=cfg.actor.tensor_parallel_size)
+    liveness = Liveness.from_config(cfg.timeouts)
+    actor = WorkerGroup(
+        "actor",
+        LLMHybridWorker if hybrid else LLMActorWorker,
+        world,
+        plan["actor"],
+        lambda r: (config, r, plan["actor"].cpus, world),
+        liveness,
+    )
+    if hybrid:
+        logger.info("hybrid engine: rollout engine and reference inside the trainer ranks")
+        return ReasoningGroups(actor, actor, None, hybrid=True, placement=plan)
+    rollout = WorkerGroup(
+        "rollout",
+        LLMRolloutWorker,
+        sizes["rollout"],
+        plan["rollout"],
+        lambda r: (config, r, plan["rollout"].cpus),
+        liveness,
+    )
+    ref = None
+    if use_ref:
+        ref = WorkerGroup(
+            "reference",
+            LLMRefWorker,
+            1,
+            plan["ref"],
+            lambda r: (config, r, plan["ref"].cpus),
+            liveness,
+        )
+    return ReasoningGroups(actor, rollout, ref, hybrid=False, placement=plan)

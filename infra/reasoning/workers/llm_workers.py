@@ -1,0 +1,331 @@
+"""Ray workers of the reasoning path: trainer ranks, rollout engines, reference model.
+
+Batches travel as dicts of numpy arrays (see :mod:`rl_core.training.llm_update` for keys).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import numpy as np
+import torch
+
+from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, tensors_to_bytes
+from infra.checkpoint.store import CheckpointError, open_store
+from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
+from infra.reasoning import distributed
+from infra.reasoning.trainer_backends import make_backend
+from infra.weight_sync import (
+    WeightSender,
+    payload_nbytes,
+)
+from rl_core.models import get_model
+from rl_core.seeding import worker_seed
+from rl_core.training.llm_update import (
+    FORWARD_KEYS,
+    MinibatchTotals,
+    llm_update,
+    sft_update,
+    split_rows,
+)
+from rl_core.training.nonfinite import (
+    SkippedUpdateGuard,
+    any_rank,
+    nonfinite_tensors,
+    nonfinite_weights_message,
+)
+from rl_core.training.schedules import lr_at
+
+logger = logging.getLogger(__name__)
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _tensors(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(np.array(v, copy=True)).to(device) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def _forward_in_micro_batches(
+    policy: Any, batch: dict[str, torch.Tensor], micro: int, temperature: float, values: bool
+) -> dict[str, np.ndarray]:
+    outs: dict[str, list[torch.Tensor]] = {}
+    n = batch["response_ids"].shape[0]
+    for part in split_rows(batch, max(1, -(-n // micro))):
+        out = policy(  # __call__, not .forward: FSDP2's hooks unshard the root's parameters
+            forward_type="default_forward",
+            forward_inputs={k: part[k] for k in FORWARD_KEYS},
+            compute_values=values,
+            compute_entropy=False,
+            temperature=temperature,
+        )
+        for key, value in out.items():
+            outs.setdefault(key, []).append(value.float())
+    return {k: torch.cat(v).cpu().numpy() for k, v in outs.items()}
+
+
+def reference_model(cfg: Any, device: torch.device) -> torch.nn.Module:
+    """The frozen initial policy (``model`` section) in eval mode on ``device``."""
+    return get_model(cfg.model, None).to(device).eval()
+
+
+def reference_logprobs(
+    reference: torch.nn.Module, cfg: Any, batch: dict[str, np.ndarray], device: torch.device
+) -> np.ndarray:
+    """``[N, R]`` log-probs of the batch's responses under ``reference``."""
+    out = _forward_in_micro_batches(
+        reference,
+        _tensors(batch, device),
+        cfg.actor.update_micro_batch_size,
+        cfg.rollout.temperature,
+        values=False,
+    )
+    return out["logprobs"]
+
+
+class LLMActorWorker(WorkerBase):
+    """One rank of the reasoning trainer (FSDP2 or megatron-core: ``actor.backend``).
+
+    Args:
+        config: Resolved config (dict).
+        rank: Trainer rank.
+        cpus: CPUs to pin to.
+        world_size: Number of trainer ranks.
+
+    Attributes:
+        reference: The frozen reference model this rank computes log-probs with, when it
+            holds one (the hybrid engine; the megatron backend with a KL penalty).
+    """
+
+    group = "actor"
+    opens_checkpoint_store = True
+
+    def __init__(
+        self, config: dict[str, Any], rank: int, cpus: tuple[int, ...], world_size: int
+    ) -> None:
+        super().__init__(config, rank, cpus)
+        self.world_size = world_size
+        torch.manual_seed(worker_seed(self.cfg.run.seed, "actor", 0))  # same on every rank
+        self.backend = make_backend(self.cfg, rank, world_size, self.device)
+        self.reference: torch.nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.guard = SkippedUpdateGuard(self.cfg.actor.max_skipped_updates_in_a_row)
+        self.version = 0
+        rollout = self.cfg.rollout
+        self.sender = WeightSender(
+            rollout.weight_sync_mode,
+            int(rollout.weight_sync_bucket_mb * 2**20),
+            _DTYPES.get(rollout.weight_sync_dtype or ""),
+            rollout.patch_full_sync_interval,
+        )
+
+    @property
+    def policy(self) -> torch.nn.Module:
+        """The trainable policy (this rank's shard of it)."""
+        return self.backend.policy
+
+    @property
+    def data_parallel_size(self) -> int:
+        """Replicas the batch is split across (ranks / tensor-parallel size)."""
+        return self.backend.data_parallel_size
+
+    def rendezvous_address(self) -> str:
+        """Where the trainer's process group meets (asked of rank 0): its node and a port."""
+        return distributed.rendezvous_address()
+
+    def setup(self, address: str) -> str:
+        """Join the process group at ``address``, shard the model, build the optimizer.
+
+        Returns:
+            The trainer's layout in one line (for the log).
+        """
+        layout = self.backend.setup(address)
+        if self.backend.reference is not None:
+            self.reference = self.backend.reference
+        actor = self.cfg.actor
+        opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+        kwargs: dict[str, Any] = {"lr": actor.lr, "weight_decay": actor.weight_decay}
+        if actor.optimizer in ("adam", "adamw"):
+            kwargs["eps"] = actor.adam_eps
+        self.optimizer = opt_cls[actor.optimizer](self.policy.parameters(), **kwargs)
+        return layout
+
+    def _set_lr(self, iteration: int) -> float:
+        actor, run = self.cfg.actor, self.cfg.run
+        lr = lr_at(
+            actor.lr, iteration, run.max_iterations, actor.lr_schedule, actor.warmup_iterations
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    @step_method
+    def compute_logprobs(self, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Log-probs (and values with a critic) of this rank's rows under current weights.
+
+        With a reference model in this rank, also ``ref_logprobs``.
+        """
+        self.policy.eval()
+        out = _forward_in_micro_batches(
+            self.policy,
+            _tensors(shard, self.device),
+            self.cfg.actor.update_micro_batch_size,
+            self.cfg.rollout.temperature,
+            values=self.cfg.model.value_head,
+        )
+        if self.reference is not None:
+            out["ref_logprobs"] = reference_logprobs(self.reference, self.cfg, shard, self.device)
+        return out
+
+    def _update_options(self) -> Any:
+        """The ``actor`` section as the update reads it (this backend's micro-batch size)."""
+        actor = self.cfg.actor
+        return actor.model_copy(update={"micro_batch_size": actor.update_micro_batch_size})
+
+    @step_method
+    def update(
+        self, shard: dict[str, np.ndarray], totals: list[tuple[float, int]], iteration: int
+    ) -> dict[str, float]:
+        """One policy update on this rank's rows; bumps the weight version."""
+        watch = Stopwatch()
+        lr = self._set_lr(iteration)
+        self.policy.train()
+        replicas = self.data_parallel_size
+        metrics = llm_update(
+            self.policy,
+            self.optimizer,
+            _tensors(shard, self.device),
+            [MinibatchTotals(t, s) for t, s in totals],
+            self.cfg.algorithm,
+            self._update_options(),
+            replicas,
+            self.cfg.rollout.temperature,
+            self.cfg.algorithm.loss_agg_norm or self.cfg.rollout.max_new_tokens,
+            guard=self.guard,
+            iteration=iteration,
+        )
+        self.version += 1
+        return {**metrics, "train/lr": lr / replicas, "seconds": watch.elapsed()}
+
+    def sft_update(
+        self, shard: dict[str, np.ndarray], totals: tuple[float, int], iteration: int
+    ) -> dict[str, float]:
+        """One supervised step on this rank's rows (answer tokens as responses)."""
+        watch = Stopwatch()
+        actor = self.cfg.actor
+        lr = self._set_lr(iteration)
+        self.policy.train()
+        replicas = self.data_parallel_size
+        metrics = sft_update(
+            self.policy,
+            self.optimizer,
+            _tensors(shard, self.device),
+            MinibatchTotals(*totals),
+            actor.update_micro_batch_size,
+            actor.max_grad_norm,
+            replicas,
+            guard=self.guard,
+            iteration=iteration,
+        )
+        self.version += 1
+        return {**metrics, "train/lr": lr / replicas, "seconds": watch.elapsed()}
+
+    @step_method
+    def sync_payload(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """``(meta, payload)`` of a weight sync (collective; only rank 0 returns them).
+
+        Call with ``num_returns=2``: the small ``meta`` (version, mode, bytes) goes to the
+        driver while the payload goes from the object store to the rollout workers.
+        """
+        state = self.backend.rollout_state(every_rank=False)
+        if self.rank != 0:
+            return None, None
+        payload = self.sender.payload(state, self.version)
+        meta = {"version": payload["version"], "mode": payload["mode"]}
+        meta["nbytes"] = payload_nbytes(payload)
+        return meta, payload
+
+    def snapshot(self) -> None:
+        """Keep this rank's model and optimizer state, the version and the skip streak."""
+        self._snapshot = (
+            copy.deepcopy(self.policy.state_dict()),
+            copy.deepcopy(self.optimizer.state_dict()),
+            self.version,
+            self.guard.in_a_row,
+        )
+
+    def restore_snapshot(self) -> None:
+        """Put back what :meth:`snapshot` kept (an update that failed midway is undone)."""
+        model, optimizer, version, skipped_in_a_row = self._snapshot
+        self.policy.load_state_dict(model)
+        self.optimizer.load_state_dict(copy.deepcopy(optimizer))
+        self.version = version
+        self.guard.in_a_row = skipped_in_a_row
+        self.sender.reset()
+
+    def reset_sync(self) -> None:
+        """Make the next weight sync a full one."""
+        self.sender.reset()
+
+    def full_state(self) -> dict[str, np.ndarray] | None:
+        """The whole policy state dict as numpy (collective; rank 0 returns it)."""
+        state = self.backend.policy_state()
+        return {k: v.numpy() for k, v in state.items()} if self.rank == 0 else None
+
+    @step_method
+    def save_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
+        """Sharded model+optimizer (DCP) plus, on rank 0, the full weights (collective).
+
+        Raises:
+            CheckpointError: A weight shard of any rank holds inf or NaN (every rank raises,
+                nothing is written).
+        """
+        watch = Stopwatch()
+        bad = nonfinite_tensors(self.policy.state_dict().items())
+        if any_rank(bool(bad), self.device, self.world_size):  # every rank: shards differ
+            raise CheckpointError(nonfinite_weights_message(bad, self.version))
+        store = open_store(store_uri)
+        local = store.local_path(f"{folder}/actor_dcp")
+        if local is None:
+            raise CheckpointError("sharded trainer checkpoints need a local checkpoint store")
+        layout = self.backend.save_sharded(self.optimizer, local)
+        state = self.backend.policy_state()
+        if self.rank == 0:
+            store.write_bytes(f"{folder}/actor_0/model.safetensors", tensors_to_bytes(state))
+            state = {
+                "version": self.version,
+                "skipped_updates_in_a_row": self.guard.in_a_row,
+                "layout": layout,
+            }
+            store.write_bytes(f"{folder}/actor_0/trainer_state.pt", object_to_bytes(state))
+        return {"seconds": watch.elapsed()}
+
+    def load_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
+        """Restore what :meth:`save_checkpoint` wrote (collective)."""
+        store = open_store(store_uri)
+        local = store.local_path(f"{folder}/actor_dcp")
+        if local is None:
+            raise CheckpointError("sharded trainer checkpoints need a local checkpoint store")
+        path = f"{folder}/actor_0/trainer_state.pt"
+        state = bytes_to_object(store.read_bytes(path), path)
+        layout = state.get("layout", {"backend": "fsdp"})
+        self.backend.load_sharded(self.optimizer, local, layout, self.cfg.run.trust_checkpoint)
+        self.version = int(state["version"])
+        self.guard.in_a_row = int(state.get("skipped_updates_in_a_row", 0))
+        self.sender.reset()
+        return {"version": self.version}
+
+
+class LLMRefWorker(WorkerBase):
+    """The frozen initial policy: log-probs of responses under the reference model."""
+
+    group = "reference"
+
+    def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...]) -> None:
+        super().__init__(config, rank, cpus)
+        self.policy = reference_model(self.cfg, self.device)
+
+    def compute_ref_logprobs(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """``[N, R]`` reference log-probs of the batch's responses."""
+        return reference_logprobs(self.policy, self.cfg, batch, self.device)

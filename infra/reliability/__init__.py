@@ -1,1 +1,0 @@
-"""Exactly-once iterations: step journal, fault injection, recovery."""

@@ -1,1 +1,0 @@
-"""Long-lived Ray actors holding envs, policies and optimizers."""
