@@ -99,13 +99,15 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("TimeoutsConfig", "_heartbeat_timeout_covers_interval"): (
         "`timeouts.heartbeat_timeout_s` must be at least `timeouts.heartbeat_interval_s`."
     ),
-    ("RLPipeConfig", "_advantage_fits_model"): (
-        "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer "
-        "worker; reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "
+    ("EmbodiedConfig", "_advantage_fits_model"): (
+        "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer worker."
+    ),
+    ("ReasoningConfig", "_advantage_fits_model"): (
+        "Reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "
         "`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, or `token_gae` with "
         "`model.value_head`) and a response reward (not `env`)."
     ),
-    ("RLPipeConfig", "_model_files_exist"): (
+    ("ReasoningConfig", "_model_files_exist"): (
         "`hf_causal_lm` needs `model.model_path`, a local directory with a `config.json`."
     ),
     ("DataConfig", "_files_given"): (
@@ -121,27 +123,34 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`cluster.hybrid_engine: on` needs rollout and actor on the same index set, "
         "`rollout.num_workers` equal to `actor.num_workers` and `run.mode: sync`."
     ),
-    ("RLPipeConfig", "_stages_divide"): (
+    ("EmbodiedConfig", "_stages_divide"): (
         "`rollout.pipeline_stages` must divide `env.num_envs` into slices that are multiples "
         "of `env.group_size`."
     ),
-    ("RLPipeConfig", "_batch_divides"): (
-        "The batch (embodied: `env.num_workers × env.num_envs × rollout.num_steps`; "
-        "reasoning: `data.prompts_per_batch × algorithm.group_size`) must divide into "
+    ("EmbodiedConfig", "_batch_divides"): (
+        "Embodied: the batch `env.num_workers × env.num_envs × rollout.num_steps` must divide "
+        "into `actor.num_minibatches × actor.num_workers` equal parts."
+    ),
+    ("ReasoningConfig", "_batch_divides"): (
+        "Reasoning: the batch `data.prompts_per_batch × algorithm.group_size` must divide into "
         "`actor.num_minibatches × actor.num_workers` equal parts (megatron: data-parallel "
         "replicas, `actor.num_workers / actor.megatron.tensor_model_parallel_size`)."
     ),
     ("RLPipeConfig", "_async_mode_fits"): (
-        "`run.mode: async` runs embodied PPO and reasoning models; it turns the hybrid engine "
-        "off (`cluster.hybrid_engine: on` is refused with it), and excludes DAPO's "
-        "`algorithm.dynamic_sampling`. `rollout.partial_rollout_tokens` > 0 needs "
-        "`run.mode: async` with `algorithm.max_staleness` ≥ 1."
+        "`run.mode: async` runs the kinds that support it (embodied PPO and reasoning "
+        "models); it turns the hybrid engine off (`cluster.hybrid_engine: on` is refused "
+        "with it)."
     ),
-    ("RLPipeConfig", "_off_policy_correction_fits"): (
+    ("ReasoningConfig", "_async_generation_fits"): (
+        "Reasoning: `run.mode: async` excludes DAPO's `algorithm.dynamic_sampling`; "
+        "`rollout.partial_rollout_tokens` > 0 needs `run.mode: async` with "
+        "`algorithm.max_staleness` ≥ 1."
+    ),
+    ("ReasoningConfig", "_off_policy_correction_fits"): (
         "`algorithm.loss_type: decoupled_ppo` excludes `algorithm.is_correction` (the same "
         "ratio would be corrected twice)."
     ),
-    ("RLPipeConfig", "_off_policy_fits"): (
+    ("EmbodiedConfig", "_off_policy_fits"): (
         "An off-policy `algorithm.loss_type` (`sac`, `crossq`, `rlpd`) needs a model with "
         "`sac_forward` and `q_forward` (`mlp_sac`), the critic normalization the algorithm "
         "uses (`crossq`: `batch_renorm`, `rlpd`: `layer_norm`), "
@@ -149,7 +158,7 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`replay.offline_data` (an existing file) exactly when the algorithm reads offline "
         "data (`rlpd`); `mlp_sac` is trained by those algorithms only."
     ),
-    ("RLPipeConfig", "_megatron_layout_fits"): (
+    ("ReasoningConfig", "_megatron_layout_fits"): (
         "`actor.backend: megatron` trains `hf_causal_lm` without `model.value_head`; "
         "`actor.num_workers` must be a multiple of `tensor_model_parallel_size × "
         "pipeline_model_parallel_size`; the tensor-parallel size must divide the model's "
@@ -157,10 +166,13 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "them (read from `model.model_path`'s `config.json`); `sequence_parallel` needs a "
         "tensor-parallel size above 1."
     ),
-    ("RLPipeConfig", "_rollout_buffer_fits_memory"): (
+    ("EmbodiedConfig", "_rollout_buffer_fits_memory"): (
         "A lower bound of the rollout batch's size must fit in the physical memory of the "
         "machine that validates the config (embodied: `env.num_workers × env.num_envs × "
-        "rollout.num_steps` × 64 bytes; reasoning: `data.prompts_per_batch × "
-        "algorithm.group_size × (data.max_prompt_length + rollout.max_new_tokens)` × 16 bytes)."
+        "rollout.num_steps` × 64 bytes)."
+    ),
+    ("ReasoningConfig", "_rollout_buffer_fits_memory"): (
+        "The same for reasoning runs: `data.prompts_per_batch × algorithm.group_size × "
+        "(data.max_prompt_length + rollout.max_new_tokens)` × 16 bytes."
     ),
 }

@@ -33,3 +33,17 @@ def random_llm_batch(n: int = 6, seed: int = 0, vocab: int = 260) -> dict[str, t
     # the rollout engine's log-probs: the trainer's, slightly off (as a sampler's are)
     batch["rollout_logprobs"] = batch["old_logprobs"] + 0.1 * torch.randn(shape, generator=g)
     return batch
+
+
+def llm_algorithm(algorithm):
+    """An embodied ``algorithm`` section's shared values as a reasoning one (its defaults)."""
+    from rl_core.config.reasoning_sections import ReasoningAlgorithmConfig
+
+    return ReasoningAlgorithmConfig(**algorithm.model_dump(exclude={"off_policy"}))
+
+
+def llm_actor(actor):
+    """An embodied ``actor`` section's values as a reasoning one."""
+    from rl_core.config.reasoning_sections import ReasoningActorConfig
+
+    return ReasoningActorConfig(**actor.model_dump())

@@ -94,7 +94,7 @@ def policy_parity(world: int, model_dir: str) -> dict:
     """Megatron policy vs the HF policy on a padded batch: log-probs, entropy, gradients."""
     from megatron.core import parallel_state
 
-    from rl_core.config.policy_sections import ModelConfig
+    from rl_core.config.reasoning_sections import ReasoningModelConfig as ModelConfig
     from rl_core.models.causal_lm import build_causal_lm
     from rl_core.models.megatron.config import HFShape
     from rl_core.models.megatron.weights import megatron_to_hf

@@ -16,7 +16,7 @@ from torch import nn
 
 from rl_core.config import load_config
 from rl_core.training.llm_update import llm_update, minibatch_totals
-from tests.llm_batches import random_llm_batch
+from tests.llm_batches import llm_actor, llm_algorithm, random_llm_batch
 
 
 class TinyTokenPolicy(nn.Module):
@@ -52,14 +52,20 @@ def rank_update_with_nan_on_rank_zero(rank: int, out_dir: str) -> None:
         policy = TinyTokenPolicy()
         optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
         cfg = load_config(overrides=["algorithm.adv_type=gae"])
-        actor = cfg.actor.model_copy(update={"update_epochs": 1})
+        actor = llm_actor(cfg.actor).model_copy(update={"update_epochs": 1})
         batch = random_llm_batch(8, seed=1)
         batch["advantages"][0, 0] = math.nan
         shards = [{k: v[:4] for k, v in batch.items()}, {k: v[4:] for k, v in batch.items()}]
         totals = minibatch_totals(shards, 1)
         before = copy.deepcopy(policy.state_dict())
         metrics = llm_update(
-            policy, optimizer, shards[rank], totals, cfg.algorithm, actor, world_size=2
+            policy,
+            optimizer,
+            shards[rank],
+            totals,
+            llm_algorithm(cfg.algorithm),
+            actor,
+            world_size=2,
         )
         unchanged = all(torch.equal(v, before[k]) for k, v in policy.state_dict().items())
         result = {"skipped": metrics["train/skipped_updates"], "unchanged": unchanged}

@@ -8,8 +8,15 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rl_core.config.category_fields import category_field_problems
+from rl_core.config.other_kinds import (
+    extra_fields_of_other_kinds,
+    read_by_other_kinds,
+    without_other_kinds_defaults,
+)
+from rl_core.config.policy_sections import ModelConfig
 from rl_core.config.schema import RLPipeConfig
+from rl_core.kinds import kind_named, kind_of_model_type
+from rl_core.registry import RegistryError
 
 PRESET_DIR = Path(__file__).resolve().parents[2] / "configs"
 DEFAULT_PRESET = "ppo_cartpole"
@@ -86,12 +93,7 @@ def load_config(
             message names each field, its value and what is allowed.
     """
     path, data = load_raw_config(preset, overrides)
-    cfg = validate_config(data, source=str(path))
-    problems = category_field_problems(data, cfg)
-    if problems:
-        lines = "\n  ".join(problems)
-        raise ConfigError(f"invalid configuration ({path}):\n  {lines}")
-    return cfg
+    return validate_config(data, source=str(path))
 
 
 def load_raw_config(
@@ -118,23 +120,51 @@ def load_raw_config(
     return path, data
 
 
-def validate_config(data: dict[str, Any], source: str = "config") -> RLPipeConfig:
-    """Validate a plain dict against the schema, raising :class:`ConfigError`."""
+def config_class(data: dict[str, Any]) -> type[RLPipeConfig]:
+    """The config class of the kind of training ``data`` describes.
+
+    The kind is the category of ``model.model_type`` (its default when not written). An
+    unknown model type picks the embodied class, whose validation then names the field.
+    """
+    model = data.get("model")
+    written = model.get("model_type") if isinstance(model, dict) else None
+    model_type = written if written is not None else ModelConfig.model_fields["model_type"].default
     try:
-        return RLPipeConfig.model_validate(data)
+        return kind_of_model_type(model_type).config
+    except (RegistryError, AttributeError, TypeError):
+        return kind_named("embodied").config
+
+
+def validate_config(data: dict[str, Any], source: str = "config") -> RLPipeConfig:
+    """Validate a plain dict against its kind's schema, raising :class:`ConfigError`."""
+    schema = config_class(data)
+    try:
+        cfg = schema.model_validate(without_other_kinds_defaults(schema, data))
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, data, source)) from None
+        raise ConfigError(format_validation_error(exc, data, source, schema)) from None
+    problems = extra_fields_of_other_kinds(cfg)
+    if problems:
+        lines = "\n  ".join(problems)
+        raise ConfigError(f"invalid configuration ({source}):\n  {lines}")
+    return cfg
 
 
-def format_validation_error(exc: ValidationError, data: dict[str, Any], source: str) -> str:
+def format_validation_error(
+    exc: ValidationError,
+    data: dict[str, Any],
+    source: str,
+    schema: type[BaseModel] = RLPipeConfig,
+) -> str:
     """One readable line per error: field, bad value, what is allowed."""
     lines = [f"invalid configuration ({source}):"]
     for err in exc.errors():
         loc = [str(p) for p in err["loc"]]
         field = ".".join(loc) or "(top level)"
         if err["type"] == "extra_forbidden":
-            allowed = _allowed_fields(loc[:-1])
-            lines.append(f"  {field}: unknown field; allowed fields here: {', '.join(allowed)}")
+            lines += read_by_other_kinds(schema, loc, data) or [
+                f"  {field}: unknown field; allowed fields here: "
+                f"{', '.join(_allowed_fields(schema, loc[:-1]))}"
+            ]
             continue
         msg = err["msg"]
         if msg.startswith("Value error, "):
@@ -147,8 +177,8 @@ def format_validation_error(exc: ValidationError, data: dict[str, Any], source: 
     return "\n".join(lines)
 
 
-def _allowed_fields(section_path: list[str]) -> list[str]:
-    model: type[BaseModel] = RLPipeConfig
+def _allowed_fields(schema: type[BaseModel], section_path: list[str]) -> list[str]:
+    model = schema
     for part in section_path:
         field = model.model_fields.get(part)
         annotation = getattr(field, "annotation", None)

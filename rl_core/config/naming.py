@@ -14,74 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 #: Characters MLflow refuses in registered model names, replaced by "_".
 _MODEL_NAME_UNSAFE = re.compile(r"[/:\s]+")
-_ARITH_OPS = {"+": "add", "-": "sub", "*": "mul"}
-
-
-def _embodied_task(cfg: Any) -> str:
-    """The gymnasium id; for other env types their name (and the env id when one is set)."""
-    env = cfg.env
-    if env.env_type == "gym":
-        return str(env.env_id)
-    return f"{env.env_type}-{env.env_id}" if "env_id" in env.model_fields_set else env.env_type
-
-
-def _reasoning_task(cfg: Any) -> str:
-    data = cfg.data
-    if data.source == "arithmetic":
-        ops = "-".join(_ARITH_OPS[op] for op in data.arithmetic_ops)
-        return f"arith-{ops}-{data.arithmetic_max_operand}"
-    files = data.train_files or data.eval_files
-    return Path(files[0]).stem if files else "prompts"
-
-
-def _embodied_protocol(cfg: Any) -> dict[str, Any]:
-    env, ev = cfg.env, cfg.eval
-    return {
-        "env": [env.env_type, env.env_id, env.max_episode_steps, env.kwargs],
-        "eval": [ev.num_episodes, ev.deterministic, ev.max_steps],
-        "reward": [cfg.reward.reward_type, cfg.reward.scale],
-    }
-
-
-def _reasoning_protocol(cfg: Any) -> dict[str, Any]:
-    data = cfg.data
-    return {
-        "data": [
-            data.source,
-            data.arithmetic_ops,
-            data.arithmetic_max_operand,
-            data.eval_files,
-            data.eval_size,
-            data.prompt_template,
-            data.apply_chat_template,
-            data.system_prompt,
-        ],
-        "eval": [cfg.rollout.max_new_tokens],  # the score is greedy: pass_k does not count
-        "reward": cfg.reward.model_dump(mode="json", exclude={"num_tasks", "fanout_min_seconds"}),
-    }
-
-
-#: Per model category: the task's name and the settings of its evaluation protocol.
-TASK_NAMERS: dict[str, Callable[[Any], str]] = {
-    "embodied": _embodied_task,
-    "reasoning": _reasoning_task,
-}
-PROTOCOLS: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "embodied": _embodied_protocol,
-    "reasoning": _reasoning_protocol,
-}
 
 
 def task_name(cfg: Any) -> str:
-    """The run's task: the env id (embodied), the prompt set (reasoning), else the preset."""
-    namer = TASK_NAMERS.get(cfg.category)
-    return namer(cfg) if namer else str(cfg.preset)
+    """The run's task, named by its kind: the env id (embodied), the prompt set (reasoning)."""
+    from rl_core.kinds import kind_of
+
+    return kind_of(cfg).task_name(cfg)
 
 
 def model_kind(cfg: Any) -> str:
@@ -112,8 +55,9 @@ def registered_model_name(cfg: Any) -> str | None:
 
 def eval_protocol(cfg: Any) -> str:
     """A 12-hex-digit hash of the settings that give an evaluation score its meaning."""
-    describe = PROTOCOLS.get(cfg.category)
-    settings = describe(cfg) if describe else cfg.eval.model_dump(mode="json")
+    from rl_core.kinds import kind_of
+
+    settings = kind_of(cfg).protocol(cfg)
     payload = json.dumps(
         {"category": cfg.category, "task": task_name(cfg), **settings}, sort_keys=True
     )

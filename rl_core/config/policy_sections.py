@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from rl_core.config.limits import MAX_ENVS, MAX_EVAL_STEPS, MAX_LAYER_WIDTH, MAX_WORKERS
+from rl_core.config.limits import MAX_ENVS, MAX_EVAL_STEPS, MAX_WORKERS
 from rl_core.config.sections import Section, check_finite_tree, check_registered
 
 
@@ -79,54 +79,8 @@ class ModelConfig(BaseModel):
     )
 
     model_type: str = "mlp_actor_critic"
-    hidden_sizes: list[int] = Field(default_factory=lambda: [64, 64])
-    activation: Literal["tanh", "relu", "gelu"] = "tanh"
-    continuous_action: Literal["clip", "tanh"] = Field(
-        "clip", description="Continuous actions: Gaussian clipped to bounds, or tanh-squashed."
-    )
-    init_log_std: float = 0.0
-    critic_hidden_sizes: list[int] | None = Field(
-        None, description="mlp_sac: hidden widths of each critic (None: hidden_sizes)."
-    )
-    num_critics: int = Field(2, ge=1, le=64, description="mlp_sac: critics in the ensemble.")
-    critic_norm: Literal["none", "layer_norm", "batch_renorm"] = Field(
-        "none", description="mlp_sac: normalization after each hidden critic layer."
-    )
-    model_path: str | None = Field(
-        None,
-        description="hf_causal_lm: local Hugging Face model directory (nothing is downloaded).",
-    )
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
-        "float32", description="hf_causal_lm: weight dtype (float32 on CPU, bfloat16 on GPU)."
-    )
-    trust_remote_code: bool = Field(False, description="hf_causal_lm: allow the model's own code.")
-    attn_implementation: Literal["eager", "sdpa"] = Field(
-        "sdpa", description="hf_causal_lm: attention kernel."
-    )
-    value_head: bool = Field(
-        False, description="hf_causal_lm: add a critic head (PPO with adv_type token_gae)."
-    )
-    gradient_checkpointing: bool = Field(
-        False, description="hf_causal_lm: recompute activations in the backward pass."
-    )
-    tiny_init: bool = Field(
-        False,
-        description="hf_causal_lm: create the tiny byte-level test model at model_path when "
-        "it does not exist (nothing is downloaded).",
-    )
 
     @field_validator("model_type")
     @classmethod
     def _known_model_type(cls, value: str) -> str:
         return check_registered("model", value)
-
-    @field_validator("hidden_sizes", "critic_hidden_sizes")
-    @classmethod
-    def _positive_sizes(cls, value: list[int] | None) -> list[int] | None:
-        if value is None:
-            return value
-        if not value or any(not 1 <= h <= MAX_LAYER_WIDTH for h in value):
-            raise ValueError(
-                f"must be a non-empty list of layer widths from 1 to {MAX_LAYER_WIDTH}"
-            )
-        return value

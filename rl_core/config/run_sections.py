@@ -13,13 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from rl_core.config.limits import (
-    MAX_ENVS,
-    MAX_EPISODES,
-    MAX_EVAL_STEPS,
-    MAX_GROUP_SIZE,
     MAX_ITERATIONS,
-    MAX_SAMPLE_ROWS,
-    MAX_VIDEO_FRAMES,
     MAX_WORKERS,
 )
 from rl_core.config.sections import Section
@@ -155,50 +149,13 @@ class RunConfig(Section):
 class EvalConfig(Section):
     """Evaluation episodes (deterministic actions by default)."""
 
-    num_episodes: int = Field(10, ge=1, le=MAX_EPISODES)
-    num_envs: int = Field(10, ge=1, le=MAX_ENVS)
     num_tasks: int = Field(
         1, ge=1, le=MAX_WORKERS, description="Parallel Ray tasks the episodes fan out to."
-    )
-    deterministic: bool = True
-    max_steps: int = Field(
-        100_000, ge=1, le=MAX_EVAL_STEPS, description="Safety cap on steps per evaluation."
-    )
-    pass_k: int = Field(
-        4, ge=1, le=MAX_GROUP_SIZE, description="Reasoning: samples per prompt for pass@k."
     )
     before_training: bool = Field(
         False,
         description="Evaluate the starting weights before the first iteration of a new run "
         "(logged at step 0), so the gain over a warm start shows in MLflow.",
-    )
-    sample_rows: int = Field(
-        16,
-        ge=0,
-        le=MAX_SAMPLE_ROWS,
-        description="Reasoning: completions logged as an MLflow table per evaluation.",
-    )
-    video: bool = Field(
-        True,
-        description="Embodied: record one deterministic episode as a GIF "
-        "(eval/videos/episode_<step>.gif) at the final evaluation; envs without rgb_array "
-        "rendering are skipped.",
-    )
-    video_interval: int = Field(
-        0,
-        ge=0,
-        le=MAX_ITERATIONS,
-        description="Also record a video at the evaluations of iterations that are multiples "
-        "of this (0 = final evaluation only).",
-    )
-    video_max_frames: int = Field(
-        125, ge=2, le=MAX_VIDEO_FRAMES, description="Most frames in a video (after frame skipping)."
-    )
-    video_frame_skip: int = Field(
-        4, ge=1, le=MAX_VIDEO_FRAMES, description="Keep every n-th rendered frame."
-    )
-    video_scale: float = Field(
-        0.5, gt=0.0, le=1.0, description="Frame size relative to the env's render size."
     )
 
 

@@ -169,7 +169,6 @@ def test_unknown_section_lists_sections():
         ("model.model_type=nope", "model.model_type", "hf_causal_lm, mlp_actor_critic"),
         ("algorithm.adv_type=nope", "algorithm.adv_type", "dr_grpo, gae, grpo"),
         ("algorithm.loss_type=nope", "algorithm.loss_type", "decoupled_ppo, ppo"),
-        ("algorithm.is_correction=nope", "algorithm.is_correction", "mis, tis"),
         ("env.env_type=nope", "env.env_type", "gym"),
         ("reward.reward_type=nope", "reward.reward_type", "composite, env, format, math_verify"),
     ],
@@ -376,10 +375,17 @@ def test_hf_model_needs_a_local_model_directory(tmp_path):
     assert "is not a local Hugging Face model directory" in msg and "build_tiny_lm.py" in msg
 
 
+def test_an_unknown_correction_lists_the_registered_ones():
+    with pytest.raises(ConfigError) as err:
+        load_config("grpo_arith", ["algorithm.is_correction=nope"])
+    assert "algorithm.is_correction = 'nope'" in str(err.value)
+    assert "known: mis, tis" in str(err.value)
+
+
 def test_fields_of_the_other_category_are_refused_naming_who_reads_them():
     with pytest.raises(ConfigError) as err:
         load_config("ppo_cartpole", ["rollout.max_new_tokens=8", "data.eval_size=4"])
-    assert str(err.value).splitlines()[1:] == [
+    assert sorted(str(err.value).splitlines()[1:]) == [
         "  data.eval_size: read by reasoning runs only; this run's model (mlp_actor_critic) "
         "is embodied",
         "  rollout.max_new_tokens: read by reasoning runs only; this run's model "

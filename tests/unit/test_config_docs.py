@@ -39,8 +39,11 @@ def test_render_is_deterministic_and_covers_every_field():
             else:
                 assert f"| `{name}` |" in text, f"{section}.{name} missing from the page"
 
-    for section, field in RLPipeConfig.model_fields.items():
-        if hasattr(field.annotation, "model_fields"):
-            covered(section, field.annotation)
-        else:
-            assert f"| `{section}` |" in text
+    from rl_core.kinds import kind_named
+
+    for root in (RLPipeConfig, kind_named("embodied").config, kind_named("reasoning").config):
+        for section, field in root.model_fields.items():
+            if hasattr(field.annotation, "model_fields"):
+                covered(section, field.annotation)
+            else:
+                assert f"| `{section}` |" in text

@@ -20,7 +20,8 @@ from infra.reasoning.vllm_engine import (
     engine_kwargs,
     import_vllm,
 )
-from rl_core.config.schema import ModelConfig, RolloutConfig
+from rl_core.config.reasoning_sections import ReasoningModelConfig as ModelConfig
+from rl_core.config.reasoning_sections import ReasoningRolloutConfig as RolloutConfig
 
 
 class _Engine(RolloutEngine):

@@ -18,7 +18,7 @@ from rl_core.training.llm_update import (
     minibatch_totals,
     split_rows,
 )
-from tests.llm_batches import random_llm_batch
+from tests.llm_batches import llm_actor, llm_algorithm, random_llm_batch
 
 MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
@@ -40,7 +40,7 @@ def make_batch(n=6, seed=0):
 
 
 def algo(mode="token-mean", **kw):
-    cfg = load_config(overrides=["algorithm.adv_type=gae"]).algorithm
+    cfg = llm_algorithm(load_config(overrides=["algorithm.adv_type=gae"]).algorithm)
     return cfg.model_copy(
         update={"loss_agg_mode": mode, "kl_coef": 0.1, "entropy_coef": 0.01, **kw}
     )
@@ -91,7 +91,9 @@ def test_update_steps_the_optimizer_per_minibatch_and_reports_metrics(tiny_dir):
     before = copy.deepcopy(policy.state_dict())
     opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)
     batch = make_batch(8)
-    actor = load_config().actor.model_copy(update={"update_epochs": 2, "micro_batch_size": 3})
+    actor = llm_actor(load_config().actor).model_copy(
+        update={"update_epochs": 2, "micro_batch_size": 3}
+    )
     totals = minibatch_totals([batch], 2)
     metrics = llm_update(policy, opt, batch, totals, algo(), actor)
     assert metrics["train/optimizer_steps"] == 4.0

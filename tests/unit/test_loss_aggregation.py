@@ -22,7 +22,7 @@ from rl_core.training.llm_update import (
     minibatch_totals,
     split_rows,
 )
-from tests.llm_batches import random_llm_batch
+from tests.llm_batches import llm_algorithm, random_llm_batch
 
 MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
@@ -111,7 +111,7 @@ def tiny_policy(tmp_path_factory):
 def test_trainer_policy_loss_over_micro_batches_equals_the_whole_minibatch_loss(tiny_policy, mode):
     """accumulate_minibatch's micro-batch losses sum to the PPO loss of the whole minibatch."""
     batch = masked_batch(6, seed=2, empty_rows=(1,))
-    algo = load_config(overrides=["algorithm.adv_type=gae"]).algorithm.model_copy(
+    algo = llm_algorithm(load_config(overrides=["algorithm.adv_type=gae"]).algorithm).model_copy(
         update={"loss_agg_mode": mode}
     )
     (total,) = minibatch_totals([batch], 1)

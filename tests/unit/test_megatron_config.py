@@ -97,7 +97,7 @@ def test_the_batch_divides_into_data_parallel_replicas_not_ranks(model_dirs):
 
 def test_embodied_models_cannot_use_megatron():
     message = error_of(["actor.backend=megatron"])
-    assert "trains 'hf_causal_lm' policies only" in message
+    assert "actor.backend: read by reasoning runs only" in message
 
 
 def test_layout_gives_peers_the_same_rows_and_reads_one_answer_per_replica():

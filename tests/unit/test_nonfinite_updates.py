@@ -28,7 +28,7 @@ from rl_core.training.nonfinite import (
     nonfinite_tensors,
 )
 from rl_core.training.ppo import ppo_update
-from tests.llm_batches import random_llm_batch
+from tests.llm_batches import llm_actor, llm_algorithm, random_llm_batch
 from tests.nonfinite_ranks import rank_update_with_nan_on_rank_zero
 
 T, N = 8, 4  # steps x envs of the PPO batch
@@ -164,8 +164,8 @@ def llm_setup(tiny_dir, max_in_a_row: int = 3):
     ).train()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
     cfg = load_config(overrides=["algorithm.adv_type=gae"])
-    algo = cfg.algorithm.model_copy(update={"kl_coef": 0.1})
-    actor = cfg.actor.model_copy(
+    algo = llm_algorithm(cfg.algorithm).model_copy(update={"kl_coef": 0.1})
+    actor = llm_actor(cfg.actor).model_copy(
         update={
             "update_epochs": 1,
             "micro_batch_size": 2,

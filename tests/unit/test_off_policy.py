@@ -11,7 +11,7 @@ import torch
 from rl_core.algorithms import compute_decoupled_ppo_loss, importance_weights
 from rl_core.config import ConfigError, load_config
 from rl_core.training.llm_update import llm_update, minibatch_totals
-from tests.llm_batches import random_llm_batch
+from tests.llm_batches import llm_actor, llm_algorithm, random_llm_batch
 
 LOG = math.log
 
@@ -105,11 +105,11 @@ def _update(batch, **algo_fields):
     cfg = load_config(
         overrides=["algorithm.adv_type=gae", "actor.num_minibatches=1", "actor.update_epochs=1"]
     )
-    algo = cfg.algorithm.model_copy(update=algo_fields)
+    algo = llm_algorithm(cfg.algorithm).model_copy(update=algo_fields)
     policy = _Policy()
     policy.old = batch["old_logprobs"]
     opt = torch.optim.SGD(policy.parameters(), lr=0.1)
-    out = llm_update(policy, opt, batch, minibatch_totals([batch], 1), algo, cfg.actor)
+    out = llm_update(policy, opt, batch, minibatch_totals([batch], 1), algo, llm_actor(cfg.actor))
     return float(policy.shift.detach()), out
 
 

@@ -19,7 +19,7 @@ from rl_core.rewards.reasoning import CompositeReward, FormatReward, math_verify
 
 def error_of(*overrides: str) -> str:
     with pytest.raises(ConfigError) as info:
-        load_config(overrides=list(overrides))
+        load_config("grpo_arith", list(overrides))
     return str(info.value)
 
 
@@ -298,7 +298,7 @@ def test_composite_rejects_env_and_empty_components():
 
 
 def test_config_defaults():
-    cfg = load_config().reward
+    cfg = load_config("grpo_arith").reward
     assert cfg.components == {}
     assert cfg.format_pattern == r"\\boxed\{.+?\}|####\s*\S+"
 

@@ -55,7 +55,8 @@ def write_checkpoint(root, trust_remote_code=False):
     store = LocalCheckpointStore(root)
     folder = step_dir_name(1)
     config = cfg.model_dump(mode="json")
-    config["model"]["trust_remote_code"] = trust_remote_code  # as a foreign checkpoint may
+    if trust_remote_code:
+        config["model"]["trust_remote_code"] = True  # as a foreign checkpoint may
     store.write_bytes(f"{folder}/config.json", json.dumps(config).encode())
     store.write_bytes(f"{folder}/actor_0/model.safetensors", tensors_to_bytes(policy.state_dict()))
     store.write_bytes(f"{folder}/COMPLETE", b"ok\n")
@@ -77,13 +78,15 @@ def test_checkpoint_asking_for_model_code_needs_trust(tmp_path, capsys):
     assert "sets model.trust_remote_code: true" in capsys.readouterr().err
     assert not out.exists()
     args = ["--checkpoint", str(store.root), "--out", str(out), "--trust-checkpoint"]
-    assert convert.main(args) == 0
-    assert (out / "model.safetensors").is_file()
+    # trusted, it is still refused: embodied models read no trust_remote_code
+    assert convert.main(args) == 2
+    assert "model.trust_remote_code: read by reasoning runs only" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_plain_checkpoints_need_no_trust(tmp_path):
     store = write_checkpoint(tmp_path / "ckpt")
-    assert read_config(locate_checkpoint(store.root))["model"]["trust_remote_code"] is False
+    assert read_config(locate_checkpoint(store.root))["model"].get("trust_remote_code") is None
     out = tmp_path / "model"
     assert convert.main(["--checkpoint", str(store.root), "--out", str(out)]) == 0
     assert (out / "model.safetensors").is_file()

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from infra.reasoning.engines import HFEngine, make_engine
-from rl_core.config.schema import ModelConfig, RolloutConfig
+from rl_core.config.reasoning_sections import ReasoningModelConfig as ModelConfig
+from rl_core.config.reasoning_sections import ReasoningRolloutConfig as RolloutConfig
 from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.llm.generation import SamplingParams
 from rl_core.llm.logprobs import logprobs_from_logits

@@ -1,0 +1,228 @@
+"""The sections of a reasoning run (language models on prompt sets).
+
+Each extends its shared section (:mod:`rl_core.config.training_sections` and friends) with
+the fields only the reasoning kind reads; :class:`rl_core.config.reasoning.ReasoningConfig`
+assembles them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, field_validator
+
+from rl_core.config.limits import (
+    MAX_EPOCHS,
+    MAX_GROUP_SIZE,
+    MAX_ITERATIONS,
+    MAX_MINIBATCHES,
+    MAX_SAMPLE_ROWS,
+    MAX_TOKENS,
+    MAX_WORKERS,
+)
+from rl_core.config.llm_sections import FSDPConfig, MegatronConfig, VLLMConfig
+from rl_core.config.policy_sections import ModelConfig
+from rl_core.config.run_sections import EvalConfig
+from rl_core.config.sections import check_regex, check_registered
+from rl_core.config.training_sections import (
+    ActorConfig,
+    AlgorithmConfig,
+    RewardConfig,
+    RolloutConfig,
+)
+
+
+class ReasoningModelConfig(ModelConfig):
+    """The language model of a reasoning run (``hf_causal_lm``)."""
+
+    model_path: str | None = Field(
+        None,
+        description="hf_causal_lm: local Hugging Face model directory (nothing is downloaded).",
+    )
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
+        "float32", description="hf_causal_lm: weight dtype (float32 on CPU, bfloat16 on GPU)."
+    )
+    trust_remote_code: bool = Field(False, description="hf_causal_lm: allow the model's own code.")
+    attn_implementation: Literal["eager", "sdpa"] = Field(
+        "sdpa", description="hf_causal_lm: attention kernel."
+    )
+    value_head: bool = Field(
+        False, description="hf_causal_lm: add a critic head (PPO with adv_type token_gae)."
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="hf_causal_lm: recompute activations in the backward pass."
+    )
+    tiny_init: bool = Field(
+        False,
+        description="hf_causal_lm: create the tiny byte-level test model at model_path when "
+        "it does not exist (nothing is downloaded).",
+    )
+
+
+class ReasoningRolloutConfig(RolloutConfig):
+    """Generation engine, sampling and weight sync of a reasoning run."""
+
+    engine: Literal["hf", "vllm"] = Field(
+        "hf", description="Reasoning: generation engine (Hugging Face generate, or vLLM)."
+    )
+    vllm: VLLMConfig = Field(default_factory=lambda: VLLMConfig())
+    max_new_tokens: int = Field(
+        16, ge=1, le=MAX_TOKENS, description="Reasoning: longest response (tokens)."
+    )
+    partial_rollout_tokens: int = Field(
+        0,
+        ge=0,
+        le=MAX_TOKENS,
+        description="Reasoning, run.mode async: tokens a generation advances per weight "
+        "version; one still unfinished then continues under the next version (partial "
+        "rollouts; 0 = off: a batch is generated whole with the version it was launched with).",
+    )
+    temperature: float = Field(1.0, gt=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0, le=MAX_TOKENS, description="0 = no top-k truncation.")
+    weight_sync_mode: Literal["bucket", "patch"] = Field(
+        "bucket",
+        description="bucket: the full state dict in size-capped buckets; patch: only the "
+        "elements changed since the last sync, with a periodic full sync.",
+    )
+    weight_sync_dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
+        None, description="Cast floating weights for the transfer (None: keep their dtype)."
+    )
+    patch_full_sync_interval: int = Field(
+        10,
+        ge=1,
+        le=MAX_ITERATIONS,
+        description="patch mode: a full sync every this many syncs.",
+    )
+
+
+class ReasoningAlgorithmConfig(AlgorithmConfig):
+    """Group sampling, loss aggregation, DAPO and off-policy corrections of a reasoning run."""
+
+    kl_in_reward: bool = Field(
+        False, description="Apply the KL as a per-token reward penalty instead of a loss term."
+    )
+    group_size: int = Field(
+        8, ge=1, le=MAX_GROUP_SIZE, description="Reasoning: responses sampled per prompt."
+    )
+    loss_agg_mode: Literal[
+        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+    ] = Field("token-mean", description="Reasoning: how per-token losses reduce to one.")
+    loss_agg_norm: float | None = Field(
+        None, gt=0.0, description="Constant of seq-mean-token-sum-norm (None: max_new_tokens)."
+    )
+    dynamic_sampling: bool = Field(
+        False,
+        description="DAPO: drop groups whose responses all got the same reward and sample more.",
+    )
+    max_num_gen_batches: int = Field(
+        4,
+        ge=1,
+        le=MAX_EPOCHS,
+        description="DAPO: most generation rounds per iteration to fill the batch.",
+    )
+    overlong_buffer_length: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_TOKENS,
+        description="DAPO soft overlong punishment zone (tokens); None = off.",
+    )
+    overlong_penalty_factor: float = Field(1.0, ge=0.0)
+    is_correction: str = Field(
+        "none",
+        description="Reasoning: importance-sampling correction of the rollout engine's "
+        "samples towards the trainer's policy (none, tis: truncate ratios at is_threshold, "
+        "mis: drop tokens or sequences whose ratio leaves [is_threshold_low, is_threshold]).",
+    )
+    is_level: Literal["token", "sequence"] = Field(
+        "token", description="Ratio per token, or per sequence (the product over its tokens)."
+    )
+    is_threshold: float = Field(2.0, gt=1.0, description="Upper bound of the IS ratio.")
+    is_threshold_low: float | None = Field(
+        None, gt=0.0, le=1.0, description="mis: lower bound of the ratio (None: 1/is_threshold)."
+    )
+
+    @field_validator("is_correction")
+    @classmethod
+    def _known_correction(cls, value: str) -> str:
+        return value if value == "none" else check_registered("is_correction", value)
+
+
+class ReasoningActorConfig(ActorConfig):
+    """The FSDP2 or megatron trainer of a reasoning run."""
+
+    micro_batch_size: int = Field(
+        8,
+        ge=1,
+        le=MAX_MINIBATCHES,
+        description="Reasoning: sequences per forward/backward (gradient accumulation).",
+    )
+    sft_steps_per_iteration: int = Field(
+        1,
+        ge=1,
+        le=MAX_EPOCHS,
+        description="SFT (flows/sft.py): optimizer steps, each on a new batch, per iteration.",
+    )
+    backend: Literal["fsdp", "megatron"] = Field(
+        "fsdp",
+        description="Reasoning: the trainer of hf_causal_lm policies; fsdp (FSDP2, data "
+        "parallel) or megatron (megatron-core, tensor x data parallel; see actor.megatron).",
+    )
+    fsdp_config: FSDPConfig = Field(default_factory=lambda: FSDPConfig())
+    megatron: MegatronConfig = Field(default_factory=lambda: MegatronConfig())
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        """Ranks each layer is split across (1 unless the megatron backend splits it)."""
+        return self.megatron.tensor_model_parallel_size if self.backend == "megatron" else 1
+
+    @property
+    def data_parallel_size(self) -> int:
+        """Model replicas the batch is split across (the trainer ranks / tensor parallel)."""
+        return self.num_workers // self.tensor_parallel_size
+
+    @property
+    def update_micro_batch_size(self) -> int:
+        """Sequences per forward/backward of this backend."""
+        if self.backend == "megatron" and self.megatron.micro_batch_size is not None:
+            return self.megatron.micro_batch_size
+        return self.micro_batch_size
+
+
+class ReasoningEvalConfig(EvalConfig):
+    """Greedy accuracy and pass@k on held-out prompts."""
+
+    pass_k: int = Field(
+        4, ge=1, le=MAX_GROUP_SIZE, description="Reasoning: samples per prompt for pass@k."
+    )
+    sample_rows: int = Field(
+        16,
+        ge=0,
+        le=MAX_SAMPLE_ROWS,
+        description="Reasoning: completions logged as an MLflow table per evaluation.",
+    )
+
+
+class ReasoningRewardConfig(RewardConfig):
+    """Scoring responses: registered rule rewards, fanned out to Ray tasks."""
+
+    num_tasks: int = Field(
+        2,
+        ge=1,
+        le=MAX_WORKERS,
+        description="Reasoning: parallel Ray tasks the scoring of a batch fans out to.",
+    )
+    fanout_min_seconds: float = Field(
+        0.5,
+        ge=0.0,
+        description="Reasoning: the reward task scores a batch itself until scoring takes at "
+        "least this long, then the run fans scoring out to num_tasks Ray tasks (each fan-out "
+        "costs about 0.4 s of task overhead on 2 CPUs; 0 always fans out).",
+    )
+    format_pattern: Annotated[str, AfterValidator(check_regex)] = Field(
+        r"\\boxed\{.+?\}|####\s*\S+",
+        description=(
+            "format: regex (searched with re.DOTALL) a completion must contain; the default "
+            "matches a boxed or #### answer."
+        ),
+    )
