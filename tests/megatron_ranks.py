@@ -147,7 +147,7 @@ def update_parity(world: int, model_dir: str) -> dict:
 
     from rl_core.algorithms.registry import POLICY_LOSSES
     from rl_core.config import load_config
-    from rl_core.config.schema import AlgorithmConfig
+    from rl_core.config.reasoning_sections import ReasoningAlgorithmConfig as AlgorithmConfig
     from rl_core.models.causal_lm import build_causal_lm
     from rl_core.models.megatron.config import HFShape
     from rl_core.training.llm_update import (

@@ -1,7 +1,8 @@
-"""A model category of its own: a softmax policy over the arms of a Bernoulli bandit.
+"""A kind of training of its own: a softmax policy over the arms of a Bernoulli bandit.
 
-This module is all it takes to add a category to rlpipe: it registers a model type of
-category ``bandit`` and a runtime for that category (``register_category``). Load it with
+This module is all it takes to add a kind to rlpipe: one :func:`register_kind` call names
+the kind's config class (the shared sections plus its own ``env`` section), its model type,
+its runtime, how its runs are named and what its evaluation protocol is. Load it with
 ``RLPIPE_EXT_MODULE=bandit_category`` (with this folder on ``PYTHONPATH``) and train with
 ``python flows/train.py --config examples/bandit_category/bandit.yaml``.
 
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import Field
 
 from infra.checkpoint.serialize import (
     bytes_to_object,
@@ -27,11 +29,28 @@ from infra.checkpoint.serialize import (
     tensors_to_bytes,
 )
 from infra.checkpoint.store import open_store, step_dir_name
-from infra.driver.step_runtime import Evaluation, StepResult, StepRuntime, register_category
-from rl_core.api import BasePolicy, register_model
+from infra.driver.step_runtime import Evaluation, StepResult, StepRuntime
+from rl_core.api import BasePolicy
+from rl_core.config.schema import RLPipeConfig
+from rl_core.config.sections import Section
+from rl_core.kinds import Kind, register_kind
 
 #: Success probability of each arm.
 ARMS = (0.2, 0.5, 0.8)
+
+
+class BanditEnv(Section):
+    """The bandit's only setting."""
+
+    num_envs: int = Field(64, ge=1, le=100_000, description="Arms pulled per iteration.")
+
+
+class BanditConfig(RLPipeConfig):
+    """The shared sections plus the bandit's ``env``."""
+
+    kind_name = "bandit"
+
+    env: BanditEnv = Field(default_factory=BanditEnv)
 
 
 class SoftmaxArms(BasePolicy):
@@ -52,9 +71,6 @@ class SoftmaxArms(BasePolicy):
 
 class BanditRuntime(StepRuntime):
     """Trains :class:`SoftmaxArms` on the bandit, in the driver."""
-
-    category = "bandit"
-    score_metric = "eval/return_mean"
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
@@ -166,5 +182,16 @@ class BanditRuntime(StepRuntime):
 
 def register() -> None:
     """Called by rlpipe when the module is loaded (``RLPIPE_EXT_MODULE``)."""
-    register_model("bandit_softmax", SoftmaxArms, category="bandit", force=True)
-    register_category(BanditRuntime, force=True)
+    register_kind(
+        Kind(
+            name="bandit",
+            config=BanditConfig,
+            runtime=BanditRuntime,
+            score_metric="eval/return_mean",
+            task_name=lambda cfg: f"bandit-{len(ARMS)}-arms",
+            protocol=lambda cfg: {"arms": list(ARMS)},
+            data_fingerprint=lambda cfg, digest: digest.update(repr(ARMS).encode()),
+            models={"bandit_softmax": SoftmaxArms},
+        ),
+        force=True,
+    )

@@ -123,7 +123,7 @@ def policy_from_checkpoint(
     spaces_json = read_spaces(ref)
     if spaces_json is not None:
         spaces = env_spaces_from_dict(spaces_json)
-    elif cfg.category == "reasoning":  # language models take no env spaces
+    elif "env" not in type(cfg).model_fields:  # kinds without an env (language models)
         spaces = None
     else:  # checkpoints written before spaces.json existed: ask the env
         spaces = probe_spaces(cfg.env)

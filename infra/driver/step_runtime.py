@@ -5,23 +5,21 @@ A run's driver holds one :class:`StepRuntime`. The iteration flow calls its step
 due); each returns a :class:`StepResult` (worker seconds, MLflow metrics, env steps,
 control data kept apart from the metrics), while tensors stay in Ray. Stateless fan-out work (reward scoring, evaluation episodes, a video) is
 returned as :class:`FanoutJob` lists that the tasks layer runs as parallel Prefect tasks on
-the Ray cluster. A category is registered once (:func:`register_category`); nothing else in
-rlpipe branches on the category.
+the Ray cluster. A kind of training names its runtime class in its
+:class:`~rl_core.kinds.Kind`; nothing else in rlpipe branches on the kind.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from infra.driver.faults import FaultInjector
 from rl_core.config import ConfigError, RLPipeConfig
-from rl_core.registry import Registry
+from rl_core.kinds import kind_of
 from rl_core.reliability import FAULT_STEPS
 
 #: Steps of a training iteration, in order (``evaluate``/``checkpoint`` run when due).
@@ -111,14 +109,11 @@ class Evaluation:
 class StepRuntime(ABC):
     """Worker groups of one run and the steps the iteration flow calls on them.
 
-    Subclasses set :attr:`category` and :attr:`score_metric`, build their worker groups
-    in ``__init__(cfg)`` and implement the abstract methods.
+    Subclasses build their worker groups in ``__init__(cfg)`` and implement the abstract
+    methods; the kind (:class:`~rl_core.kinds.Kind`) that names the subclass gives its
+    score metric.
     """
 
-    #: Model category this runtime trains (``embodied``, ``reasoning``...).
-    category: ClassVar[str]
-    #: Metric whose value ranks checkpoints and registered model versions.
-    score_metric: ClassVar[str]
     #: Env spaces the model was built for (None for models that take none).
     spaces: Any = None
 
@@ -127,15 +122,10 @@ class StepRuntime(ABC):
         self.config_dict = cfg.model_dump(mode="json")
         self.faults = FaultInjector()
 
-    @classmethod
-    def variant_for(cls, cfg: RLPipeConfig) -> type[StepRuntime]:
-        """The runtime class that trains ``cfg`` (a subclass for a family of algorithms).
-
-        The registered runtime of a category answers for all of it; override this to
-        hand some configs to a subclass (the embodied runtime gives off-policy algorithms
-        theirs).
-        """
-        return cls
+    @property
+    def score_metric(self) -> str:
+        """The metric that ranks checkpoints and registered versions (the kind's)."""
+        return kind_of(self.cfg).score_metric
 
     # -- checks before anything starts -----------------------------------------------------
     @classmethod
@@ -249,52 +239,21 @@ class StepRuntime(ABC):
             placement.release()
 
 
-CATEGORIES: Registry[type[StepRuntime]] = Registry("model category")
-#: The modules of the built-in runtimes, imported when a run needs their category: a
-#: control-policy run does not import the reasoning runtime (transformers, DCP, ...).
-BUILTIN_CATEGORY_MODULES = {
-    "embodied": "infra.embodied.runtime",
-    "reasoning": "infra.reasoning.runtime",
-}
-
-
-def _load_builtin_category(category: str) -> None:
-    """Import the module of a built-in category (it registers its runtime), once."""
-    module = BUILTIN_CATEGORY_MODULES.get(category)
-    if module is not None and module not in sys.modules:  # also true while it is imported
-        importlib.import_module(module)
-
-
-def register_category(runtime: type[StepRuntime], force: bool = False) -> type[StepRuntime]:
-    """Register a runtime class for its ``category`` (usable as a class decorator).
-
-    The built-in runtime of that category, if there is one, is registered first, so
-    ``force=True`` replaces it for good.
-
-    Args:
-        runtime: The :class:`StepRuntime` subclass.
-        force: Replace a runtime already registered for that category.
-    """
-    _load_builtin_category(runtime.category)
-    CATEGORIES.register(runtime.category, runtime, force=force)
-    return runtime
-
-
 def runtime_class(cfg: RLPipeConfig) -> type[StepRuntime]:
-    """The runtime class of ``cfg``'s model category.
+    """The runtime class that trains ``cfg``: its kind's runtime (or that one's variant).
 
     Raises:
-        ConfigError: No runtime is registered for that category.
+        ConfigError: The kind's runtime cannot be imported.
     """
-    _load_builtin_category(cfg.category)
-    if cfg.category not in CATEGORIES:
-        known = sorted({*CATEGORIES.names(), *BUILTIN_CATEGORY_MODULES})
+    kind = kind_of(cfg)
+    try:
+        runtime = kind.runtime_class(cfg)
+    except (ImportError, AttributeError) as exc:
         raise ConfigError(
-            f"model.model_type = {cfg.model.model_type!r} has category {cfg.category!r}, which "
-            f"has no runtime; registered categories: {', '.join(known)} "
-            "(an extension module registers one with infra.driver.step_runtime.register_category)"
-        )
-    return CATEGORIES.get(cfg.category).variant_for(cfg)
+            f"the {kind.name} kind of training names runtime {kind.runtime!r}, which cannot be "
+            f"imported: {exc}"
+        ) from None
+    return runtime
 
 
 def make_runtime(cfg: RLPipeConfig) -> StepRuntime:

@@ -7,6 +7,8 @@ checkpoint (``flows/evaluate.py``); the episodes run in fan-out tasks
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +16,10 @@ import numpy as np
 from infra.driver.step_runtime import Evaluation, FanoutJob
 from infra.embodied.episodes import run_episodes
 from infra.embodied.video import render_episode
+from infra.tracking.version_scoring import Protocol, VersionScore
 from rl_core.seeding import eval_seeds
+
+logger = logging.getLogger(__name__)
 
 
 def evaluation_jobs(cfg: Any, config: dict[str, Any], weights: Any, fault: Any) -> list[FanoutJob]:
@@ -93,3 +98,16 @@ def evaluate_checkpoint(
     }
     headline = f"mean return {metrics['eval/return_mean']:.1f} over {len(returns)} episodes"
     return metrics, rows, headline
+
+
+def score_version(protocol: Protocol, model_dir: Path, version: Any) -> VersionScore:
+    """Play the protocol's evaluation episodes with the version's policy."""
+    from infra.checkpoint.export import load_exported_policy
+
+    policy, meta = load_exported_policy(model_dir)
+    weights = {k: v.detach().cpu().numpy() for k, v in policy.state_dict().items()}
+    config = {**protocol.config, "model": {**protocol.config["model"], **meta["model"]}}
+    episodes = int(protocol.config["eval"]["num_episodes"])
+    metrics, rows, headline = evaluate_checkpoint({"config": config, "weights": weights}, episodes)
+    logger.info("version %s: %s", version.version, headline)
+    return VersionScore(str(version.version), float(metrics[protocol.metric]), rows)

@@ -32,7 +32,6 @@ from infra.driver.step_runtime import (
     FanoutJob,
     StepResult,
     StepRuntime,
-    register_category,
 )
 from infra.embodied.evaluation import (
     combine_episodes,
@@ -52,7 +51,6 @@ from rl_core.seeding import env_reseed
 logger = logging.getLogger(__name__)
 
 
-@register_category
 class EmbodiedRuntime(StepRuntime):
     """Creates and drives the env, rollout and actor worker groups of a run.
 
@@ -60,22 +58,9 @@ class EmbodiedRuntime(StepRuntime):
         cfg: The validated run config.
     """
 
-    category = "embodied"
-    score_metric = "eval/return_mean"
     #: Trainer worker classes: separate rollout workers, and the hybrid engine.
     trainer_worker: type = ActorWorker
     hybrid_trainer_worker: type = HybridActorWorker
-
-    @classmethod
-    def variant_for(cls, cfg: RLPipeConfig) -> type[StepRuntime]:
-        """Off-policy algorithms (SAC, CrossQ, RLPD) train with a replay buffer worker."""
-        from rl_core.algorithms.actor_critic_family import actor_critic_spec
-
-        if actor_critic_spec(cfg.algorithm.loss_type) is None:
-            return cls
-        from infra.embodied.off_policy import OffPolicyRuntime
-
-        return OffPolicyRuntime
 
     def __init__(self, cfg: RLPipeConfig) -> None:
         super().__init__(cfg)

@@ -28,7 +28,6 @@ from infra.driver.step_runtime import (
     FanoutJob,
     StepResult,
     StepRuntime,
-    register_category,
 )
 from infra.reasoning.advantage_step import advantage_step
 from infra.reasoning.engines import check_rollout_engine
@@ -51,7 +50,6 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "reasoning_state.json"
 
 
-@register_category
 class ReasoningRuntime(StepRuntime):
     """Creates and drives the trainer, rollout and reference worker groups of an LLM run.
 
@@ -59,8 +57,6 @@ class ReasoningRuntime(StepRuntime):
         cfg: The validated run config (a reasoning model).
     """
 
-    category = "reasoning"
-    score_metric = "eval/accuracy"
     spaces = None  # no env spaces: the model builder does not need any
 
     def __init__(self, cfg: RLPipeConfig) -> None:

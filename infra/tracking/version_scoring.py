@@ -3,7 +3,7 @@
 The protocol is the resolved config of the run that registered the newest version (its
 ``env``, ``eval`` and ``run.seed`` sections; ``config/resolved_config.yaml`` in the run's
 artifacts). Each version's own model directory supplies the policy. How a version is scored
-depends on its model category (:data:`VERSION_SCORERS`): control policies play the
+depends on its kind of training (:attr:`rl_core.kinds.Kind.version_scorer`): control policies play the
 protocol's evaluation episodes again (deterministic actions, fixed seeds), so both versions
 see exactly the same episodes; a category without a scorer falls back to the score each
 version was registered with, which is only compared under the same protocol.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,26 +88,6 @@ def protocol_of(client: Any, version: Any) -> Protocol:
     return Protocol(config, cfg.category, eval_protocol(cfg), metric)
 
 
-def score_embodied(protocol: Protocol, model_dir: Path, version: Any) -> VersionScore:
-    """Play the protocol's evaluation episodes with the version's policy."""
-    from infra.checkpoint.export import load_exported_policy
-    from infra.embodied.evaluation import evaluate_checkpoint
-
-    policy, meta = load_exported_policy(model_dir)
-    weights = {k: v.detach().cpu().numpy() for k, v in policy.state_dict().items()}
-    config = {**protocol.config, "model": {**protocol.config["model"], **meta["model"]}}
-    episodes = int(protocol.config["eval"]["num_episodes"])
-    metrics, rows, headline = evaluate_checkpoint({"config": config, "weights": weights}, episodes)
-    logger.info("version %s: %s", version.version, headline)
-    return VersionScore(str(version.version), float(metrics[protocol.metric]), rows)
-
-
-#: How a version of each model category is scored under a protocol.
-VERSION_SCORERS: dict[str, Callable[[Protocol, Path, Any], VersionScore]] = {
-    "embodied": score_embodied,
-}
-
-
 def recorded_score(protocol: Protocol, version: Any) -> VersionScore:
     """The score ``version`` was registered with (it must be under the same protocol)."""
     theirs = version.tags.get(EVAL_PROTOCOL_TAG)
@@ -127,7 +106,9 @@ def recorded_score(protocol: Protocol, version: Any) -> VersionScore:
 
 def score_version(client: Any, tracking_uri: str, protocol: Protocol, version: Any) -> VersionScore:
     """Score ``version`` under ``protocol`` (evaluated again where its category allows)."""
-    scorer = VERSION_SCORERS.get(protocol.category)
+    from rl_core.kinds import kind_named
+
+    scorer = kind_named(protocol.category).scorer()
     if scorer is None:
         return recorded_score(protocol, version)
     with tempfile.TemporaryDirectory(prefix="rlpipe-promote-") as tmp:

@@ -148,7 +148,7 @@ EMBODIED = register_kind(
     Kind(
         name="embodied",
         config=EmbodiedConfig,
-        runtime="infra.embodied.runtime:EmbodiedRuntime",
+        runtime="infra.embodied.variants:runtime_for",
         score_metric="eval/return_mean",
         task_name=task_name,
         protocol=protocol,

@@ -22,8 +22,9 @@ class Kind:
         config: Its config class (a subclass of
             :class:`~rl_core.config.schema.RLPipeConfig`): the shared sections plus the
             kind's own; a field the kind does not read is refused by it.
-        runtime: Its runtime class (a ``StepRuntime`` subclass), or ``"module:Class"`` so
-            the class is imported only when a run of this kind starts.
+        runtime: Its runtime class (a ``StepRuntime`` subclass) or a function
+            ``cfg -> runtime class`` choosing among variants, or ``"module:name"`` of either
+            so it is imported only when a run of this kind starts.
         score_metric: The metric that ranks checkpoints and registered versions.
         task_name: ``cfg -> str``: what the policy is trained and evaluated on (names the
             MLflow experiment and registered model).
@@ -46,9 +47,10 @@ class Kind:
     version_scorer: Callable[..., Any] | str | None = None
     models: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
-    def runtime_class(self) -> type:
-        """The runtime class (imported now when given as ``"module:Class"``)."""
-        return resolve(self.runtime)
+    def runtime_class(self, cfg: Any) -> type:
+        """The runtime class that trains ``cfg`` (imported now when named by a string)."""
+        runtime = resolve(self.runtime)
+        return runtime if isinstance(runtime, type) else runtime(cfg)
 
     def scorer(self) -> Callable[..., Any] | None:
         """The version scorer (imported now when given as ``"module:function"``)."""

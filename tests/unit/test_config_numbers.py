@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from rl_core.config import ConfigError, RLPipeConfig, limits, load_config
+from rl_core.config import ConfigError, limits, load_config
 from rl_core.config.limits import format_bytes, machine_memory_bytes
 
 #: Integer fields that are not counts or sizes, so they have no upper bound.
@@ -32,22 +32,36 @@ def error_lines(*overrides: str) -> list[str]:
     return str(info.value).splitlines()[1:]
 
 
-def fields_of(kind: type) -> list[tuple[str, str]]:
-    """(section path, field) of every field whose type is ``kind`` or ``kind | None``."""
-    found = []
+def _kind_configs() -> dict[str, type[BaseModel]]:
+    from rl_core.kinds import kind_named
 
-    def walk(model: type[BaseModel], prefix: str) -> None:
+    return {name: kind_named(name).config for name in ("embodied", "reasoning")}
+
+
+def fields_of(kind: type) -> list[tuple[str, str, str]]:
+    """(kind of training, section path, field) of every field typed ``kind`` or ``kind | None``.
+
+    A field both kinds share is listed once, under the embodied kind.
+    """
+    found: list[tuple[str, str, str]] = []
+    seen: set[tuple[str, str]] = set()
+
+    def walk(model: type[BaseModel], prefix: str, training: str) -> None:
         for name, field in model.model_fields.items():
             annotation = field.annotation
             if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-                walk(annotation, f"{prefix}{name}.")
+                walk(annotation, f"{prefix}{name}.", training)
             elif annotation is kind or (
                 typing.get_origin(annotation) in (typing.Union, types.UnionType)
                 and kind in typing.get_args(annotation)
             ):
-                found.append((prefix.rstrip("."), name))
+                key = (prefix.rstrip("."), name)
+                if key not in seen:
+                    seen.add(key)
+                    found.append((training, *key))
 
-    walk(RLPipeConfig, "")
+    for training, config in _kind_configs().items():
+        walk(config, "", training)
     return found
 
 
@@ -82,12 +96,14 @@ def test_non_finite_numbers_are_rejected_with_field_and_value(override, line):
     assert error_lines(override) == [line]
 
 
-@pytest.mark.parametrize(("section", "name"), fields_of(float))
+@pytest.mark.parametrize(("training", "section", "name"), fields_of(float))
 @pytest.mark.parametrize("bad", [".inf", "-.inf", ".nan"])
-def test_every_float_field_rejects_inf_and_nan(section, name, bad):
+def test_every_float_field_rejects_inf_and_nan(training, section, name, bad):
     field = f"{section}.{name}" if section else name
     value = bad.replace(".", "", 1)
-    assert f"  {field} = {value}: Input should be a finite number" in error_lines(f"{field}={bad}")
+    base = REASONING if training == "reasoning" else []
+    lines = error_lines(*base, f"{field}={bad}")
+    assert f"  {field} = {value}: Input should be a finite number" in lines
 
 
 def test_finite_values_in_free_form_fields_are_kept():
@@ -159,10 +175,11 @@ def test_oversized_reasoning_sizes_are_rejected_with_the_bound(override, line):
 
 
 @pytest.mark.parametrize(
-    ("section", "name"), [f for f in fields_of(int) if f not in UNBOUNDED_INTS]
+    ("training", "section", "name"),
+    [f for f in fields_of(int) if f[1:] not in UNBOUNDED_INTS],
 )
-def test_every_count_has_an_upper_bound(section, name):
-    model: type[BaseModel] = RLPipeConfig
+def test_every_count_has_an_upper_bound(training, section, name):
+    model: type[BaseModel] = _kind_configs()[training]
     for part in section.split("."):
         model = model.model_fields[part].annotation
     field = model.model_fields[name]
