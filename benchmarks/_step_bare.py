@@ -20,6 +20,7 @@ from rl_core.llm.prompting import encode_prompts, load_task_samples
 from rl_core.models.causal_lm import CausalLMPolicy
 from rl_core.training.llm_advantage import compute_llm_advantages
 from rl_core.training.llm_update import llm_update, minibatch_totals, split_rows
+from rl_core.training.optim import adam_eps
 
 
 def _sync(device: torch.device) -> None:
@@ -45,7 +46,7 @@ class BareStep:
         self.model = model
         actor = cfg.actor
         self.optimizer = torch.optim.AdamW(
-            model.parameters(), lr=actor.lr, weight_decay=actor.weight_decay, eps=actor.adam_eps
+            model.parameters(), lr=actor.lr, weight_decay=actor.weight_decay, eps=adam_eps(actor)
         )
         train, _ = load_task_samples(cfg.data)
         self.prompts = encode_prompts(train, cfg.data, self.tokenizer)

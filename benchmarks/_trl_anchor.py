@@ -123,6 +123,8 @@ def grpo_config(cfg: Any, output_dir: str, max_steps: int) -> Any:
     """
     from trl import GRPOConfig
 
+    from rl_core.training.optim import adam_eps
+
     algo, actor, rollout = cfg.algorithm, cfg.actor, cfg.rollout
     batch = cfg.data.prompts_per_batch * algo.group_size
     micro = min(actor.micro_batch_size, batch)
@@ -155,7 +157,7 @@ def grpo_config(cfg: Any, output_dir: str, max_steps: int) -> Any:
         lr_scheduler_type=schedule,
         warmup_steps=actor.warmup_iterations,
         optim="adamw_torch",
-        adam_epsilon=actor.adam_eps,
+        adam_epsilon=adam_eps(actor),
         weight_decay=actor.weight_decay,
         max_grad_norm=actor.max_grad_norm or 0.0,
         beta=algo.kl_coef,

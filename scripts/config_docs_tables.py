@@ -77,11 +77,19 @@ FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("algorithm", "entropy_coef"): "Weight of the entropy bonus.",
     ("algorithm", "kl_estimator"): "Estimator of the `train/kl` metric (also used by `target_kl`).",
     ("actor", "num_workers"): "Trainer workers (Ray actors).",
-    ("actor", "optimizer"): "Optimizer class.",
+    (
+        "actor",
+        "optimizer",
+    ): "Optimizer class (sac, crossq, rlpd: of actor, critics and temperature).",
     ("actor", "lr"): "Peak learning rate.",
-    ("actor", "adam_eps"): "Adam/AdamW epsilon.",
-    ("actor", "weight_decay"): "Optimizer weight decay.",
-    ("actor", "lr_schedule"): "Decay after warm-up: constant, or linear/cosine to 0 at the end.",
+    ("actor", "adam_eps"): "Adam/AdamW epsilon; None = 1e-5 (sac, crossq, rlpd: 1e-8).",
+    ("actor", "weight_decay"): (
+        "Optimizer weight decay (sac, crossq, rlpd: actor and critics, not the temperature)."
+    ),
+    ("actor", "lr_schedule"): (
+        "Decay after warm-up: constant, or linear/cosine to 0 at the end (sac, crossq, rlpd: "
+        "of every learning rate)."
+    ),
     ("actor", "warmup_iterations"): "Linear warm-up iterations.",
     ("actor", "update_epochs"): "Passes over each rollout batch.",
     ("actor", "num_minibatches"): "Minibatches per epoch.",
@@ -156,7 +164,9 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "uses (`crossq`: `batch_renorm`, `rlpd`: `layer_norm`), "
         "`algorithm.off_policy.critic_subset` ≤ `model.num_critics`, `run.mode: sync`, and "
         "`replay.offline_data` (an existing file) exactly when the algorithm reads offline "
-        "data (`rlpd`); `mlp_sac` is trained by those algorithms only."
+        "data (`rlpd`), and no Adam setting with `actor.optimizer: sgd` (`actor.adam_eps`, an "
+        "`algorithm.off_policy.adam_beta1` other than 0.9); `mlp_sac` is trained by those "
+        "algorithms only."
     ),
     ("ReasoningConfig", "_megatron_layout_fits"): (
         "`actor.backend: megatron` trains `hf_causal_lm` without `model.value_head`; "

@@ -156,6 +156,7 @@ def update_parity(world: int, model_dir: str) -> dict:
         minibatch_totals,
         rank_rows,
     )
+    from rl_core.training.optim import adam_eps
     from tests.llm_batches import random_llm_batch
 
     compared = [f"train/{t}" for t in (*LOSS_TERMS, "grad_norm")]
@@ -187,7 +188,7 @@ def update_parity(world: int, model_dir: str) -> dict:
             hf = build_causal_lm(cfg.model)
             shape = HFShape.from_hf(hf.model.config)
             start = {k: v.clone() for k, v in hf.model.state_dict().items()}
-            opt = torch.optim.Adam(hf.parameters(), lr=1e-3, eps=cfg.actor.adam_eps)
+            opt = torch.optim.Adam(hf.parameters(), lr=1e-3, eps=adam_eps(cfg.actor))
             want = llm_update(hf, opt, batch, minibatch_totals([batch], 2), *args, 1, 0.7, 4.0)
             expected = hf.model.state_dict()
             for tp in sorted({world, 1}, reverse=True):
@@ -196,7 +197,7 @@ def update_parity(world: int, model_dir: str) -> dict:
                 dp_rank = parallel_state.get_data_parallel_rank()
                 rows = rank_rows(8, 2, dp)
                 shards = [{k: v[r] for k, v in batch.items()} for r in rows]
-                opt = torch.optim.Adam(policy.parameters(), lr=1e-3, eps=cfg.actor.adam_eps)
+                opt = torch.optim.Adam(policy.parameters(), lr=1e-3, eps=adam_eps(cfg.actor))
                 totals = minibatch_totals(shards, 2)
                 got = llm_update(policy, opt, shards[dp_rank], totals, *args, dp, 0.7, 4.0)
                 summed = {}

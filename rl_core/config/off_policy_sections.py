@@ -52,9 +52,15 @@ class OffPolicyConfig(Section):
         description="TD target: minimum over this many randomly chosen critics (rlpd: 2); "
         "None: over all.",
     )
-    critic_lr: float | None = Field(None, gt=0.0, description="None: actor.lr.")
-    alpha_lr: float | None = Field(None, gt=0.0, description="None: actor.lr.")
-    adam_beta1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam beta1 (crossq: 0.5).")
+    critic_lr: float | None = Field(
+        None, gt=0.0, description="None: actor.lr; follows actor.lr_schedule like it."
+    )
+    alpha_lr: float | None = Field(
+        None, gt=0.0, description="None: actor.lr; follows actor.lr_schedule like it."
+    )
+    adam_beta1: float = Field(
+        0.9, ge=0.0, lt=1.0, description="Adam/AdamW beta1 (crossq: 0.5; sgd: keep 0.9)."
+    )
 
 
 class ReplayConfig(Section):
@@ -126,4 +132,24 @@ def off_policy_problems(cfg: Any, spec: Any) -> list[str]:
         problems.append(f"replay.offline_data = {data!r} does not exist")
     if cfg.run.mode == "async":
         problems.append("run.mode = 'async' is for on-policy PPO (allowed: 'sync')")
+    return problems + _optimizer_problems(cfg)
+
+
+def _optimizer_problems(cfg: Any) -> list[str]:
+    """Adam settings an off-policy run with ``actor.optimizer = 'sgd'`` could not apply."""
+    actor, beta1 = cfg.actor, cfg.algorithm.off_policy.adam_beta1
+    if actor.optimizer != "sgd":
+        return []
+    problems = []
+    if actor.adam_eps is not None:
+        problems.append(
+            f"actor.adam_eps = {actor.adam_eps!r} has no effect with actor.optimizer = 'sgd' "
+            "(allowed: null, or optimizer adam/adamw)"
+        )
+    default = OffPolicyConfig.model_fields["adam_beta1"].default
+    if beta1 != default:
+        problems.append(
+            f"algorithm.off_policy.adam_beta1 = {beta1!r} has no effect with actor.optimizer "
+            f"= 'sgd' (allowed: {default}, or optimizer adam/adamw)"
+        )
     return problems

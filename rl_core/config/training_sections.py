@@ -104,7 +104,7 @@ class ActorConfig(Section):
     )
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: float = Field(3e-4, gt=0.0)
-    adam_eps: float = Field(1e-5, gt=0.0)
+    adam_eps: float | None = Field(None, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     warmup_iterations: int = Field(0, ge=0, le=MAX_ITERATIONS)

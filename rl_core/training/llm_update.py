@@ -14,6 +14,7 @@ N-worker update equals a single-process one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from rl_core.algorithms import (
 )
 from rl_core.models.base_policy import BasePolicy
 from rl_core.training.nonfinite import SkippedUpdateGuard, all_finite, any_rank
+from rl_core.training.optim import clip_gradients
 
 FORWARD_KEYS = ("prompt_ids", "prompt_mask", "response_ids", "response_mask")
 #: Terms of the minibatch loss reported by :func:`accumulate_minibatch`.
@@ -97,12 +99,8 @@ def _grad_norm(policy: torch.nn.Module, max_norm: float | None) -> float:
     own = getattr(policy, "clip_grad_norm", None)
     if own is not None:  # a trainer that reduces and clips its own gradients (megatron)
         return float(own(max_norm))
-    params = [p for p in policy.parameters() if p.grad is not None]
-    if not params:
-        return 0.0
-    norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else float("inf"))
-    norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
-    return float(norm)
+    # no clipping is an infinite bound: clip_grad_norm_ still measures sharded gradients whole
+    return clip_gradients(policy.parameters(), max_norm if max_norm else math.inf)
 
 
 def accumulate_minibatch(

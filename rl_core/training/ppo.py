@@ -19,6 +19,7 @@ from rl_core.algorithms import (
 from rl_core.models.base_policy import BasePolicy, policy_device
 from rl_core.training.batch import to_torch_tree
 from rl_core.training.nonfinite import SkippedUpdateGuard
+from rl_core.training.optim import clip_gradients
 
 
 @torch.no_grad()
@@ -157,7 +158,7 @@ def ppo_update(
             loss = pg_loss + algo.value_coef * v_loss - algo.entropy_coef * entropy
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = _clip_grads(policy, actor.max_grad_norm)
+            grad_norm = clip_gradients(policy.parameters(), actor.max_grad_norm)
             finite = math.isfinite(loss.item()) and math.isfinite(grad_norm)
             where = f"epoch {epoch + 1}, minibatch {start // mb_size + 1}"
             if not guard.allow_step(finite, iteration, optimizer.param_groups[0]["lr"], where):
@@ -198,11 +199,3 @@ def takes_behaviour_logprobs(loss_fn: Any) -> bool:
 def _proximal_logprobs(policy: BasePolicy, forward_inputs: Any) -> torch.Tensor:
     """Log-probs of the batch's actions under the policy's current weights."""
     return policy.forward("default_forward", forward_inputs=forward_inputs)["logprobs"].float()
-
-
-def _clip_grads(policy: torch.nn.Module, max_norm: float | None) -> float:
-    params = [p for p in policy.parameters() if p.grad is not None]
-    if max_norm is None:
-        norms = [p.grad.detach().norm() for p in params]
-        return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
-    return float(torch.nn.utils.clip_grad_norm_(params, max_norm))

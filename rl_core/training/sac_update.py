@@ -1,8 +1,9 @@
 """Gradient updates of the off-policy actor-critic family (SAC, CrossQ, RLPD).
 
 :class:`SACLearner` owns what the updates change besides the policy's weights: the target
-critics (when the algorithm keeps them), the entropy temperature ``log_alpha``, three Adam
-optimizers (actor, critics, temperature), the noise generator and the update counter.
+critics (when the algorithm keeps them), the entropy temperature ``log_alpha``, three
+optimizers (actor, critics, temperature; :func:`~rl_core.training.optim.build_optimizer`
+from the ``actor`` section), the noise generator and the update counter.
 Everything is plain torch, so the whole state round-trips through a checkpoint and an
 interrupted run continues bit for bit.
 
@@ -24,6 +25,13 @@ from torch import nn
 from rl_core.algorithms.actor_critic_family import ActorCriticSpec
 from rl_core.data.replay_buffer import TRANSITION_KEYS
 from rl_core.models.base_policy import policy_device
+from rl_core.training.optim import (
+    OFF_POLICY_ADAM_EPS,
+    build_optimizer,
+    clip_gradients,
+    learning_rate,
+    set_learning_rate,
+)
 
 
 class SACLearner:
@@ -35,9 +43,12 @@ class SACLearner:
             ``actor_parameters()`` and ``critic_parameters()``.
         spec: The algorithm's spec (target networks, joint critic forward, ensemble use).
         settings: ``algorithm.off_policy`` (tau, temperature, critic subset, delays, lrs).
-        actor_lr: Learning rate of the actor (``actor.lr``).
+        actor: The ``actor`` section: ``optimizer``, ``lr`` (the actor's; the critics' and
+            the temperature's unless ``settings`` sets theirs), ``lr_schedule`` and
+            ``warmup_iterations`` (all three rates follow them), ``weight_decay`` (actor and
+            critics; the temperature gets none), ``adam_eps`` (None: torch's 1e-8) and
+            ``max_grad_norm`` (clip each network's gradient norm; None: no clipping).
         gamma: Discount factor.
-        max_grad_norm: Clip each network's gradient norm to this (None: no clipping).
         seed: Seed of the noise generator (actions sampled inside the losses).
     """
 
@@ -46,24 +57,36 @@ class SACLearner:
         policy: nn.Module,
         spec: ActorCriticSpec,
         settings: Any,
-        actor_lr: float,
+        actor: Any,
         gamma: float,
-        max_grad_norm: float | None,
         seed: int,
     ) -> None:
-        self.policy, self.spec, self.settings = policy, spec, settings
-        self.gamma, self.max_grad_norm = gamma, max_grad_norm
+        self.policy, self.spec, self.settings, self.actor = policy, spec, settings, actor
+        self.gamma, self.max_grad_norm = gamma, actor.max_grad_norm
+        #: Peak learning rate of each optimizer (the schedule scales them alike).
+        self.base_lrs = {
+            "actor": actor.lr,
+            "critic": settings.critic_lr or actor.lr,
+            "alpha": settings.alpha_lr or actor.lr,
+        }
         # fused: one kernel per step instead of a loop over parameters (CPU and CUDA)
-        adam = {"betas": (settings.adam_beta1, 0.999), "fused": True}
-        self.actor_optimizer = torch.optim.Adam(policy.actor_parameters(), lr=actor_lr, **adam)
-        self.critic_optimizer = torch.optim.Adam(
-            policy.critic_parameters(), lr=settings.critic_lr or actor_lr, **adam
+        options: dict[str, Any] = {
+            "betas": (settings.adam_beta1, 0.999),
+            "default_eps": OFF_POLICY_ADAM_EPS,
+            "fused": True,
+        }
+        self.actor_optimizer = build_optimizer(
+            policy.actor_parameters(), actor, lr=self.base_lrs["actor"], **options
+        )
+        self.critic_optimizer = build_optimizer(
+            policy.critic_parameters(), actor, lr=self.base_lrs["critic"], **options
         )
         self.log_alpha = torch.tensor(
             math.log(settings.init_alpha), device=policy_device(policy), requires_grad=True
         )
-        self.alpha_optimizer = torch.optim.Adam(
-            [self.log_alpha], lr=settings.alpha_lr or actor_lr, **adam
+        # no weight decay on the temperature: it would pull alpha towards 1
+        self.alpha_optimizer = build_optimizer(
+            [self.log_alpha], actor, lr=self.base_lrs["alpha"], weight_decay=0.0, **options
         )
         action_dim = int(policy.action_dim)
         target = settings.target_entropy
@@ -73,6 +96,27 @@ class SACLearner:
         )
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0
+
+    def set_learning_rates(self, iteration: int, max_iterations: int) -> float:
+        """Set the three optimizers' rates for ``iteration`` under ``actor.lr_schedule``.
+
+        Args:
+            iteration: Current iteration (0-based).
+            max_iterations: Iterations of the run (``run.max_iterations``).
+
+        Returns:
+            The actor's learning rate.
+        """
+        optimizers = {
+            "actor": self.actor_optimizer,
+            "critic": self.critic_optimizer,
+            "alpha": self.alpha_optimizer,
+        }
+        rates = {}
+        for name, optimizer in optimizers.items():
+            rates[name] = learning_rate(self.actor, iteration, max_iterations, self.base_lrs[name])
+            set_learning_rate(optimizer, rates[name])
+        return rates["actor"]
 
     # -- one gradient step ---------------------------------------------------------------
     def _td_target(self, batch: dict[str, torch.Tensor], alpha: torch.Tensor) -> tuple:
@@ -106,13 +150,9 @@ class SACLearner:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        if self.max_grad_norm is not None:
-            norm = nn.utils.clip_grad_norm_(params, self.max_grad_norm)
-        else:  # the norm for the metric only (two calls instead of one per parameter)
-            grads = [p.grad for p in params if p.grad is not None]
-            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        norm = clip_gradients(params, self.max_grad_norm)
         optimizer.step()
-        return float(norm)
+        return norm
 
     def update_once(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         """One critic step on one minibatch (and an actor and temperature step when due).

@@ -30,6 +30,7 @@ from rl_core.config import load_config
 from rl_core.envs.registry import EnvSpaces
 from rl_core.models import get_model
 from rl_core.models.base_policy import policy_device
+from rl_core.training.optim import build_optimizer
 from rl_core.training.ppo import compute_advantages, ppo_update
 from rl_core.training.sac_update import SACLearner, minibatches_from_arrays
 
@@ -105,7 +106,7 @@ def ppo_on(device: torch.device) -> dict[str, Any]:
     trained = {}
     for where in (CPU, device):
         policy = copy.deepcopy(initial).to(where)
-        optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.actor.lr, eps=cfg.actor.adam_eps)
+        optimizer = build_optimizer(policy.parameters(), cfg.actor)
         rollout = copy.deepcopy(batch)
         compute_advantages(policy, rollout, cfg.algorithm)
         metrics = ppo_update(
@@ -141,10 +142,7 @@ def sac_on(device: torch.device) -> dict[str, Any]:
     def learner_for(policy: torch.nn.Module) -> SACLearner:
         spec = actor_critic_spec(cfg.algorithm.loss_type)
         settings = cfg.algorithm.off_policy
-        actor = cfg.actor
-        return SACLearner(
-            policy, spec, settings, actor.lr, cfg.algorithm.gamma, actor.max_grad_norm, seed=4
-        )
+        return SACLearner(policy, spec, settings, cfg.actor, cfg.algorithm.gamma, seed=4)
 
     trained = {}
     for where in (CPU, device):

@@ -27,6 +27,7 @@ from rl_core.training.nonfinite import (
     any_rank,
     nonfinite_tensors,
 )
+from rl_core.training.optim import build_optimizer
 from rl_core.training.ppo import ppo_update
 from tests.llm_batches import llm_actor, llm_algorithm, random_llm_batch
 from tests.nonfinite_ranks import rank_update_with_nan_on_rank_zero
@@ -46,7 +47,7 @@ def ppo_setup(*overrides: str):
     cfg = load_config(overrides=list(overrides))
     torch.manual_seed(0)
     policy = get_model(cfg.model, cartpole_spaces())
-    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.actor.lr, eps=cfg.actor.adam_eps)
+    optimizer = build_optimizer(policy.parameters(), cfg.actor)
     return cfg, policy, optimizer
 
 

@@ -13,6 +13,7 @@ import torch
 from rl_core.algorithms.actor_critic_family import actor_critic_spec
 from rl_core.config import ConfigError, load_config
 from rl_core.config.off_policy_sections import OffPolicyConfig
+from rl_core.config.training_sections import ActorConfig
 from rl_core.data.replay_buffer import (
     ReplayBuffer,
     TransitionFileError,
@@ -196,7 +197,8 @@ def settings(**changes) -> OffPolicyConfig:
 
 
 def learner(pol: MLPSACPolicy, loss: str = "sac", **changes) -> SACLearner:
-    return SACLearner(pol, actor_critic_spec(loss), settings(**changes), 1e-3, 0.9, None, 0)
+    actor = ActorConfig(lr=1e-3, max_grad_norm=None)
+    return SACLearner(pol, actor_critic_spec(loss), settings(**changes), actor, 0.9, 0)
 
 
 def test_td_target_takes_the_smallest_target_q_minus_alpha_log_prob() -> None:
@@ -288,7 +290,8 @@ def test_sac_learns_a_one_step_bandit() -> None:
     """Reward -(a - 0.5)^2 in one-step episodes: the greedy action goes to 0.5."""
     torch.manual_seed(0)
     pol = MLPSACPolicy(1, gym.spaces.Box(-1.0, 1.0, (1,)), [32], [32])
-    learn = SACLearner(pol, actor_critic_spec("sac"), settings(init_alpha=0.05), 3e-3, 0.0, None, 0)
+    actor = ActorConfig(lr=3e-3, max_grad_norm=None)
+    learn = SACLearner(pol, actor_critic_spec("sac"), settings(init_alpha=0.05), actor, 0.0, 0)
     rng = np.random.default_rng(0)
     for _ in range(300):
         actions = rng.uniform(-1, 1, size=(64, 1)).astype(np.float32)

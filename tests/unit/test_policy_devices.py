@@ -248,9 +248,8 @@ def test_replay_minibatches_go_to_the_given_device() -> None:
 def test_the_learner_lives_and_computes_on_the_policy_device(loss, norm, overrides) -> None:
     cfg = load_config("sac_pendulum", overrides=[f"model.critic_norm={norm}", *overrides])
     model = get_model(cfg.model, spaces("sac_pendulum")).to(META)
-    learner = SACLearner(
-        model, actor_critic_spec(loss), cfg.algorithm.off_policy, 1e-3, 0.99, None, seed=5
-    )
+    actor = cfg.actor.model_copy(update={"lr": 1e-3, "max_grad_norm": None})
+    learner = SACLearner(model, actor_critic_spec(loss), cfg.algorithm.off_policy, actor, 0.99, 5)
     assert learner.log_alpha.device == META
     if learner.target_critics is not None:
         assert policy_device(learner.target_critics) == META

@@ -27,10 +27,8 @@ from rl_core.training.nonfinite import (
     nonfinite_tensors,
     nonfinite_weights_message,
 )
+from rl_core.training.optim import build_optimizer, learning_rate, set_learning_rate
 from rl_core.training.ppo import compute_advantages, ppo_update
-from rl_core.training.schedules import lr_at
-
-_OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
 class ActorWorker(WorkerBase):
@@ -53,10 +51,7 @@ class ActorWorker(WorkerBase):
         # built on the CPU (the same initial weights on any device), then moved
         self.policy = get_model(self.cfg.model, resolve(spaces)).to(self.device)
         actor = self.cfg.actor
-        kwargs: dict[str, Any] = {"lr": actor.lr, "weight_decay": actor.weight_decay}
-        if actor.optimizer in ("adam", "adamw"):
-            kwargs["eps"] = actor.adam_eps
-        self.optimizer = _OPTIMIZERS[actor.optimizer](self.policy.parameters(), **kwargs)
+        self.optimizer = build_optimizer(self.policy.parameters(), actor)
         # minibatch order is drawn on the CPU: the same on any device
         self.generator = torch.Generator().manual_seed(seed)
         self.reward_fn = build_reward(self.cfg.reward)
@@ -100,15 +95,8 @@ class ActorWorker(WorkerBase):
         """One policy update on the current batch; bumps the weight version."""
         watch = Stopwatch()
         actor = self.cfg.actor
-        lr = lr_at(
-            actor.lr,
-            iteration,
-            self.cfg.run.max_iterations,
-            actor.lr_schedule,
-            actor.warmup_iterations,
-        )
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        lr = learning_rate(actor, iteration, self.cfg.run.max_iterations)
+        set_learning_rate(self.optimizer, lr)
         self.policy.train()
         metrics = ppo_update(
             self.policy,

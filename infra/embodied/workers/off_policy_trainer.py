@@ -40,14 +40,12 @@ class OffPolicyActorWorker(ActorWorker):
         spec = actor_critic_spec(self.cfg.algorithm.loss_type)
         if spec is None:
             raise ValueError(f"{self.cfg.algorithm.loss_type!r} is not an off-policy algorithm")
-        actor = self.cfg.actor
         self.learner = SACLearner(
             self.policy,
             spec,
             self.cfg.algorithm.off_policy,
-            actor.lr,
+            self.cfg.actor,
             self.cfg.algorithm.gamma,
-            actor.max_grad_norm,
             seed,
         )
         self.reward_fn = build_reward(self.cfg.reward)
@@ -65,7 +63,8 @@ class OffPolicyActorWorker(ActorWorker):
         """Gradient steps on the replay worker's minibatches (Ray resolves ``sample``).
 
         Args:
-            iteration: The iteration (unused: no learning-rate schedule here).
+            iteration: The iteration (0-based): sets the learning rates under
+                ``actor.lr_schedule`` and ``actor.warmup_iterations``.
             sample: Stacked minibatches (``[count * replay.batch_size, ...]``), or None
                 while the buffer is filling (no update, the weights stay as they are).
         """
@@ -73,11 +72,12 @@ class OffPolicyActorWorker(ActorWorker):
         self.batch = None
         if sample is None:
             return {"seconds": watch.elapsed(), "train/gradient_steps": 0.0}
+        lr = self.learner.set_learning_rates(iteration, self.cfg.run.max_iterations)
         count = sample["rewards"].shape[0] // self.cfg.replay.batch_size
         minibatches = minibatches_from_arrays(sample, count, self.device)
         metrics = self.learner.update(minibatches)
         self.version += 1
-        return {"seconds": watch.elapsed(), **metrics}
+        return {"seconds": watch.elapsed(), "train/lr": lr, **metrics}
 
     def snapshot(self) -> None:
         """Keep model, learner state (optimizers, targets, temperature), version and batch."""

@@ -36,7 +36,7 @@ from rl_core.training.nonfinite import (
     nonfinite_tensors,
     nonfinite_weights_message,
 )
-from rl_core.training.schedules import lr_at
+from rl_core.training.optim import build_optimizer, learning_rate, set_learning_rate
 
 logger = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -143,21 +143,12 @@ class LLMActorWorker(WorkerBase):
         layout = self.backend.setup(address)
         if self.backend.reference is not None:
             self.reference = self.backend.reference
-        actor = self.cfg.actor
-        opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
-        kwargs: dict[str, Any] = {"lr": actor.lr, "weight_decay": actor.weight_decay}
-        if actor.optimizer in ("adam", "adamw"):
-            kwargs["eps"] = actor.adam_eps
-        self.optimizer = opt_cls[actor.optimizer](self.policy.parameters(), **kwargs)
+        self.optimizer = build_optimizer(self.policy.parameters(), self.cfg.actor)
         return layout
 
     def _set_lr(self, iteration: int) -> float:
-        actor, run = self.cfg.actor, self.cfg.run
-        lr = lr_at(
-            actor.lr, iteration, run.max_iterations, actor.lr_schedule, actor.warmup_iterations
-        )
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        lr = learning_rate(self.cfg.actor, iteration, self.cfg.run.max_iterations)
+        set_learning_rate(self.optimizer, lr)
         return lr
 
     @step_method
