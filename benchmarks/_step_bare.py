@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from rl_core.algorithms import consecutive_groups
 from rl_core.llm import pad_left, pad_right
 from rl_core.llm.prompting import encode_prompts, load_task_samples
 from rl_core.models.causal_lm import CausalLMPolicy
@@ -103,7 +104,10 @@ class BareStep:
         batch |= {"response_ids": r_ids, "response_mask": r_mask}
         batch = {key: value.to(dev) for key, value in batch.items()}
         old = self._logprobs(batch)
-        adv = compute_llm_advantages(scores, r_mask, old.cpu(), cfg.algorithm).advantages
+        groups = consecutive_groups(n, k)
+        adv = compute_llm_advantages(
+            scores, r_mask, old.cpu(), cfg.algorithm, group_index=groups
+        ).advantages
         batch |= {"old_logprobs": old, "advantages": adv.float().to(dev)}
         _sync(dev)
         scored = time.perf_counter()

@@ -25,7 +25,8 @@ from rl_core.envs.spaces import register_space_codec
 from rl_core.models.base_policy import BasePolicy, flat_states, obs_tensor, policy_device
 from rl_core.models.registry import CATEGORIES, ModelBuilder, register_model
 from rl_core.models.sampling_noise import multinomial_on_device, standard_normal_like
-from rl_core.registry import RegistryError, load_builtins
+from rl_core.registries import load_builtins
+from rl_core.registry import RegistryError
 from rl_core.rewards.registry import register_reward
 
 load_builtins()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from rl_core.registry import Registry
 
+#: The kinds :func:`registry_for` knows.
+KINDS = ("model", "env", "advantage", "policy_loss", "is_correction", "reward")
+
 
 def registry_for(kind: str) -> Registry:
     """Return the registry for ``kind`` with built-ins loaded.
@@ -11,6 +14,9 @@ def registry_for(kind: str) -> Registry:
     Args:
         kind: ``model``, ``env``, ``advantage``, ``policy_loss``, ``is_correction`` or
             ``reward``.
+
+    Raises:
+        KeyError: ``kind`` is none of those.
     """
     from rl_core.algorithms.off_policy import IS_CORRECTIONS
     from rl_core.algorithms.registry import ADVANTAGES, POLICY_LOSSES
@@ -26,4 +32,16 @@ def registry_for(kind: str) -> Registry:
         "is_correction": IS_CORRECTIONS,
         "reward": REWARDS,
     }
-    return registries[kind]
+    registry = registries[kind]
+    registry.load_builtins()
+    return registry
+
+
+def load_builtins() -> None:
+    """Register rlpipe's built-in entries of every kind (idempotent).
+
+    Each registry loads its own built-ins on first use; this loads them all at once, so a
+    module registering its own parts with ``force=True`` replaces built-ins for good.
+    """
+    for kind in KINDS:
+        registry_for(kind)

@@ -1,10 +1,16 @@
-"""A small, case-insensitive name → object registry used for every pluggable concept."""
+"""A small, case-insensitive name → object registry used for every pluggable concept.
+
+A registry knows nothing of the modules that fill it except their names: the modules that
+register built-in entries import the registry, and the registry imports them (by name, on
+first use) so that its built-ins are present before any lookup or user registration.
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -14,18 +20,6 @@ EXT_MODULE_HINT = (
     "If it is defined in your own package, set RLPIPE_EXT_MODULE to the module that "
     "registers it so the driver and every Ray worker import it."
 )
-
-
-def load_builtins() -> None:
-    """Register rlpipe's built-in entries (idempotent).
-
-    Every registry operation calls this first, so built-ins are always present before a
-    user's registration: ``register_advantage("gae", mine, force=True)`` then replaces the
-    built-in for good instead of being overwritten (or rejected) when the built-ins load
-    later.
-    """
-    if "rl_core.builtins" not in sys.modules:  # also true while it is being imported
-        import rl_core.builtins  # noqa: F401 - registers the built-in entries
 
 
 class RegistryError(KeyError):
@@ -38,14 +32,33 @@ class RegistryError(KeyError):
 class Registry(Generic[T]):
     """Maps lower-cased names to registered objects.
 
+    Every operation but :meth:`unregister` first imports those of ``builtin_modules`` not
+    imported yet, so built-ins are always present before a user's registration:
+    ``register_advantage("gae", mine, force=True)`` then replaces the built-in for good
+    instead of being overwritten (or rejected) when the built-ins load later. A module still
+    being imported counts as imported, so the built-in modules may register while they load.
+
     Args:
         kind: Human-readable name of what is registered (used in error messages),
             e.g. ``"advantage estimator"``.
+        builtin_modules: Import path(s) of the module(s) whose import registers the built-in
+            entries; empty when the module defining the registry fills it itself. A package
+            whose ``__init__`` imports every registering submodule is the safe choice when
+            those submodules import one another.
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, builtin_modules: str | Sequence[str] = ()) -> None:
         self.kind = kind
+        if isinstance(builtin_modules, str):
+            builtin_modules = (builtin_modules,)
+        self.builtin_modules: tuple[str, ...] = tuple(builtin_modules)
         self._entries: dict[str, T] = {}
+
+    def load_builtins(self) -> None:
+        """Import the modules that register the built-in entries (idempotent, cheap)."""
+        for module in self.builtin_modules:
+            if module not in sys.modules:  # one still being imported is there already
+                importlib.import_module(module)
 
     @staticmethod
     def normalize(name: str) -> str:
@@ -68,7 +81,7 @@ class Registry(Generic[T]):
         Raises:
             RegistryError: ``name`` is taken and ``force`` is False.
         """
-        load_builtins()
+        self.load_builtins()
         key = self.normalize(name)
         if key in self._entries and not force and self._entries[key] != obj:
             existing = self._entries[key]
@@ -95,7 +108,7 @@ class Registry(Generic[T]):
         Raises:
             RegistryError: The name is unknown; the message lists the known names.
         """
-        load_builtins()
+        self.load_builtins()
         key = self.normalize(name)
         try:
             return self._entries[key]
@@ -106,7 +119,7 @@ class Registry(Generic[T]):
             ) from None
 
     def __contains__(self, name: object) -> bool:
-        load_builtins()
+        self.load_builtins()
         return isinstance(name, str) and name.strip().lower() in self._entries
 
     def __iter__(self) -> Iterator[str]:
@@ -114,7 +127,7 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         """Sorted registered names."""
-        load_builtins()
+        self.load_builtins()
         return sorted(self._entries)
 
     def unregister(self, name: str) -> None:

@@ -7,9 +7,12 @@ import torch
 from rl_core.llm import pad_left, pad_right
 
 
-def random_llm_batch(n: int = 6, seed: int = 0, vocab: int = 260) -> dict[str, torch.Tensor]:
+def random_llm_batch(
+    n: int = 6, seed: int = 0, vocab: int = 260, group_size: int = 2
+) -> dict[str, torch.Tensor]:
     """``n`` rows of random prompts (2-5 tokens) and responses (1-4 tokens) with targets
-    (old, reference and rollout log-probs, advantages)."""
+    (old, reference and rollout log-probs, advantages) and the group index of the rows
+    (``group_size`` consecutive rows per group, as a rollout lays them out)."""
     g = torch.Generator().manual_seed(seed)
 
     def seq(low: int, high: int) -> list[int]:
@@ -29,6 +32,7 @@ def random_llm_batch(n: int = 6, seed: int = 0, vocab: int = 260) -> dict[str, t
         "old_logprobs": -torch.rand(shape, generator=g) * 3,
         "advantages": torch.randn(shape, generator=g),
         "ref_logprobs": -torch.rand(shape, generator=g) * 3,
+        "group_index": torch.arange(n) // group_size,
     }
     # the rollout engine's log-probs: the trainer's, slightly off (as a sampler's are)
     batch["rollout_logprobs"] = batch["old_logprobs"] + 0.1 * torch.randn(shape, generator=g)

@@ -10,6 +10,7 @@ import torch
 
 from infra.driver.step_runtime import StepResult
 from infra.reasoning.responses import pad_right_float
+from rl_core.algorithms import GroupIndexError
 from rl_core.llm import pad_left, pad_right
 from rl_core.training.llm_advantage import compute_llm_advantages
 
@@ -26,10 +27,16 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
     The batch's rows are padded into arrays, scored by the trainer ranks (and the reference
     model), and kept on ``runtime.batch.arrays`` for the update, with the rollout engine's
     log-probs (the behaviour policy's) beside the trainer's; ``rollout/logprob_mismatch``
-    is their mean absolute difference.
+    is their mean absolute difference. The rows' ``group_index`` goes into the estimator and
+    the arrays, so it follows the rows wherever the update shuffles or splits them.
     """
     start = time.perf_counter()
     runtime.faults.arm("advantage", iteration, runtime.actor[0])
+    groups = np.asarray(runtime.batch.group_index, dtype=np.int64)
+    if groups.shape != (len(runtime.batch),):
+        raise GroupIndexError(
+            f"the batch has {len(runtime.batch)} responses but {len(groups)} group indices"
+        )
     pad = int(runtime.tokenizer.pad_token_id)
     p_ids, p_mask = pad_left(runtime.batch.prompt_ids, pad)
     r_ids, r_mask = pad_right(runtime.batch.response_ids, pad)
@@ -65,9 +72,12 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
         ref = torch.tensor(ref_lp)
         arrays["ref_logprobs"] = ref.numpy()
     scores = torch.from_numpy(runtime.batch.scores)
-    result = compute_llm_advantages(scores, r_mask, old, runtime.cfg.algorithm, values, ref)
+    result = compute_llm_advantages(
+        scores, r_mask, old, runtime.cfg.algorithm, values, ref, group_index=groups
+    )
     rollout_lp = pad_right_float(runtime.batch.rollout_logprobs, r_ids.shape[1])
     arrays.update(
+        group_index=groups,
         old_logprobs=old.numpy(),
         advantages=result.advantages.float().numpy(),
         rollout_logprobs=rollout_lp.float().numpy(),  # the behaviour policy's

@@ -16,7 +16,8 @@ trainer's current weights. Every token carries the version that generated it, an
 log-probability under that version is the behaviour log-probability the loss uses.
 
 The pipeline of launched batches is :class:`infra.driver.rollout_pipeline.RolloutPipeline`, shared
-with embodied runs: per rollout worker a ``(rows, generation)`` pair of ObjectRefs.
+with embodied runs: per rollout worker a ``(rows, generation)`` pair of ObjectRefs, where
+``rows`` holds the prompt and the group index of each row (checkpointed with the batch).
 """
 
 from __future__ import annotations
@@ -29,10 +30,23 @@ import ray
 
 from infra.driver.rollout_pipeline import Chunk, RolloutPipeline, load_pipeline, pipeline_bytes
 from infra.reasoning.responses import ResponseBatch
+from rl_core.algorithms import consecutive_groups
 from rl_core.seeding import generation_rank_seed, generation_segment_seed
 
 if TYPE_CHECKING:
     from infra.reasoning.runtime import ReasoningRuntime
+
+
+def batch_groups(metas: list[dict[str, Any]], group_size: int) -> list[int]:
+    """The group index of a launched batch's rows, from its per-worker ``rows`` metadata.
+
+    A batch checkpointed without one (before rows carried their group) was launched in
+    group order: ``group_size`` consecutive rows per prompt.
+    """
+    if all("groups" in meta for meta in metas):
+        return [g for meta in metas for g in meta["groups"]]
+    rows = sum(len(meta["rows"]) for meta in metas)
+    return consecutive_groups(rows // group_size, group_size).tolist()
 
 
 class PipelinedGeneration:
@@ -72,8 +86,8 @@ class PipelinedGeneration:
             return self._catch_up(self.restored[index], index, self.restored_through)
         rt = self.runtime
         self.cursor_before[index] = rt.sampler.state_dict()
-        rows, seed = rt.draw_rows(round_index=0)
-        parts = np.array_split(np.asarray(rows), len(rt.rollout_group))
+        rows, groups, seed = rt.draw_rows(round_index=0)
+        parts = np.array_split(np.arange(len(rows)), len(rt.rollout_group))
         start = self.launched_at.setdefault(index, self.iteration)
         sampling = rt.sampling_params()
         budget = self._budget(index, start) if self.segment_tokens else None
@@ -84,9 +98,14 @@ class PipelinedGeneration:
             if not len(part):
                 continue
             rank_seed = generation_rank_seed(seed, rank)
-            meta = {"rows": part.tolist(), "seed": rank_seed, "start": start}
+            meta = {
+                "rows": [rows[i] for i in part],
+                "groups": [groups[i] for i in part],
+                "seed": rank_seed,
+                "start": start,
+            }
             out = rt.rollout_group[rank].generate.remote(
-                [rt.train_prompts[i] for i in part], sampling, rank_seed, version
+                [rt.train_prompts[i] for i in meta["rows"]], sampling, rank_seed, version
             )
             pairs.append((ray.put(meta), out))
         return self._catch_up(pairs, index, start)
@@ -156,13 +175,15 @@ class PipelinedGeneration:
         outs = rt.rollout_group.get(
             [p[1] for p in chunk.pairs], rt.timeouts.rollout, "rollout", ranks
         )
-        rows = [r for part in ray.get([p[0] for p in chunk.pairs]) for r in part["rows"]]
+        metas = ray.get([p[0] for p in chunk.pairs])
+        rows = [r for part in metas for r in part["rows"]]
         batch = ResponseBatch(
             samples=[rt.train_samples[i] for i in rows],
             prompt_ids=[rt.train_prompts[i] for i in rows],
             response_ids=[x for o in outs for x in o["response_ids"]],
             rollout_logprobs=[x for o in outs for x in o["logprobs"]],
             finished=[x for o in outs for x in o["finished"]],
+            group_index=batch_groups(metas, rt.cfg.algorithm.group_size),
         )
         lags = [version - v for o in outs for row in o["versions"] for v in row] or [0]
         metrics = {

@@ -13,20 +13,48 @@ from rl_core.data import PromptSample
 
 @dataclass
 class ResponseBatch:
-    """One iteration's responses (rows grouped by prompt, ``group_size`` rows per group)."""
+    """One iteration's responses, ``group_size`` rows per prompt group.
+
+    ``group_index`` holds each row's group (:mod:`rl_core.algorithms.groups`); the
+    group-relative advantage estimators and dynamic sampling group rows by it, not by their
+    order. Evaluation batches, which no estimator reads, may leave it empty.
+    """
 
     samples: list[PromptSample] = field(default_factory=list)
     prompt_ids: list[list[int]] = field(default_factory=list)
     response_ids: list[list[int]] = field(default_factory=list)
     rollout_logprobs: list[list[float]] = field(default_factory=list)
     finished: list[bool] = field(default_factory=list)
+    group_index: list[int] = field(default_factory=list)
     scores: np.ndarray | None = None
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
 
     def extend(self, other: ResponseBatch, rows: list[int]) -> None:
-        """Append ``rows`` of ``other``."""
+        """Append ``rows`` of ``other``, each of its groups under a group index new here.
+
+        Raises:
+            ValueError: ``other`` has no group index for every row.
+        """
+        if len(other.group_index) != len(other):
+            raise ValueError(
+                f"a batch of {len(other)} responses with {len(other.group_index)} group "
+                "indices cannot be appended (every row needs its prompt group)"
+            )
         for name in ("samples", "prompt_ids", "response_ids", "rollout_logprobs", "finished"):
             getattr(self, name).extend(getattr(other, name)[r] for r in rows)
+        start = max(self.group_index, default=-1) + 1
+        renumbered: dict[int, int] = {}
+        for r in rows:
+            group = other.group_index[r]
+            self.group_index.append(renumbered.setdefault(group, start + len(renumbered)))
+
+    @classmethod
+    def joined(cls, picks: list[tuple[ResponseBatch, list[int]]]) -> ResponseBatch:
+        """One batch of the ``(batch, rows)`` picks, in order (see :meth:`extend`)."""
+        joined = cls()
+        for batch, rows in picks:
+            joined.extend(batch, rows)
+        return joined
 
     def __len__(self) -> int:
         return len(self.response_ids)

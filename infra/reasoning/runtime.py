@@ -37,7 +37,7 @@ from infra.reasoning.responses import ResponseBatch, reward_chunk, sampling_para
 from infra.reasoning.reward_scoring import score_chunk
 from infra.reasoning.sft_steps import sft_step
 from infra.reasoning.worker_groups import start_reasoning_groups
-from rl_core.algorithms import overlong_penalty
+from rl_core.algorithms import consecutive_groups, overlong_penalty
 from rl_core.algorithms.dapo import fill_with_informative_groups
 from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
@@ -181,25 +181,26 @@ class ReasoningRuntime(StepRuntime):
         }
         return merged, max(o["seconds"] for o in outs)
 
-    def draw_rows(self, round_index: int) -> tuple[list[int], int]:
-        """The next prompts, each ``group_size`` times, and the seed of their generation."""
+    def draw_rows(self, round_index: int) -> tuple[list[int], list[int], int]:
+        """The next prompts, each ``group_size`` times, their group index and generation seed."""
         consumed = self.sampler.consumed
         indices = self.sampler.next_indices()
         k = self.cfg.algorithm.group_size
         rows = [i for i in indices for _ in range(k)]
-        return rows, generation_round_seed(self.cfg.run.seed, consumed, round_index)
+        groups = consecutive_groups(len(indices), k).tolist()
+        return rows, groups, generation_round_seed(self.cfg.run.seed, consumed, round_index)
 
     def _sample_groups(self, round_index: int) -> ResponseBatch:
-        rows, seed = self.draw_rows(round_index)
+        rows, groups, seed = self.draw_rows(round_index)
         out, _ = self.generate([self.train_prompts[i] for i in rows], self.sampling_params(), seed)
-        batch = ResponseBatch(
+        return ResponseBatch(
             samples=[self.train_samples[i] for i in rows],
             prompt_ids=[self.train_prompts[i] for i in rows],
             response_ids=out["response_ids"],
             rollout_logprobs=out["logprobs"],
             finished=out["finished"],
+            group_index=groups,
         )
-        return batch
 
     def rollout(self, iteration: int) -> StepResult:
         """Sample responses for the next prompts (DAPO: keep only informative groups).
@@ -218,14 +219,13 @@ class ReasoningRuntime(StepRuntime):
             picks, rounds = fill_with_informative_groups(
                 self._sample_groups,
                 self._score_in_process,
+                lambda batch: batch.group_index,
                 k,
                 self.cfg.data.prompts_per_batch * k,
                 algo.dynamic_sampling,
                 algo.max_num_gen_batches,
             )
-            self.batch = ResponseBatch()
-            for fresh, rows in picks:
-                self.batch.extend(fresh, rows)
+            self.batch = ResponseBatch.joined(picks)
         seconds = time.perf_counter() - start
         lengths = [len(r) for r in self.batch.response_ids]
         metrics |= {

@@ -19,6 +19,7 @@ from rl_core.algorithms.aggregation import (
     count_sequences,
 )
 from rl_core.algorithms.dapo import informative_groups, overlong_penalty
+from rl_core.algorithms.groups import GroupIndexError, Groups, consecutive_groups
 from rl_core.algorithms.kl import KL_ESTIMATORS, kl_penalty
 from rl_core.algorithms.llm_advantages import (
     compute_dr_grpo_advantages,
@@ -52,6 +53,8 @@ from rl_core.algorithms.registry import (
 
 __all__ = [
     "ADVANTAGES",
+    "GroupIndexError",
+    "Groups",
     "IS_CORRECTIONS",
     "compute_decoupled_ppo_loss",
     "importance_weights",
@@ -75,6 +78,7 @@ __all__ = [
     "compute_group_advantages",
     "compute_ppo_policy_loss",
     "compute_value_loss",
+    "consecutive_groups",
     "entropy_bonus",
     "get_advantage",
     "get_policy_loss",

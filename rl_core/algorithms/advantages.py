@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from rl_core.algorithms.groups import GroupIndex, Groups
 from rl_core.algorithms.registry import register_advantage
 
 
@@ -101,33 +102,49 @@ def compute_group_advantages(
     *,
     rewards: torch.Tensor,
     group_size: int,
+    group_index: GroupIndex | None = None,
     eps: float = 1e-6,
     norm_std: bool = True,
     **_: object,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Group-relative (GRPO) outcome advantages.
 
-    Consecutive runs of ``group_size`` entries of ``rewards`` are responses to the same prompt
-    (or episodes from the same start). Each score is compared with its group:
-    ``A = (r - mean) / (std + eps)``, where ``std`` is the *unbiased* sample standard deviation
-    (``torch.std`` default, as in the GRPO reference implementations such as verl). With
-    ``norm_std=False`` the advantage is ``r - mean`` (Dr. GRPO). A group of size 1 gets
-    advantage 0.
+    Entries of ``rewards`` with the same ``group_index`` are responses to the same prompt (or
+    episodes from the same start), wherever they sit in the batch. Each score is compared with
+    its group: ``A = (r - mean) / (std + eps)``, where ``std`` is the *unbiased* sample
+    standard deviation (``torch.std`` default, as in the GRPO reference implementations such
+    as verl). With ``norm_std=False`` the advantage is ``r - mean`` (Dr. GRPO). A group of
+    size 1 gets advantage 0.
 
     Args:
         rewards: 1-D tensor of ``B`` scalar scores, ``B`` divisible by ``group_size``.
-        group_size: Number of consecutive entries forming one group.
+        group_size: Number of entries forming one group.
+        group_index: ``[B]`` integers, the group of each entry
+            (:mod:`rl_core.algorithms.groups`); each group must have ``group_size`` entries.
         eps: Added to the group std before dividing.
         norm_std: Divide by the group std (GRPO) or not (Dr. GRPO).
         **_: Ignored, so every estimator can be called with the same keywords.
 
     Returns:
-        ``(advantages, returns)``, both ``[B]`` floating tensors. There is no value function,
-        so ``returns`` equals ``advantages`` (as in verl).
+        ``(advantages, returns)``, both ``[B]`` floating tensors, row ``i`` for entry ``i``.
+        There is no value function, so ``returns`` equals ``advantages`` (as in verl).
 
     Raises:
         ValueError: ``rewards`` is not 1-D, ``group_size < 1``, or ``B % group_size != 0``.
+        GroupIndexError: ``group_index`` is missing or a group has the wrong size.
     """
+    return group_relative_advantages(rewards, group_size, group_index, eps, norm_std, "grpo")
+
+
+def group_relative_advantages(
+    rewards: torch.Tensor,
+    group_size: int,
+    group_index: GroupIndex | None,
+    eps: float,
+    norm_std: bool,
+    estimator: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`compute_group_advantages` for the estimator named ``estimator`` (in errors)."""
     if rewards.dim() != 1:
         raise ValueError(f"rewards must be 1-D [B], got shape {tuple(rewards.shape)}")
     if group_size < 1:
@@ -136,11 +153,12 @@ def compute_group_advantages(
     if batch % group_size != 0:
         raise ValueError(
             f"number of rewards ({batch}) is not divisible by group_size ({group_size}); "
-            "each group must hold group_size consecutive entries"
+            "each group must hold group_size entries"
         )
+    layout = Groups.of(group_index, batch, group_size, f"the {estimator} advantage estimator")
     with torch.no_grad():
         scores = rewards if rewards.is_floating_point() else rewards.float()
-        groups = scores.reshape(-1, group_size)
+        groups = layout.matrix(scores)
         advantages = groups - groups.mean(dim=1, keepdim=True)
         if norm_std:
             if group_size > 1:
@@ -148,7 +166,7 @@ def compute_group_advantages(
             else:
                 std = torch.zeros_like(advantages)
             advantages = advantages / (std + eps)
-        advantages = advantages.reshape(batch)
+        advantages = layout.scatter(advantages)
     return advantages, advantages.clone()
 
 

@@ -13,30 +13,42 @@ from typing import TypeVar
 
 import torch
 
+from rl_core.algorithms.groups import GroupIndex, Groups
+
 T = TypeVar("T")
 
 
-def informative_groups(scores: torch.Tensor, group_size: int, tol: float = 1e-6) -> torch.Tensor:
-    """Which groups to keep under dynamic sampling (DAPO §3.2).
+def informative_groups(
+    scores: torch.Tensor,
+    group_index: GroupIndex | None,
+    group_size: int | None = None,
+    tol: float = 1e-6,
+) -> torch.Tensor:
+    """Which rows to keep under dynamic sampling (DAPO §3.2): those of informative groups.
 
     A group whose responses all got the same reward has zero advantage for every token and
     only dilutes the batch; DAPO drops it and samples more prompts instead.
 
     Args:
-        scores: ``[B]`` outcome rewards, ``group_size`` consecutive rows per prompt.
-        group_size: Responses per prompt.
+        scores: ``[B]`` outcome rewards.
+        group_index: ``[B]`` the prompt group of each row (:mod:`rl_core.algorithms.groups`).
+        group_size: Rows every group must have (None: any number).
         tol: Rewards closer than this count as equal.
 
     Returns:
-        ``[B // group_size]`` bool: True for groups whose rewards are not all equal.
+        ``[B]`` bool: True on the rows of groups whose rewards are not all equal.
+
+    Raises:
+        GroupIndexError: ``group_index`` is missing or a group has the wrong size.
     """
-    if scores.dim() != 1 or scores.shape[0] % group_size:
-        raise ValueError(
-            f"scores must be 1-D with a length divisible by group_size ({group_size}), got "
-            f"shape {tuple(scores.shape)}"
-        )
-    groups = scores.float().reshape(-1, group_size)
-    return (groups.max(dim=1).values - groups.min(dim=1).values) > tol
+    if scores.dim() != 1:
+        raise ValueError(f"scores must be 1-D, got shape {tuple(scores.shape)}")
+    layout = Groups.of(group_index, scores.shape[0], group_size, "dynamic sampling")
+    values, inverse = scores.float(), layout.inverse.to(scores.device)
+    empty = torch.zeros(layout.ids.numel(), dtype=values.dtype, device=values.device)
+    high = empty.scatter_reduce(0, inverse, values, "amax", include_self=False)
+    low = empty.scatter_reduce(0, inverse, values, "amin", include_self=False)
+    return ((high - low) > tol)[inverse]
 
 
 def overlong_penalty(
@@ -72,6 +84,7 @@ def overlong_penalty(
 def fill_with_informative_groups(
     sample_round: Callable[[int], T],
     score: Callable[[T], Sequence[float]],
+    group_index: Callable[[T], GroupIndex],
     group_size: int,
     target: int,
     dynamic: bool,
@@ -81,11 +94,13 @@ def fill_with_informative_groups(
 
     Without dynamic sampling one round is taken whole. With it, groups whose rewards are
     all equal are set aside; after ``max_rounds`` rounds the batch is topped up with set-aside
-    rows in order, so it always has ``target`` rows when enough were sampled.
+    groups in order, so it always has ``target`` rows when enough were sampled. Groups are
+    taken whole, in the order of their group index, each with its rows in batch order.
 
     Args:
         sample_round: ``round_index -> batch`` of ``group_size``-row groups.
         score: Outcome rewards of a round's rows.
+        group_index: The group index of a round's rows.
         group_size: Rows per group.
         target: Rows wanted.
         dynamic: Keep only informative groups.
@@ -104,9 +119,10 @@ def fill_with_informative_groups(
         if not dynamic:
             kept, count = [(fresh, list(range(target)))], target
             break
-        keep = informative_groups(torch.tensor(list(score(fresh))), group_size).tolist()
-        for g, informative in enumerate(keep):
-            rows = list(range(g * group_size, (g + 1) * group_size))
+        scores, index = torch.tensor(list(score(fresh))), group_index(fresh)
+        keep = informative_groups(scores, index, group_size).tolist()
+        for rows in Groups.of(index, len(keep), group_size, "dynamic sampling").rows():
+            informative = keep[rows[0]]
             (kept if informative else spare).append((fresh, rows))
             count += len(rows) if informative else 0
         if rounds >= max_rounds:

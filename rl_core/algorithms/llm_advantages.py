@@ -8,11 +8,13 @@ not use):
   minus the KL penalty when KL is applied in the reward);
 * ``response_mask`` ``[B, L]``: 1 on response tokens;
 * ``values`` ``[B, L]`` or None: critic values (PPO);
+* ``group_index`` ``[B]``: the prompt group of each row (:mod:`rl_core.algorithms.groups`);
 * ``group_size``, ``gamma``, ``gae_lambda``, ``norm_std``, ``eps``.
 
-Responses to one prompt are ``group_size`` consecutive rows. An estimator returns
-``(advantages, returns)`` either per response (``[B]``, broadcast over the response's
-tokens by the trainer) or per token (``[B, L]``).
+Responses to one prompt are the ``group_size`` rows sharing a ``group_index``, wherever they
+sit in the batch. An estimator returns ``(advantages, returns)`` either per response
+(``[B]``, broadcast over the response's tokens by the trainer) or per token (``[B, L]``),
+row ``i`` for row ``i`` of the batch.
 """
 
 from __future__ import annotations
@@ -21,49 +23,54 @@ import torch
 
 from rl_core.algorithms.advantages import (
     compute_gae,
-    compute_group_advantages,
+    group_relative_advantages,
     normalize_advantages,
 )
+from rl_core.algorithms.groups import GroupIndex, Groups
 from rl_core.algorithms.registry import register_advantage
 
 
-def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+def _groups(
+    rewards: torch.Tensor, group_size: int, group_index: GroupIndex | None, name: str
+) -> tuple[torch.Tensor, Groups]:
+    """``[G, group_size]`` float rewards of each group, and where the groups' rows are."""
     if rewards.dim() != 1 or group_size < 1 or rewards.shape[0] % group_size:
         raise ValueError(
             f"rewards must be 1-D with a length divisible by group_size ({group_size}), got "
             f"shape {tuple(rewards.shape)}"
         )
-    return rewards.float().reshape(-1, group_size)
+    layout = Groups.of(group_index, rewards.shape[0], group_size, f"the {name} advantage estimator")
+    return layout.matrix(rewards.float()), layout
 
 
 @register_advantage("dr_grpo")
 def compute_dr_grpo_advantages(
-    *, rewards: torch.Tensor, group_size: int, **_: object
+    *, rewards: torch.Tensor, group_size: int, group_index: GroupIndex | None = None, **_: object
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training"): ``A = r - mean(group)``.
 
     GRPO without the division by the group std (``grpo`` with ``norm_std=False``).
     """
-    return compute_group_advantages(rewards=rewards, group_size=group_size, norm_std=False)
+    return group_relative_advantages(rewards, group_size, group_index, 1e-6, False, "dr_grpo")
 
 
 @register_advantage("rloo")
 def compute_rloo_advantages(
-    *, rewards: torch.Tensor, group_size: int, **_: object
+    *, rewards: torch.Tensor, group_size: int, group_index: GroupIndex | None = None, **_: object
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """RLOO (Ahmadian et al. 2024; Kool et al. 2019): leave-one-out baseline.
 
     ``A_i = r_i - mean_{j != i} r_j = n / (n - 1) * (r_i - mean(group))`` for a group of
     ``n`` responses; a group of one gets 0. Returns ``[B]`` (``returns == advantages``).
     """
-    groups = _groups(rewards, group_size)
+    groups, layout = _groups(rewards, group_size, group_index, "rloo")
     with torch.no_grad():
         if group_size == 1:
             adv = torch.zeros_like(groups)
         else:
             others = (groups.sum(dim=1, keepdim=True) - groups) / (group_size - 1)
             adv = groups - others
-        adv = adv.reshape(-1)
+        adv = layout.scatter(adv)
     return adv, adv.clone()
 
 
@@ -107,6 +114,7 @@ def compute_reinforce_plus_plus_baseline_advantages(
     rewards: torch.Tensor,
     response_mask: torch.Tensor,
     group_size: int,
+    group_index: GroupIndex | None = None,
     **_: object,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE++-baseline (Hu 2025; verl ``reinforce_plus_plus_baseline``).
@@ -115,9 +123,9 @@ def compute_reinforce_plus_plus_baseline_advantages(
     response's tokens, then whitened over all response tokens of the batch.
     Returns ``[B, L]`` advantages and ``[B, L]`` returns (the centred scores).
     """
-    groups = _groups(rewards, group_size)
+    groups, layout = _groups(rewards, group_size, group_index, "reinforce_plus_plus_baseline")
     with torch.no_grad():
-        centred = (groups - groups.mean(dim=1, keepdim=True)).reshape(-1)
+        centred = layout.scatter(groups - groups.mean(dim=1, keepdim=True))
         mask = response_mask.bool()
         token_scores = centred[:, None] * response_mask.float()
         adv = normalize_advantages(token_scores, mask)

@@ -20,8 +20,10 @@ PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator")
-POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
+#: The built-ins register when the ``rl_core.algorithms`` package is imported (its
+#: ``__init__`` imports every algorithm module, in an order that suits their imports).
+ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator", "rl_core.algorithms")
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss", "rl_core.algorithms")
 
 
 @overload

@@ -169,6 +169,6 @@ def load_causal_lm(model_cfg: Any) -> tuple[nn.Module, Any]:
 
 
 def build_causal_lm(model_cfg: Any, spaces: Any = None) -> CausalLMPolicy:
-    """Model builder of ``hf_causal_lm`` (``spaces`` is unused; see ``rl_core.builtins``)."""
+    """Model builder of ``hf_causal_lm`` (``spaces`` is unused; see ``hf_builder``)."""
     model, tokenizer = load_causal_lm(model_cfg)
     return CausalLMPolicy(model, tokenizer, value_head=model_cfg.value_head)

@@ -30,7 +30,15 @@ class ModelSpec:
         return f"{getattr(self.builder, '__module__', '?')}.{name} ({self.category})"
 
 
-MODELS: Registry[ModelSpec] = Registry("model type")
+#: Built-in models register when these modules are imported (on first use of the registry).
+MODELS: Registry[ModelSpec] = Registry(
+    "model type",
+    (
+        "rl_core.models.mlp_actor_critic",
+        "rl_core.models.sac_policy",
+        "rl_core.models.hf_builder",
+    ),
+)
 
 
 def register_model(

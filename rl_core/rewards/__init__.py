@@ -1,5 +1,11 @@
-"""Reward functions applied to collected rollouts."""
+"""Reward functions applied to collected rollouts.
 
+Importing this package registers the built-in rewards: ``env`` (embodied) and the reasoning
+rewards ``math_verify``, ``format`` and ``composite``.
+"""
+
+import rl_core.rewards.builtin  # noqa: F401 - registers the embodied reward
+import rl_core.rewards.reasoning  # noqa: F401 - registers the reasoning rewards
 from rl_core.rewards.registry import REWARDS, build_reward, get_reward, register_reward
 
 __all__ = ["REWARDS", "build_reward", "get_reward", "register_reward"]

@@ -18,7 +18,9 @@ from typing import Any
 
 from rl_core.registry import Registry
 
-REWARDS: Registry[Any] = Registry("reward")
+#: The built-ins register when the ``rl_core.rewards`` package is imported (its ``__init__``
+#: imports the modules that define them).
+REWARDS: Registry[Any] = Registry("reward", "rl_core.rewards")
 RewardFn = Callable[..., Any]
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from rl_core.algorithms import get_advantage, kl_penalty, normalize_advantages
+from rl_core.algorithms.groups import GroupIndex
 
 
 @dataclass
@@ -47,6 +48,7 @@ def compute_llm_advantages(
     algo: Any,
     values: torch.Tensor | None = None,
     ref_logprobs: torch.Tensor | None = None,
+    group_index: GroupIndex | None = None,
 ) -> LLMAdvantages:
     """Advantages of a batch of scored responses.
 
@@ -57,6 +59,12 @@ def compute_llm_advantages(
         algo: The ``algorithm`` config section.
         values: ``[B, T]`` critic values (``token_gae``), else None.
         ref_logprobs: ``[B, T]`` reference-model log-probs (KL), else None.
+        group_index: ``[B]`` the prompt group of each row; the group-relative estimators
+            (``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_plus_plus_baseline``) need it.
+
+    Raises:
+        GroupIndexError: A group-relative estimator without a group index that fits the
+            batch (``group_size`` rows in every group).
     """
     mask = response_mask.float()
     token_rewards = outcome_token_rewards(scores, mask)
@@ -71,6 +79,7 @@ def compute_llm_advantages(
         token_rewards=token_rewards,
         response_mask=mask,
         values=values,
+        group_index=group_index,
         group_size=algo.group_size,
         gamma=algo.gamma,
         gae_lambda=algo.gae_lambda,

@@ -3,7 +3,8 @@
 Batch layout (tensors, one row per response; see :mod:`rl_core.llm.batching`):
 ``prompt_ids``/``prompt_mask`` ``[N, P]``, ``response_ids``/``response_mask`` ``[N, R]``,
 ``old_logprobs``, ``advantages`` ``[N, R]`` and, when used, ``ref_logprobs``,
-``old_values``, ``returns`` ``[N, R]``.
+``old_values``, ``returns`` ``[N, R]``. A batch of scored responses also carries
+``group_index`` ``[N]`` (int64, the prompt group of each row), split with the other keys.
 
 Each minibatch's loss is a weighted sum over tokens whose weights come from the *global*
 minibatch (all ranks): its token and response counts (:func:`aggregation_weights`). So

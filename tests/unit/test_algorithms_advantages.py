@@ -104,9 +104,12 @@ def test_gae_requires_final_values_when_truncated_and_checks_shapes():
         compute_gae(**case, gamma=GAMMA, gae_lambda=LAMBDA)
 
 
+GROUPS_OF_3 = [0, 0, 0, 1, 1, 1]
+
+
 def test_group_advantages_with_std():
     rewards = torch.tensor([1.0, 2.0, 3.0, 0.0, 0.0, 4.0])
-    adv, ret = compute_group_advantages(rewards=rewards, group_size=3)
+    adv, ret = compute_group_advantages(rewards=rewards, group_size=3, group_index=GROUPS_OF_3)
     # group [1,2,3]: mean 2, unbiased std = sqrt((1+0+1)/2) = 1 -> [-1, 0, 1]
     # group [0,0,4]: mean 4/3, unbiased var = (16/9+16/9+64/9)/2 = 16/3, std = 4/sqrt(3)
     #   -> [-4/3, -4/3, 8/3] / (4/sqrt(3)) = [-1/sqrt(3), -1/sqrt(3), 2/sqrt(3)]
@@ -117,25 +120,31 @@ def test_group_advantages_with_std():
 
 def test_group_advantages_without_std_is_dr_grpo():
     rewards = torch.tensor([1.0, 2.0, 3.0, 0.0, 0.0, 4.0])
-    adv, _ = compute_group_advantages(rewards=rewards, group_size=3, norm_std=False)
+    adv, _ = compute_group_advantages(
+        rewards=rewards, group_size=3, group_index=GROUPS_OF_3, norm_std=False
+    )
     # r - group mean: [1-2, 2-2, 3-2, 0-4/3, 0-4/3, 4-4/3]
     expected = torch.tensor([-1.0, 0.0, 1.0, -4 / 3, -4 / 3, 8 / 3])
     torch.testing.assert_close(adv, expected)
 
 
 def test_group_advantages_degenerate_groups_are_zero():
-    adv, _ = compute_group_advantages(rewards=torch.tensor([3.0, -2.0]), group_size=1)
+    adv, _ = compute_group_advantages(
+        rewards=torch.tensor([3.0, -2.0]), group_size=1, group_index=[0, 1]
+    )
     torch.testing.assert_close(adv, torch.zeros(2))
     # identical scores: (5-5) / (0 + eps) = 0, no NaN
-    adv, _ = compute_group_advantages(rewards=torch.tensor([5, 5]), group_size=2)
+    adv, _ = compute_group_advantages(
+        rewards=torch.tensor([5, 5]), group_size=2, group_index=[7, 7]
+    )
     torch.testing.assert_close(adv, torch.zeros(2))
 
 
 def test_group_advantages_group_size_mismatch():
     with pytest.raises(ValueError, match=r"\(5\) is not divisible by group_size \(2\)"):
-        compute_group_advantages(rewards=torch.zeros(5), group_size=2)
+        compute_group_advantages(rewards=torch.zeros(5), group_size=2, group_index=[0] * 5)
     with pytest.raises(ValueError, match="1-D"):
-        compute_group_advantages(rewards=torch.zeros(2, 2), group_size=2)
+        compute_group_advantages(rewards=torch.zeros(2, 2), group_size=2, group_index=[0, 0])
 
 
 def test_normalize_advantages_masked():

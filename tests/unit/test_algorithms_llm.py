@@ -8,6 +8,7 @@ import torch
 
 from rl_core.algorithms import (
     aggregate_loss,
+    consecutive_groups,
     discounted_token_returns,
     get_advantage,
     informative_groups,
@@ -16,25 +17,40 @@ from rl_core.algorithms import (
 )
 
 
+def pairs(n):
+    """Group index of ``n`` rows in groups of two consecutive rows."""
+    return consecutive_groups(n // 2, 2)
+
+
 def test_rloo_leave_one_out_baseline():
-    adv, ret = get_advantage("rloo")(rewards=torch.tensor([1.0, 0, 0, 1, 2, 2]), group_size=2)
+    adv, ret = get_advantage("rloo")(
+        rewards=torch.tensor([1.0, 0, 0, 1, 2, 2]), group_size=2, group_index=pairs(6)
+    )
     # groups [1,0] [0,1] [2,2]: A_i = r_i - r_other
     torch.testing.assert_close(adv, torch.tensor([1.0, -1, -1, 1, 0, 0]))
-    adv, _ = get_advantage("rloo")(rewards=torch.tensor([1.0, 0, 0, 1]), group_size=4)
+    adv, _ = get_advantage("rloo")(
+        rewards=torch.tensor([1.0, 0, 0, 1]), group_size=4, group_index=[0] * 4
+    )
     # r=1: others mean 1/3 -> 2/3; r=0: others mean 2/3 -> -2/3
     torch.testing.assert_close(adv, torch.tensor([2 / 3, -2 / 3, -2 / 3, 2 / 3]))
     torch.testing.assert_close(ret, torch.tensor([1.0, -1, -1, 1, 0, 0]))
 
 
 def test_rloo_group_of_one_is_zero_and_shapes_checked():
-    adv, _ = get_advantage("rloo")(rewards=torch.tensor([3.0, -1.0]), group_size=1)
+    adv, _ = get_advantage("rloo")(
+        rewards=torch.tensor([3.0, -1.0]), group_size=1, group_index=[0, 1]
+    )
     assert torch.equal(adv, torch.zeros(2))
     with pytest.raises(ValueError, match="divisible by group_size"):
-        get_advantage("rloo")(rewards=torch.tensor([1.0, 2, 3]), group_size=2)
+        get_advantage("rloo")(
+            rewards=torch.tensor([1.0, 2, 3]), group_size=2, group_index=[0, 0, 1]
+        )
 
 
 def test_dr_grpo_is_mean_centred_without_std():
-    adv, _ = get_advantage("dr_grpo")(rewards=torch.tensor([1.0, 0, 0, 1]), group_size=4)
+    adv, _ = get_advantage("dr_grpo")(
+        rewards=torch.tensor([1.0, 0, 0, 1]), group_size=4, group_index=[3] * 4
+    )
     torch.testing.assert_close(adv, torch.tensor([0.5, -0.5, -0.5, 0.5]))
 
 
@@ -61,7 +77,7 @@ def test_reinforce_plus_plus_whitens_returns_over_batch_tokens():
 def test_reinforce_plus_plus_baseline():
     mask = torch.tensor([[1.0, 1], [1, 0], [1, 1], [1, 1]])
     adv, ret = get_advantage("reinforce_plus_plus_baseline")(
-        rewards=torch.tensor([1.0, 0, 1, 1]), response_mask=mask, group_size=2
+        rewards=torch.tensor([1.0, 0, 1, 1]), response_mask=mask, group_size=2, group_index=pairs(4)
     )
     torch.testing.assert_close(ret, torch.tensor([[0.5, 0.5], [-0.5, 0], [0, 0], [0, 0]]))
     valid = np.array([0.5, 0.5, -0.5, 0, 0, 0, 0])
@@ -130,8 +146,11 @@ def test_straight_through_kl_has_base_value_and_k2_gradient(base):
 
 
 def test_informative_groups_drops_constant_reward_groups():
-    keep = informative_groups(torch.tensor([1.0, 1, 0, 1, 0, 0]), group_size=2)
-    assert keep.tolist() == [False, True, False]
+    keep = informative_groups(torch.tensor([1.0, 1, 0, 1, 0, 0]), pairs(6), group_size=2)
+    assert keep.tolist() == [False, False, True, True, False, False]
+    # groups of any size when no group_size is asked for; rows anywhere in the batch
+    keep = informative_groups(torch.tensor([1.0, 0, 1, 1, 2]), [5, 9, 5, 5, 9])
+    assert keep.tolist() == [False, True, False, False, True]
 
 
 def test_overlong_penalty_matches_dapo_eq13():

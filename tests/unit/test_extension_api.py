@@ -177,7 +177,8 @@ def test_force_registration_before_builtins_load_survives_them():
         "from rl_core.algorithms.registry import register_advantage, get_advantage\n"
         "def mine(**kw): return None\n"
         "register_advantage('gae', mine, force=True)\n"
-        "import rl_core.builtins\n"
+        "from rl_core.registries import load_builtins\n"
+        "load_builtins()\n"
         "assert get_advantage('gae') is mine, get_advantage('gae')\n"
         "print('ok')\n"
     )

@@ -1,6 +1,6 @@
 """The layering rules, read from the source (no imports): ``rl_core`` is pure RL code (no
 Prefect, Ray, MLflow or boto3), ``infra`` never imports ``tasks`` or ``flows``, ``tasks``
-never import ``flows``."""
+never import ``flows``; no module of ``rl_core`` imports itself through others."""
 
 from __future__ import annotations
 
@@ -52,3 +52,62 @@ def test_the_scan_sees_imports_inside_functions(tmp_path: Path) -> None:
     sample = tmp_path / "m.py"
     sample.write_text("def f():\n    import ray.util\n    from mlflow import log_metric\n")
     assert imported_packages(sample) == {"ray", "mlflow"}
+
+
+def module_graph(package: str) -> dict[str, set[str]]:
+    """Module → the modules of ``package`` it imports (imports inside functions included)."""
+    paths = {}
+    for path in (ROOT / package).rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def resolve(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for target in filter(None, map(resolve, targets)):
+                # A submodule's import of its own package is how Python imports it anyway.
+                if target != name and not name.startswith(target + "."):
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (empty when there is none)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return []
+
+
+def test_rl_core_has_no_import_cycles() -> None:
+    cycle = find_cycle(module_graph("rl_core"))
+    assert not cycle, " -> ".join(cycle)
+
+
+def test_the_cycle_scan_finds_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]

@@ -34,7 +34,8 @@ def test_grpo_advantages_by_hand():
     # group 1: scores 1, 1 -> zero advantage
     mask = torch.tensor([[1, 1], [1, 0], [1, 1], [1, 1]])
     old = torch.zeros(4, 2)
-    out = compute_llm_advantages(torch.tensor([1.0, 0.0, 1.0, 1.0]), mask, old, algo())
+    scores = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    out = compute_llm_advantages(scores, mask, old, algo(), group_index=[0, 0, 1, 1])
     expected = torch.tensor([[0.7071, 0.7071], [-0.7071, 0.0], [0.0, 0.0], [0.0, 0.0]])
     assert torch.allclose(out.advantages, expected, atol=1e-3)
     assert out.metrics["train/advantage_mean"] == pytest.approx((2 * 0.7071 - 0.7071) / 7, abs=1e-3)
@@ -46,7 +47,9 @@ def test_kl_is_measured_and_subtracted_in_reward_when_asked():
     old = torch.tensor([[0.0, -1.0], [0.0, 0.0]])
     ref = torch.tensor([[0.0, -2.0], [0.0, 0.0]])  # k1 = old - ref: [[0, 1], [0, 0]]
     scores = torch.tensor([1.0, 1.0])
-    measured = compute_llm_advantages(scores, mask, old, algo(), ref_logprobs=ref)
+    measured = compute_llm_advantages(
+        scores, mask, old, algo(), ref_logprobs=ref, group_index=[0, 0]
+    )
     assert measured.metrics["rollout/kl_to_ref"] == pytest.approx(0.25)
     shaped = compute_llm_advantages(
         scores, mask, old, algo(adv_type="reinforce_plus_plus", kl_in_reward=True), ref_logprobs=ref
@@ -65,7 +68,13 @@ def rounds_of(*score_rows):
 def test_dynamic_fill_keeps_informative_groups_in_order_and_tops_up():
     rounds = rounds_of([1, 1, 0, 1], [0, 0, 1, 0])  # groups of 2: round 0 keeps g1, round 1 g1
     picks, n = fill_with_informative_groups(
-        lambda i: ("r", i), lambda batch: rounds[batch[1]], 2, target=6, dynamic=True, max_rounds=2
+        lambda i: ("r", i),
+        lambda batch: rounds[batch[1]],
+        lambda batch: [0, 0, 1, 1],
+        2,
+        target=6,
+        dynamic=True,
+        max_rounds=2,
     )
     assert n == 2
     # kept: r0 rows 2-3, r1 rows 2-3; then topped up from the first set-aside group (r0 0-1)
@@ -75,13 +84,25 @@ def test_dynamic_fill_keeps_informative_groups_in_order_and_tops_up():
 def test_dynamic_fill_stops_when_enough_and_trims():
     rounds = rounds_of([1, 0, 0, 1])
     picks, n = fill_with_informative_groups(
-        lambda i: i, lambda i: rounds[i], 2, target=2, dynamic=True, max_rounds=5
+        lambda i: i,
+        lambda i: rounds[i],
+        lambda i: [0, 0, 1, 1],
+        2,
+        target=2,
+        dynamic=True,
+        max_rounds=5,
     )
     assert (picks, n) == ([(0, [0, 1])], 1)
 
 
 def test_without_dynamic_sampling_one_round_is_taken_whole():
     picks, n = fill_with_informative_groups(
-        lambda i: f"round{i}", lambda b: [1, 1], 2, target=4, dynamic=False, max_rounds=3
+        lambda i: f"round{i}",
+        lambda b: [1, 1],
+        lambda b: [0, 0],
+        2,
+        target=4,
+        dynamic=False,
+        max_rounds=3,
     )
     assert (picks, n) == ([("round0", [0, 1, 2, 3])], 1)

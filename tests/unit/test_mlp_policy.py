@@ -228,13 +228,10 @@ def test_get_model_loads_builtins_itself(monkeypatch):
     built-in models; simulate that by forgetting the built-in modules and registration."""
     import sys
 
-    import rl_core
     import rl_core.models
 
     original = MODELS.get("mlp_actor_critic")
-    for name in ("rl_core.builtins", "rl_core.models.mlp_actor_critic"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    monkeypatch.delattr(rl_core, "builtins", raising=False)
+    monkeypatch.delitem(sys.modules, "rl_core.models.mlp_actor_critic", raising=False)
     monkeypatch.delattr(rl_core.models, "mlp_actor_critic", raising=False)
     MODELS.unregister("mlp_actor_critic")
     try:
