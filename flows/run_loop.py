@@ -111,7 +111,10 @@ def prepare_model_files(cfg: RLPipeConfig) -> RLPipeConfig:
     """Make ``model.model_path`` absolute and create the tiny test model if asked to.
 
     ``model.tiny_init`` creates the tiny test model at ``model.model_path`` if it is missing.
+    Kinds whose model has no ``model_path`` (control policies) are returned unchanged.
     """
+    if "model_path" not in type(cfg.model).model_fields:
+        return cfg
     if cfg.model.model_path and not Path(cfg.model.model_path).is_absolute():
         # workers may run elsewhere than the driver's working directory
         model = cfg.model.model_copy(

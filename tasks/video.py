@@ -21,9 +21,11 @@ VIDEO_ARTIFACT_DIR = "eval/videos"
 
 def video_due(cfg: Any, iteration: int, final: bool) -> bool:
     """Whether the evaluation of ``iteration`` also records a video."""
+    if not getattr(cfg.eval, "video", False):  # kinds without videos have no such field
+        return False
     every = cfg.eval.video_interval
     periodic = every > 0 and (iteration + 1) % every == 0
-    return cfg.eval.video and cfg.tracking.enabled and (final or periodic)
+    return cfg.tracking.enabled and (final or periodic)
 
 
 def record_video(session: Any, iteration: int) -> dict[str, Any] | None:

@@ -131,7 +131,11 @@ def config_class(data: dict[str, Any]) -> type[RLPipeConfig]:
     model_type = written if written is not None else ModelConfig.model_fields["model_type"].default
     try:
         return kind_of_model_type(model_type).config
-    except (RegistryError, AttributeError, TypeError):
+    except RegistryError as exc:
+        if "registered kind" in str(exc):  # a known model whose category has no kind
+            raise ConfigError(f"invalid configuration:\n  {exc}") from None
+        return kind_named("embodied").config
+    except (AttributeError, TypeError):
         return kind_named("embodied").config
 
 

@@ -1,5 +1,6 @@
-"""A model category added from outside rlpipe (examples/bandit_category): one module that
-registers a model and a runtime trains through the real train flow and evaluate flow."""
+"""A kind of training added from outside rlpipe (examples/bandit_category): one module whose
+one ``register_kind`` call names a config, a model and a runtime trains through the real
+train flow and evaluate flow."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_own_category_trains_evaluates_and_resumes(tmp_path: Path, bandit_env) -
     assert '"eval/return_mean": 0.8' in evaluated.stdout
 
 
-def test_category_without_a_runtime_fails_before_starting(tmp_path: Path, train_env) -> None:
+def test_a_model_of_an_unregistered_kind_fails_before_starting(tmp_path: Path, train_env) -> None:
     module = tmp_path / "lonely_category.py"
     module.write_text(
         "from rl_core.api import register_model\n"
@@ -69,5 +70,6 @@ def test_category_without_a_runtime_fails_before_starting(tmp_path: Path, train_
         timeout=120,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "has category 'lonely', which has no runtime; registered categories:" in proc.stderr
+    assert "has category 'lonely', which is not a registered kind of training" in proc.stderr
+    assert "rl_core.kinds.register_kind" in proc.stderr
     assert not (tmp_path / "out").exists()  # nothing started, nothing written
