@@ -32,9 +32,9 @@ from infra.checkpoint.reader import (
 )
 from infra.checkpoint.store import CheckpointError
 from rl_core.config import validate_config
-from rl_core.config.schema import ModelConfig
 from rl_core.envs import EnvSpaces, probe_spaces
 from rl_core.envs.spaces import env_spaces_from_dict, env_spaces_to_dict
+from rl_core.kinds.kind import model_section_class
 from rl_core.models import MODELS, BasePolicy, get_model
 from rl_core.registry import Registry
 
@@ -249,7 +249,9 @@ def load_exported_policy(directory: str | Path) -> tuple[BasePolicy, dict[str, A
     if model_config.get("model_path") == ".":
         model_config["model_path"] = str(directory)
     try:
-        model_cfg = ModelConfig.model_validate(model_config)
+        model_cfg = model_section_class(model_config.get("model_type", "")).model_validate(
+            model_config
+        )
         spaces = env_spaces_from_dict(meta["spaces"]) if meta["spaces"] is not None else None
     except (ValueError, KeyError) as exc:
         raise ExportError(f"{directory / META_FILE}: {exc}") from None

@@ -121,6 +121,15 @@ def kind_of_model_type(model_type: str) -> Kind:
     return KINDS.get(category)
 
 
+def model_section_class(model_type: str) -> type:
+    """The ``model`` section class of the kind that trains ``model_type``.
+
+    Raises:
+        RegistryError: Unknown model type, or its category has no registered kind.
+    """
+    return kind_of_model_type(model_type).config.model_fields["model"].annotation
+
+
 def kind_of(cfg: Any) -> Kind:
     """The registered kind of a validated config."""
     return kind_named(cfg.category)
