@@ -53,9 +53,7 @@ class AlgorithmConfig(Section):
     value_clip: float | None = Field(0.2, gt=0.0)
     value_coef: float = Field(0.5, ge=0.0)
     entropy_coef: float = Field(0.0, ge=0.0)
-    kl_estimator: str = Field(
-        "k3", description="Registered KL estimator of the KL to the reference."
-    )
+    kl_estimator: str = "k3"
     kl_coef: float = Field(
         0.0, ge=0.0, description="Reasoning: weight of the KL to the reference model (0 = off)."
     )
@@ -110,13 +108,11 @@ class ActorConfig(Section):
         description="Trainer workers. The embodied MLP trainer is single-process; reasoning "
         "models train data-parallel with FSDP2 across this many workers.",
     )
-    optimizer: str = Field("adam", description="Registered optimizer (torch.optim class).")
+    optimizer: str = "adam"
     lr: float = Field(3e-4, gt=0.0)
     adam_eps: float | None = Field(None, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
-    lr_schedule: str = Field(
-        "constant", description="Registered learning-rate schedule after the warm-up."
-    )
+    lr_schedule: str = "constant"
     warmup_iterations: int = Field(0, ge=0, le=MAX_ITERATIONS)
     update_epochs: int = Field(4, ge=1, le=MAX_EPOCHS)
     num_minibatches: int = Field(4, ge=1, le=MAX_MINIBATCHES)
