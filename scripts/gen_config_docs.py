@@ -143,8 +143,7 @@ def _sections(root: type[BaseModel], prefix: str = "") -> list[tuple[str, type[B
 
 
 def builtin_names(kind: str) -> list[str]:
-    """Names registered by rlpipe itself: objects of rl_core or torch.optim, references
-    (``"module:attribute"``) into rl_core or infra; extensions' and tests' are skipped."""
+    """Names rlpipe registers (objects of rl_core or torch.optim, references into infra)."""
     from rl_core.registries import registry_for
 
     registry = registry_for(kind)

@@ -127,11 +127,6 @@ def test_literal_field_lists_allowed_values():
         assert allowed in msg
 
 
-def test_registered_field_takes_any_case_and_keeps_the_registered_name():
-    cfg = load_config(overrides=["actor.optimizer=AdamW", "actor.lr_schedule=Cosine"])
-    assert (cfg.actor.optimizer, cfg.actor.lr_schedule) == ("adamw", "cosine")
-
-
 def test_bad_hidden_sizes():
     msg = error_of("model.hidden_sizes=[32,0]")
     assert "model.hidden_sizes = [32, 0]" in msg

@@ -51,3 +51,10 @@ def test_the_backend_registry_is_the_one_infra_builds_from() -> None:
 def test_schedule_names_keep_their_registration_order() -> None:
     assert LR_SCHEDULES.names(in_registration_order=True) == ["constant", "linear", "cosine"]
     assert LR_SCHEDULES.names() == ["constant", "cosine", "linear"]
+
+
+def test_a_registered_config_field_takes_any_case_and_keeps_the_registered_name() -> None:
+    from rl_core.config import load_config
+
+    cfg = load_config(overrides=["actor.optimizer=AdamW", "actor.lr_schedule=Cosine"])
+    assert (cfg.actor.optimizer, cfg.actor.lr_schedule) == ("adamw", "cosine")
