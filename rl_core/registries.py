@@ -5,24 +5,41 @@ from __future__ import annotations
 from rl_core.registry import Registry
 
 #: The kinds :func:`registry_for` knows.
-KINDS = ("model", "env", "advantage", "policy_loss", "is_correction", "reward")
+KINDS = (
+    "model",
+    "env",
+    "advantage",
+    "policy_loss",
+    "is_correction",
+    "reward",
+    "kl_estimator",
+    "loss_agg_mode",
+    "optimizer",
+    "lr_schedule",
+    "rollout_engine",
+    "trainer_backend",
+)
 
 
 def registry_for(kind: str) -> Registry:
     """Return the registry for ``kind`` with built-ins loaded.
 
     Args:
-        kind: ``model``, ``env``, ``advantage``, ``policy_loss``, ``is_correction`` or
-            ``reward``.
+        kind: One of :data:`KINDS`.
 
     Raises:
         KeyError: ``kind`` is none of those.
     """
+    from rl_core.algorithms.aggregation import LOSS_AGG_MODES
+    from rl_core.algorithms.kl import KL_ESTIMATORS
     from rl_core.algorithms.off_policy import IS_CORRECTIONS
     from rl_core.algorithms.registry import ADVANTAGES, POLICY_LOSSES
     from rl_core.envs.registry import ENVS
+    from rl_core.llm.implementations import ROLLOUT_ENGINES, TRAINER_BACKENDS
     from rl_core.models.registry import MODELS
     from rl_core.rewards.registry import REWARDS
+    from rl_core.training.optim import OPTIMIZERS
+    from rl_core.training.schedules import LR_SCHEDULES
 
     registries: dict[str, Registry] = {
         "model": MODELS,
@@ -31,6 +48,12 @@ def registry_for(kind: str) -> Registry:
         "policy_loss": POLICY_LOSSES,
         "is_correction": IS_CORRECTIONS,
         "reward": REWARDS,
+        "kl_estimator": KL_ESTIMATORS,
+        "loss_agg_mode": LOSS_AGG_MODES,
+        "optimizer": OPTIMIZERS,
+        "lr_schedule": LR_SCHEDULES,
+        "rollout_engine": ROLLOUT_ENGINES,
+        "trainer_backend": TRAINER_BACKENDS,
     }
     registry = registries[kind]
     registry.load_builtins()

@@ -125,10 +125,10 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
-    def names(self) -> list[str]:
-        """Sorted registered names."""
+    def names(self, *, in_registration_order: bool = False) -> list[str]:
+        """Registered names, sorted (or in the order they were first registered)."""
         self.load_builtins()
-        return sorted(self._entries)
+        return list(self._entries) if in_registration_order else sorted(self._entries)
 
     def unregister(self, name: str) -> None:
         """Remove ``name`` (no error if absent); mainly for tests."""

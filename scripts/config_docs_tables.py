@@ -14,6 +14,12 @@ REGISTERED_FIELDS: dict[tuple[str, str], str] = {
     ("algorithm", "loss_type"): "policy_loss",
     ("algorithm", "is_correction"): "is_correction",
     ("reward", "reward_type"): "reward",
+    ("algorithm", "kl_estimator"): "kl_estimator",
+    ("algorithm", "loss_agg_mode"): "loss_agg_mode",
+    ("actor", "optimizer"): "optimizer",
+    ("actor", "lr_schedule"): "lr_schedule",
+    ("actor", "backend"): "trainer_backend",
+    ("rollout", "engine"): "rollout_engine",
 }
 
 #: What the other field validators of the schema allow (shown in the "allowed" column).

@@ -143,7 +143,7 @@ def _sections(root: type[BaseModel], prefix: str = "") -> list[tuple[str, type[B
 
 
 def builtin_names(kind: str) -> list[str]:
-    """Names registered by rlpipe itself (entries added by extensions or tests are skipped)."""
+    """Names rlpipe registers (objects of rl_core or torch.optim, references into infra)."""
     from rl_core.registries import registry_for
 
     registry = registry_for(kind)
@@ -151,7 +151,8 @@ def builtin_names(kind: str) -> list[str]:
     for name in registry.names():
         obj = registry.get(name)
         owner = getattr(obj, "builder", obj)  # models register a ModelSpec(builder, ...)
-        if str(getattr(owner, "__module__", "")).startswith("rl_core."):
+        module = owner if isinstance(owner, str) else str(getattr(owner, "__module__", ""))
+        if module.startswith(("rl_core.", "infra.", "torch.optim.")):
             names.append(name)
     return names
 

@@ -14,12 +14,9 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import ray
-
-if TYPE_CHECKING:
-    from infra.cluster.worker_group import WorkerGroup
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +53,24 @@ class Liveness:
         return cls(timeouts.heartbeat_interval_s, timeouts.heartbeat_timeout_s)
 
 
+class Group(Protocol):
+    """What a wait needs from a group of workers (a ``WorkerGroup`` is one)."""
+
+    name: str
+
+    def heartbeat(self, rank: int) -> ray.ObjectRef:
+        """A ref that resolves once worker ``rank`` answers."""
+        ...
+
+    def kill(self, rank: int) -> str:
+        """Kill worker ``rank``; return what was killed, for :class:`StepTimeout`."""
+        ...
+
+
 class Owner(NamedTuple):
     """A worker a result is owed by: its group and rank."""
 
-    group: WorkerGroup
+    group: Group
     rank: int
 
     def __str__(self) -> str:

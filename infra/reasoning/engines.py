@@ -13,7 +13,6 @@ earlier two-argument form are still called without the keywords they do not acce
 
 from __future__ import annotations
 
-import abc
 import inspect
 import logging
 from collections.abc import Callable, Iterable
@@ -21,41 +20,12 @@ from typing import Any
 
 import torch
 
+from infra.reasoning.engine_base import RolloutEngine
 from rl_core.llm.generation import GenerationResult, SamplingParams, hf_generate
+from rl_core.llm.implementations import ROLLOUT_ENGINES, resolve
 from rl_core.models.causal_lm import load_causal_lm
-from rl_core.registry import Registry
 
 logger = logging.getLogger(__name__)
-
-
-class RolloutEngine(abc.ABC):
-    """What a rollout worker needs from an inference engine."""
-
-    version: int = -1
-    #: True when ``update_weights`` must get every tensor (the engine reloads whole layers).
-    full_updates_only: bool = False
-
-    @abc.abstractmethod
-    def generate(
-        self, prompt_ids: list[list[int]], sampling: SamplingParams, seed: int | None
-    ) -> GenerationResult:
-        """One response (and its token log-probs) per prompt."""
-
-    @abc.abstractmethod
-    def update_weights(
-        self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
-    ) -> None:
-        """Overwrite the named parameters (names as in the trainer's HF state dict)."""
-
-    def sleep(self) -> None:  # noqa: B027 - optional for engines that hold no device memory
-        """Release device memory until :meth:`wake` (no-op by default and on the CPU).
-
-        The hybrid engine calls it while the trainer in the same process computes, and
-        calls :meth:`wake` before the next weight sync or generation; calls alternate.
-        """
-
-    def wake(self) -> None:  # noqa: B027
-        """Undo :meth:`sleep`: the engine can take weights and generate again."""
 
 
 class HFEngine(RolloutEngine):
@@ -118,19 +88,12 @@ class HFEngine(RolloutEngine):
         self.model.to(self.device)
 
 
-def _vllm_engine(
-    model_cfg: Any, rollout_cfg: Any, device: torch.device, collocated: bool = False
-) -> RolloutEngine:
-    from infra.reasoning.vllm_engine import VLLMEngine  # imports vllm: only when asked for
+#: Engine factories by ``rollout.engine`` name (the registry the config validates against):
+#: ``factory(model_cfg, rollout_cfg, device=torch.device, collocated=bool)``. The vllm
+#: engine's module (it imports vllm) is imported only when that engine is built.
+ENGINES = ROLLOUT_ENGINES
 
-    return VLLMEngine(model_cfg, rollout_cfg, device, collocated)
-
-
-#: Engine factories by ``rollout.engine`` name:
-#: ``factory(model_cfg, rollout_cfg, device=torch.device, collocated=bool)``.
-ENGINES: Registry[Callable[..., RolloutEngine]] = Registry("rollout engine")
-ENGINES.register("hf", HFEngine)
-ENGINES.register("vllm", _vllm_engine)
+__all__ = ["ENGINES", "HFEngine", "RolloutEngine", "check_rollout_engine", "make_engine"]
 
 
 def _accepted(factory: Callable[..., Any], names: tuple[str, ...]) -> set[str]:
@@ -166,7 +129,7 @@ def make_engine(
     rollout_cfg)`` form) is still called, without it, and chooses its device itself: a
     warning says so.
     """
-    factory = ENGINES.get(name)
+    factory = resolve(ENGINES.get(name))
     device = torch.device(device)
     wanted = {"device": device, "collocated": collocated}
     accepted = _accepted(factory, tuple(wanted))

@@ -23,7 +23,7 @@ import torch
 from infra.checkpoint import signed_dcp
 from infra.checkpoint.store import CheckpointError
 from infra.reasoning import distributed
-from infra.reasoning.trainer_backends import TRAINER_BACKENDS, TrainerBackend
+from infra.reasoning.trainer_backend_base import TrainerBackend
 from rl_core.models import get_model
 from rl_core.models.megatron.config import (
     HFShape,
@@ -261,6 +261,3 @@ def _scalars(parts: list[Tensors], names: set[str]) -> Tensors:
         raise CheckpointError(f"optimizer steps differ across parameters ({sorted(values)})")
     value = next(iter(parts[0].values()))
     return {name: value.clone() for name in names}
-
-
-TRAINER_BACKENDS.register("megatron", MegatronBackend)

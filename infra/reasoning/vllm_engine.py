@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from infra.reasoning.engines import RolloutEngine
+from infra.reasoning.engine_base import RolloutEngine
 from rl_core.llm.generation import GenerationResult, SamplingParams
 from rl_core.models.causal_lm import DTYPES
 

@@ -68,16 +68,18 @@ def _weighted_sum(loss: torch.Tensor, mask: torch.Tensor, **_: object) -> torch.
 #: ``fn(mask, total_tokens, total_seqs, norm) -> w`` (``total_seqs``: the batch's rows with a
 #: token, :func:`count_sequences`). Weighting micro-batches and data-parallel shards by the
 #: *global* totals makes the sum of their losses equal the batch's loss.
-_WEIGHTS: dict[str, Callable[..., torch.Tensor]] = {
-    "token-mean": lambda m, tokens, seqs, norm: m / max(tokens, 1.0),
-    "seq-mean-token-sum": lambda m, tokens, seqs, norm: m / max(seqs, 1),
-    "seq-mean-token-mean": lambda m, tokens, seqs, norm: (
-        m / m.sum(dim=-1, keepdim=True).clamp(min=1.0) / max(seqs, 1)
-    ),
-    "seq-mean-token-sum-norm": lambda m, tokens, seqs, norm: (
-        m / float(norm or m.shape[-1]) / max(seqs, 1)
-    ),
-}
+#: These are the names ``algorithm.loss_agg_mode`` allows.
+LOSS_AGG_MODES: Registry[Callable[..., torch.Tensor]] = Registry("loss aggregation mode")
+LOSS_AGG_MODES.register("token-mean", lambda m, tokens, seqs, norm: m / max(tokens, 1.0))
+LOSS_AGG_MODES.register("seq-mean-token-sum", lambda m, tokens, seqs, norm: m / max(seqs, 1))
+LOSS_AGG_MODES.register(
+    "seq-mean-token-mean",
+    lambda m, tokens, seqs, norm: m / m.sum(dim=-1, keepdim=True).clamp(min=1.0) / max(seqs, 1),
+)
+LOSS_AGG_MODES.register(
+    "seq-mean-token-sum-norm",
+    lambda m, tokens, seqs, norm: m / float(norm or m.shape[-1]) / max(seqs, 1),
+)
 
 
 def aggregation_weights(
@@ -102,11 +104,12 @@ def aggregation_weights(
             (:func:`count_sequences`; fully masked rows do not count).
         norm: The constant of ``seq-mean-token-sum-norm`` (default: ``L``).
     """
-    if mode not in _WEIGHTS:
+    if mode not in LOSS_AGG_MODES:
         raise ValueError(
-            f"unknown loss aggregation {mode!r}; allowed: {', '.join(sorted(_WEIGHTS))}"
+            f"unknown loss aggregation {mode!r}; allowed: {', '.join(LOSS_AGG_MODES.names())}"
         )
-    return _WEIGHTS[mode](mask.float(), float(total_tokens), int(total_seqs), norm)
+    weights = LOSS_AGG_MODES.get(mode)
+    return weights(mask.float(), float(total_tokens), int(total_seqs), norm)
 
 
 def aggregate_loss(

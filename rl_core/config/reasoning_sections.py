@@ -23,7 +23,7 @@ from rl_core.config.limits import (
 from rl_core.config.llm_sections import FSDPConfig, MegatronConfig, VLLMConfig
 from rl_core.config.policy_sections import ModelConfig
 from rl_core.config.run_sections import EvalConfig
-from rl_core.config.sections import check_regex, check_registered
+from rl_core.config.sections import check_regex, check_registered, check_registered_name
 from rl_core.config.training_sections import (
     ActorConfig,
     AlgorithmConfig,
@@ -62,7 +62,7 @@ class ReasoningModelConfig(ModelConfig):
 class ReasoningRolloutConfig(RolloutConfig):
     """Generation engine, sampling and weight sync of a reasoning run."""
 
-    engine: Literal["hf", "vllm"] = Field(
+    engine: str = Field(
         "hf", description="Reasoning: generation engine (Hugging Face generate, or vLLM)."
     )
     vllm: VLLMConfig = Field(default_factory=lambda: VLLMConfig())
@@ -95,6 +95,11 @@ class ReasoningRolloutConfig(RolloutConfig):
         description="patch mode: a full sync every this many syncs.",
     )
 
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        return check_registered_name("rollout_engine", value)
+
 
 class ReasoningAlgorithmConfig(AlgorithmConfig):
     """Group sampling, loss aggregation, DAPO and off-policy corrections of a reasoning run."""
@@ -105,9 +110,9 @@ class ReasoningAlgorithmConfig(AlgorithmConfig):
     group_size: int = Field(
         8, ge=1, le=MAX_GROUP_SIZE, description="Reasoning: responses sampled per prompt."
     )
-    loss_agg_mode: Literal[
-        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
-    ] = Field("token-mean", description="Reasoning: how per-token losses reduce to one.")
+    loss_agg_mode: str = Field(
+        "token-mean", description="Reasoning: how per-token losses reduce to one."
+    )
     loss_agg_norm: float | None = Field(
         None, gt=0.0, description="Constant of seq-mean-token-sum-norm (None: max_new_tokens)."
     )
@@ -142,6 +147,11 @@ class ReasoningAlgorithmConfig(AlgorithmConfig):
         None, gt=0.0, le=1.0, description="mis: lower bound of the ratio (None: 1/is_threshold)."
     )
 
+    @field_validator("loss_agg_mode")
+    @classmethod
+    def _known_loss_agg_mode(cls, value: str) -> str:
+        return check_registered_name("loss_agg_mode", value)
+
     @field_validator("is_correction")
     @classmethod
     def _known_correction(cls, value: str) -> str:
@@ -163,7 +173,7 @@ class ReasoningActorConfig(ActorConfig):
         le=MAX_EPOCHS,
         description="SFT (flows/sft.py): optimizer steps, each on a new batch, per iteration.",
     )
-    backend: Literal["fsdp", "megatron"] = Field(
+    backend: str = Field(
         "fsdp",
         description="Reasoning: the trainer of hf_causal_lm policies; fsdp (FSDP2, data "
         "parallel) or megatron (megatron-core, tensor x data parallel; see actor.megatron).",
@@ -187,6 +197,11 @@ class ReasoningActorConfig(ActorConfig):
         if self.backend == "megatron" and self.megatron.micro_batch_size is not None:
             return self.megatron.micro_batch_size
         return self.micro_batch_size
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        return check_registered_name("trainer_backend", value)
 
 
 class ReasoningEvalConfig(EvalConfig):

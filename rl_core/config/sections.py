@@ -58,6 +58,23 @@ def check_registered(kind: str, name: str) -> str:
     return name
 
 
+def check_registered_name(kind: str, name: str) -> str:
+    """Validate ``name`` against the registry of ``kind``; return its canonical form.
+
+    The canonical form is the lower-case name (fields compared with built-in names after
+    validation, like ``rollout.engine == "vllm"``); an unknown name's error lists the
+    registered ones, quoted.
+    """
+    from rl_core.registries import registry_for
+    from rl_core.registry import EXT_MODULE_HINT, Registry
+
+    registry = registry_for(kind)
+    if name not in registry:
+        allowed = ", ".join(repr(n) for n in registry.names())
+        raise ValueError(f"unknown {registry.kind} {name!r}; allowed: {allowed}. {EXT_MODULE_HINT}")
+    return Registry.normalize(name)
+
+
 def check_reward_components(value: dict[str, float]) -> dict[str, float]:
     """Validate ``reward.components``: registered, non-composite names.
 

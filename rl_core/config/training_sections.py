@@ -6,7 +6,7 @@ rules that relate fields of several sections.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator
 
@@ -21,6 +21,7 @@ from rl_core.config.limits import (
 from rl_core.config.sections import (
     Section,
     check_registered,
+    check_registered_name,
     check_reward_components,
 )
 
@@ -52,7 +53,7 @@ class AlgorithmConfig(Section):
     value_clip: float | None = Field(0.2, gt=0.0)
     value_coef: float = Field(0.5, ge=0.0)
     entropy_coef: float = Field(0.0, ge=0.0)
-    kl_estimator: Literal["k1", "k2", "k3", "low_var_kl", "k1+", "k2+", "k3+", "low_var_kl+"] = "k3"
+    kl_estimator: str = "k3"
     kl_coef: float = Field(
         0.0, ge=0.0, description="Reasoning: weight of the KL to the reference model (0 = off)."
     )
@@ -78,6 +79,11 @@ class AlgorithmConfig(Section):
     def _known_adv(cls, value: str) -> str:
         return check_registered("advantage", value)
 
+    @field_validator("kl_estimator")
+    @classmethod
+    def _known_kl_estimator(cls, value: str) -> str:
+        return check_registered_name("kl_estimator", value)
+
     @field_validator("loss_type")
     @classmethod
     def _known_loss(cls, value: str) -> str:
@@ -102,11 +108,11 @@ class ActorConfig(Section):
         description="Trainer workers. The embodied MLP trainer is single-process; reasoning "
         "models train data-parallel with FSDP2 across this many workers.",
     )
-    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
+    optimizer: str = "adam"
     lr: float = Field(3e-4, gt=0.0)
     adam_eps: float | None = Field(None, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
-    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_schedule: str = "constant"
     warmup_iterations: int = Field(0, ge=0, le=MAX_ITERATIONS)
     update_epochs: int = Field(4, ge=1, le=MAX_EPOCHS)
     num_minibatches: int = Field(4, ge=1, le=MAX_MINIBATCHES)
@@ -118,6 +124,16 @@ class ActorConfig(Section):
         description="Optimizer updates whose loss or gradient norm is not finite are skipped "
         "(train/skipped_updates); this many skipped in a row stop the run.",
     )
+
+    @field_validator("optimizer")
+    @classmethod
+    def _known_optimizer(cls, value: str) -> str:
+        return check_registered_name("optimizer", value)
+
+    @field_validator("lr_schedule")
+    @classmethod
+    def _known_lr_schedule(cls, value: str) -> str:
+        return check_registered_name("lr_schedule", value)
 
 
 class RewardConfig(Section):

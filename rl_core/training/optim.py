@@ -15,14 +15,14 @@ from typing import Any
 
 import torch
 
+from rl_core.registry import Registry
 from rl_core.training.schedules import lr_at
 
 #: Optimizer classes by ``actor.optimizer``.
-OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
-    "adam": torch.optim.Adam,
-    "adamw": torch.optim.AdamW,
-    "sgd": torch.optim.SGD,
-}
+OPTIMIZERS: Registry[type[torch.optim.Optimizer]] = Registry("optimizer")
+OPTIMIZERS.register("adam", torch.optim.Adam)
+OPTIMIZERS.register("adamw", torch.optim.AdamW)
+OPTIMIZERS.register("sgd", torch.optim.SGD)
 #: Optimizers that take ``eps``, ``betas`` and ``fused``.
 ADAM_FAMILY = ("adam", "adamw")
 #: Adam/AdamW epsilon of the PPO and LLM trainers when ``actor.adam_eps`` is None.
@@ -73,7 +73,9 @@ def build_optimizer(
     """
     name = actor_cfg.optimizer
     if name not in OPTIMIZERS:
-        raise ValueError(f"actor.optimizer = {name!r} is unknown; allowed: {', '.join(OPTIMIZERS)}")
+        raise ValueError(
+            f"actor.optimizer = {name!r} is unknown; allowed: {', '.join(OPTIMIZERS.names())}"
+        )
     kwargs: dict[str, Any] = {
         "lr": actor_cfg.lr if lr is None else lr,
         "weight_decay": actor_cfg.weight_decay if weight_decay is None else weight_decay,
@@ -84,7 +86,7 @@ def build_optimizer(
             kwargs["betas"] = betas
         if fused is not None:
             kwargs["fused"] = fused
-    return OPTIMIZERS[name](params, **kwargs)
+    return OPTIMIZERS.get(name)(params, **kwargs)
 
 
 def learning_rate(

@@ -1,6 +1,7 @@
 """The layering rules, read from the source (no imports): ``rl_core`` is pure RL code (no
 Prefect, Ray, MLflow or boto3), ``infra`` never imports ``tasks`` or ``flows``, ``tasks``
-never import ``flows``; no module of ``rl_core`` imports itself through others."""
+never import ``flows``; no module of ``rl_core`` imports itself through others, and across
+the project import circles are few and small."""
 
 from __future__ import annotations
 
@@ -54,10 +55,10 @@ def test_the_scan_sees_imports_inside_functions(tmp_path: Path) -> None:
     assert imported_packages(sample) == {"ray", "mlflow"}
 
 
-def module_graph(package: str) -> dict[str, set[str]]:
-    """Module → the modules of ``package`` it imports (imports inside functions included)."""
+def module_graph(*packages: str) -> dict[str, set[str]]:
+    """Module → the modules of ``packages`` it imports (imports inside functions included)."""
     paths = {}
-    for path in (ROOT / package).rglob("*.py"):
+    for path in (p for package in packages for p in (ROOT / package).rglob("*.py")):
         parts = path.relative_to(ROOT).with_suffix("").parts
         paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
 
@@ -111,3 +112,47 @@ def test_rl_core_has_no_import_cycles() -> None:
 
 def test_the_cycle_scan_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: its strongly connected parts of two modules or more."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part = stack[stack.index(node) :]
+            del stack[stack.index(node) :]
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+#: At most this many import circles across the project, each of at most two modules.
+MAX_CIRCLES, MAX_CIRCLE_SIZE = 2, 2
+
+
+def test_the_project_has_few_small_import_circles() -> None:
+    found = circles(module_graph("rl_core", "infra", "tasks", "flows"))
+    described = "; ".join(" <-> ".join(part) for part in found)
+    assert len(found) <= MAX_CIRCLES, described
+    assert all(len(part) <= MAX_CIRCLE_SIZE for part in found), described
+
+
+def test_the_circle_scan_finds_every_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c", "a"}, "c": {"d"}, "d": {"c"}, "e": {"a"}}
+    assert circles(graph) == [["a", "b"], ["c", "d"]]
