@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from infra.cluster.deadlines import Liveness
 from infra.cluster.gpu_placement import Attached
 from infra.cluster.worker_group import WorkerGroup
 from infra.driver.step_runtime import StepResult
@@ -35,22 +34,14 @@ class OffPolicyRuntime(EmbodiedRuntime):
 
     attached_groups = {"replay": Attached("actor", REPLAY_CPU_RESERVATION)}
 
-    def start_more_groups(self, liveness: Liveness) -> list[WorkerGroup]:
+    def start_more_groups(self) -> list[WorkerGroup]:
         """The replay buffer worker, with the trainer (its CPUs; on GPUs, its node).
 
         It reserves almost no CPU (:data:`REPLAY_CPU_RESERVATION`) and no GPU: it works only
         while the trainer waits for it, so the planned shares of the other groups stay as
         they are.
         """
-        placement = self.placement["replay"]
-        self.replay = WorkerGroup(
-            "replay",
-            ReplayWorker,
-            1,
-            placement,
-            lambda r: (self.config_dict, r, placement.cpus),
-            liveness,
-        )
+        self.replay = self._group("replay", ReplayWorker, 1, with_spaces=False)
         return [self.replay]
 
     @property
@@ -78,9 +69,9 @@ class OffPolicyRuntime(EmbodiedRuntime):
         (out,) = self.actor.call_within("update", self.timeouts.update, "update", iteration, sample)
         return StepResult.of(time.perf_counter() - start, out)
 
-    def _step_state(self, step: str) -> list[tuple[WorkerGroup, str, str]]:
+    def _trainer_state(self, step: str) -> list[tuple[WorkerGroup, str, str]]:
         """An update also changes the replay worker's sampling state."""
-        state = super()._step_state(step)
+        state = super()._trainer_state(step)
         if step == "update":
             state.append((self.replay, "snapshot", "restore_snapshot"))
         return state

@@ -86,7 +86,7 @@ def test_a_checkpoint_keeps_the_batches_collected_ahead(tmp_path) -> None:
     rt.shutdown()
     resumed = make_runtime(cfg)
     resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
-    assert [c.index for c in resumed.pipeline.chunks] == [2]  # launched before the save
+    assert [c.index for c in resumed.collection.pipeline.chunks] == [2]  # launched before the save
     weights, metrics, rt = train(cfg, 2, runtime=resumed, start=2)
     rt.shutdown()
     same_weights(straight, weights)
