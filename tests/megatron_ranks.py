@@ -141,13 +141,12 @@ def update_parity(world: int, model_dir: str) -> dict:
     """One GRPO update (2 epochs × 2 minibatches, micro-batches of 3) with the megatron
     policy at TP = world (one replica) and at TP 1 × DP = world, against the HF policy in
     one process, for every registered policy loss and loss aggregation mode."""
-    from typing import get_args
 
     from megatron.core import parallel_state
 
+    from rl_core.algorithms.aggregation import LOSS_AGG_MODES
     from rl_core.algorithms.registry import POLICY_LOSSES
     from rl_core.config import load_config
-    from rl_core.config.reasoning_sections import ReasoningAlgorithmConfig as AlgorithmConfig
     from rl_core.models.causal_lm import build_causal_lm
     from rl_core.models.megatron.config import HFShape
     from rl_core.training.llm_update import (
@@ -162,7 +161,7 @@ def update_parity(world: int, model_dir: str) -> dict:
     compared = [f"train/{t}" for t in (*LOSS_TERMS, "grad_norm")]
     batch = random_llm_batch(8, seed=2)
     batch.pop("ref_logprobs")
-    modes = get_args(AlgorithmConfig.model_fields["loss_agg_mode"].annotation)
+    modes = LOSS_AGG_MODES.names()
     result = {}
     for loss in POLICY_LOSSES.names():
         for mode in modes:
