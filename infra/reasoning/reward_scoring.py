@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from rl_core.config.schema import RewardConfig
+from rl_core.config.reasoning_sections import ReasoningRewardConfig
 from rl_core.rewards import build_reward
 
 
@@ -22,7 +22,7 @@ def score_chunk(reward_cfg: dict[str, Any], chunk: dict[str, list[Any]]) -> list
     from infra.extensions import load_extension_modules
 
     load_extension_modules()
-    cfg = RewardConfig.model_validate(reward_cfg)
+    cfg = ReasoningRewardConfig.model_validate(reward_cfg)
     scores = np.asarray(build_reward(cfg)(scale=cfg.scale, **chunk), dtype=np.float32)
     if scores.shape != (len(chunk["completions"]),):
         raise ValueError(
