@@ -60,15 +60,8 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
         torch.tensor(np.concatenate([o["values"] for o in outs])) if "values" in outs[0] else None
     )
     ref = None
-    if "ref_logprobs" in outs[0]:  # the hybrid engine's trainer ranks hold the reference
-        ref = torch.tensor(np.concatenate([o["ref_logprobs"] for o in outs]))
-        arrays["ref_logprobs"] = ref.numpy()
-    elif runtime.ref is not None:
-        (ref_lp,) = runtime.ref.get(
-            [runtime.ref[0].compute_ref_logprobs.remote(arrays)],
-            runtime.timeouts.advantage,
-            "advantage",
-        )
+    ref_lp = runtime.engines.reference_logprobs(outs, arrays, runtime.timeouts.advantage)
+    if ref_lp is not None:
         ref = torch.tensor(ref_lp)
         arrays["ref_logprobs"] = ref.numpy()
     scores = torch.from_numpy(runtime.batch.scores)

@@ -23,18 +23,22 @@ with embodied runs: per rollout worker a ``(rows, generation)`` pair of ObjectRe
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import ray
 
-from infra.driver.rollout_pipeline import Chunk, RolloutPipeline, load_pipeline, pipeline_bytes
+from infra.driver.rollout_pipeline import (
+    PIPELINE_FILE,
+    Chunk,
+    RolloutPipeline,
+    load_pipeline,
+    pipeline_bytes,
+)
 from infra.reasoning.responses import ResponseBatch
+from infra.reasoning.rollout_source import RolloutSource
 from rl_core.algorithms import consecutive_groups
 from rl_core.seeding import generation_rank_seed, generation_segment_seed
-
-if TYPE_CHECKING:
-    from infra.reasoning.runtime import ReasoningRuntime
 
 
 def batch_groups(metas: list[dict[str, Any]], group_size: int) -> list[int]:
@@ -53,15 +57,18 @@ class PipelinedGeneration:
     """The launched batches of an async reasoning run, and the prompt cursor before each.
 
     Args:
-        runtime: The run's :class:`~infra.reasoning.runtime.ReasoningRuntime`.
+        source: The rollout workers and training prompts.
+        max_staleness: Batches launched ahead (``algorithm.max_staleness``).
+        segment_tokens: New tokens per weight version of a batch in flight
+            (``rollout.partial_rollout_tokens``; 0: a batch is generated whole at launch).
     """
 
-    def __init__(self, runtime: ReasoningRuntime) -> None:
-        self.runtime = runtime
-        self.pipeline = RolloutPipeline(runtime.cfg.algorithm.max_staleness)
+    def __init__(self, source: RolloutSource, max_staleness: int, segment_tokens: int) -> None:
+        self.source = source
+        self.pipeline = RolloutPipeline(max_staleness)
         self.cursor_before: dict[int, dict[str, Any]] = {}  # prompt cursor before each batch
         self._kept: tuple[list[Chunk], int] | None = None
-        self.segment_tokens = runtime.cfg.rollout.partial_rollout_tokens
+        self.segment_tokens = segment_tokens
         self.published: dict[int, int] = {}  # iteration -> the weight version synced in it
         self.launched_at: dict[int, int] = {}  # batch -> iteration of its first segment
         self.through: dict[int, int] = {}  # batch -> last iteration it was generated in
@@ -84,12 +91,12 @@ class PipelinedGeneration:
         """
         if index in self.restored:  # its prompts were drawn before the checkpoint
             return self._catch_up(self.restored[index], index, self.restored_through)
-        rt = self.runtime
-        self.cursor_before[index] = rt.sampler.state_dict()
-        rows, groups, seed = rt.draw_rows(round_index=0)
-        parts = np.array_split(np.arange(len(rows)), len(rt.rollout_group))
+        src = self.source
+        self.cursor_before[index] = src.prompts.sampler.state_dict()
+        rows, groups, seed = src.prompts.draw_rows(round_index=0)
+        parts = np.array_split(np.arange(len(rows)), len(src.rollout))
         start = self.launched_at.setdefault(index, self.iteration)
-        sampling = rt.sampling_params()
+        sampling = src.sampling()
         budget = self._budget(index, start) if self.segment_tokens else None
         if budget is not None:
             sampling["max_new_tokens"] = min(budget, sampling["max_new_tokens"])
@@ -104,8 +111,8 @@ class PipelinedGeneration:
                 "seed": rank_seed,
                 "start": start,
             }
-            out = rt.rollout_group[rank].generate.remote(
-                [rt.train_prompts[i] for i in meta["rows"]], sampling, rank_seed, version
+            out = src.rollout[rank].generate.remote(
+                [src.prompts.token_ids[i] for i in meta["rows"]], sampling, rank_seed, version
             )
             pairs.append((ray.put(meta), out))
         return self._catch_up(pairs, index, start)
@@ -125,15 +132,15 @@ class PipelinedGeneration:
 
     def _segment(self, pairs: list[tuple[Any, Any]], index: int, iteration: int) -> list:
         """Continue batch ``index`` with the weights synced at ``iteration``; the new pairs."""
-        rt = self.runtime
+        src = self.source
         version, budget = self.published[iteration], self._budget(index, iteration)
-        sampling = rt.sampling_params()
+        sampling = src.sampling()
         continued = []
         for rank, (meta_ref, out) in enumerate(pairs):
             meta = ray.get(meta_ref)
             seed = generation_segment_seed(meta["seed"], iteration - meta["start"])
-            prompts = [rt.train_prompts[i] for i in meta["rows"]]
-            ref = rt.rollout_group[rank].continue_generation.remote(
+            prompts = [src.prompts.token_ids[i] for i in meta["rows"]]
+            ref = src.rollout[rank].continue_generation.remote(
                 prompts, out, sampling, seed, version, budget
             )
             continued.append((meta_ref, ref))
@@ -150,7 +157,7 @@ class PipelinedGeneration:
             if self.through.get(chunk.index, chunk.index) < iteration:
                 chunk.pairs = self._segment(chunk.pairs, chunk.index, iteration)
 
-    def take(self, iteration: int, version: int) -> tuple[ResponseBatch, dict[str, float]]:
+    def take(self, iteration: int, version: int) -> tuple[ResponseBatch, dict[str, float], int]:
         """Launch up to batch ``iteration + N`` and wait for batch ``iteration``.
 
         Args:
@@ -158,9 +165,9 @@ class PipelinedGeneration:
             version: The weight version the rollout workers were just synced to.
 
         Returns:
-            The batch and its ``async/*`` metrics.
+            The batch, its ``async/*`` metrics and its generation rounds (one).
         """
-        rt = self.runtime
+        src = self.source
         self.iteration, self.published[iteration] = iteration, version
         self._advance(iteration)
         self.pipeline.fill(iteration, version, self._launch)
@@ -172,18 +179,16 @@ class PipelinedGeneration:
         chunk = self.pipeline.take(iteration)
         waited = time.perf_counter()
         ranks = list(range(len(chunk.pairs)))
-        outs = rt.rollout_group.get(
-            [p[1] for p in chunk.pairs], rt.timeouts.rollout, "rollout", ranks
-        )
+        outs = src.rollout.get([p[1] for p in chunk.pairs], src.timeout, "rollout", ranks)
         metas = ray.get([p[0] for p in chunk.pairs])
         rows = [r for part in metas for r in part["rows"]]
         batch = ResponseBatch(
-            samples=[rt.train_samples[i] for i in rows],
-            prompt_ids=[rt.train_prompts[i] for i in rows],
+            samples=[src.prompts.samples[i] for i in rows],
+            prompt_ids=[src.prompts.token_ids[i] for i in rows],
             response_ids=[x for o in outs for x in o["response_ids"]],
             rollout_logprobs=[x for o in outs for x in o["logprobs"]],
             finished=[x for o in outs for x in o["finished"]],
-            group_index=batch_groups(metas, rt.cfg.algorithm.group_size),
+            group_index=batch_groups(metas, src.prompts.group_size),
         )
         lags = [version - v for o in outs for row in o["versions"] for v in row] or [0]
         metrics = {
@@ -193,7 +198,7 @@ class PipelinedGeneration:
             "async/trainer_idle_seconds": time.perf_counter() - waited,
             "async/rollout_idle_seconds": self.pipeline.idle_seconds(outs),
         }
-        return batch, metrics
+        return batch, metrics, 1
 
     # -- retries -----------------------------------------------------------------------
     def snapshot(self) -> None:
@@ -212,7 +217,7 @@ class PipelinedGeneration:
 
     def _rewind(self, index: int | None) -> None:
         if index is not None:
-            self.runtime.sampler.load_state_dict(self.cursor_before[index])
+            self.source.prompts.sampler.load_state_dict(self.cursor_before[index])
 
     # -- checkpoints -------------------------------------------------------------------
     def state_bytes(self, timeout: float) -> bytes:
@@ -224,6 +229,14 @@ class PipelinedGeneration:
         self.pipeline.drain(timeout)
         self._rewind(self.pipeline.forget_failed())
         return pipeline_bytes(self.pipeline)
+
+    def save(self, store: Any, folder: str, timeout: float) -> None:
+        """Write the launched batches into checkpoint ``folder`` of ``store``.
+
+        Call it before saving the prompt cursor: it may put the cursor back
+        (:meth:`state_bytes`).
+        """
+        store.write_bytes(f"{folder}/{PIPELINE_FILE}", self.state_bytes(timeout))
 
     def load(self, store_uri: str, folder: str, step: int) -> None:
         """Put back the batches a checkpoint holds (none in a sync run's: start at ``step``)."""
@@ -237,5 +250,5 @@ class PipelinedGeneration:
         self.through = {
             c.index: step - 1 if self.segment_tokens else c.index for c in self.pipeline.chunks
         }
-        cursor = self.runtime.sampler.state_dict()
+        cursor = self.source.prompts.sampler.state_dict()
         self.cursor_before = {c.index: cursor for c in self.pipeline.chunks}

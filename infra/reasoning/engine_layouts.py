@@ -1,0 +1,142 @@
+"""Where a reasoning run's rollout engines and reference model live (chosen once, at start-up).
+
+* :class:`HybridEngines` (the hybrid engine): each trainer rank also holds a rollout engine,
+  asleep while the trainer updates, and, with a KL penalty, the reference model. Weights
+  reach the engines in memory.
+* :class:`SeparateEngines`: rollout workers and a reference worker in groups of their own.
+  Weights travel from the trainer ranks to the rollout workers through the object store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from infra.cluster.worker_group import WorkerGroup
+from infra.reasoning.worker_groups import ReasoningGroups
+
+
+@dataclass
+class SyncedWeights:
+    """What a weight sync gave the rollout engines.
+
+    Attributes:
+        version: The weight version the rollout engines now hold.
+        metrics: ``rollout/weight_sync_*`` metrics.
+        info: The version and each rollout engine's version, for the step's record.
+    """
+
+    version: int
+    metrics: dict[str, float]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Engines(Protocol):
+    """The rollout engines and reference model of a reasoning run, and how weights reach them.
+
+    Attributes:
+        hybrid: Whether rollout engines and reference live in the trainer ranks.
+        rollout: The workers that generate.
+        groups: Every distinct worker group.
+    """
+
+    hybrid: bool
+    rollout: WorkerGroup
+    groups: list[WorkerGroup]
+
+    def sync_weights(self, timeout: float) -> SyncedWeights:
+        """Give the rollout engines the trainer's current weights."""
+        ...
+
+    def reference_logprobs(
+        self, trainer_outs: list[dict[str, Any]], arrays: dict[str, np.ndarray], timeout: float
+    ) -> np.ndarray | None:
+        """The reference model's log-probs of the batch ``arrays`` (None: no KL penalty)."""
+        ...
+
+
+def _from_trainer(trainer_outs: list[dict[str, Any]]) -> np.ndarray | None:
+    """Reference log-probs the trainer ranks computed (those that hold the reference)."""
+    if "ref_logprobs" not in trainer_outs[0]:
+        return None
+    return np.concatenate([o["ref_logprobs"] for o in trainer_outs])
+
+
+class HybridEngines:
+    """Rollout engine and reference inside each trainer rank; weights synced in memory.
+
+    Args:
+        groups: The run's worker groups (``rollout`` is ``actor``).
+    """
+
+    hybrid = True
+
+    def __init__(self, groups: ReasoningGroups) -> None:
+        self.actor = groups.actor
+        self.rollout = groups.actor
+        self.groups = groups.all
+
+    def sync_weights(self, timeout: float) -> SyncedWeights:
+        """Each trainer rank wakes its engine and loads its weights into it (no bytes sent)."""
+        metas = self.actor.call_within("weight_sync", timeout, "sync_rollout_weights")
+        return SyncedWeights(
+            int(metas[0]["version"]),
+            {"rollout/weight_sync_bytes": 0.0, "rollout/weight_sync_full": 1.0},
+            {"version": metas[0]["version"], "rollout_versions": [m["version"] for m in metas]},
+        )
+
+    def reference_logprobs(
+        self, trainer_outs: list[dict[str, Any]], arrays: dict[str, np.ndarray], timeout: float
+    ) -> np.ndarray | None:
+        """The trainer ranks' reference log-probs (None without a KL penalty)."""
+        return _from_trainer(trainer_outs)
+
+
+class SeparateEngines:
+    """Rollout workers and reference worker of their own; weights sent through the object store.
+
+    Args:
+        groups: The run's worker groups.
+    """
+
+    hybrid = False
+
+    def __init__(self, groups: ReasoningGroups) -> None:
+        self.actor = groups.actor
+        self.rollout = groups.rollout
+        self.ref = groups.ref
+        self.groups = groups.all
+
+    def sync_weights(self, timeout: float) -> SyncedWeights:
+        """Rank 0 publishes a full or patch payload; every rollout worker loads it."""
+        pairs = [h.sync_payload.options(num_returns=2).remote() for h in self.actor.handles]
+        payload = pairs[0][1]
+        meta = self.actor.get([p[0] for p in pairs], timeout, "weight_sync")[0]
+        versions = self.rollout.call_within("weight_sync", timeout, "load_weights", payload)
+        return SyncedWeights(
+            int(meta["version"]),
+            {
+                "rollout/weight_sync_bytes": float(meta["nbytes"]),
+                "rollout/weight_sync_full": float(meta["mode"] == "full"),
+            },
+            {"version": meta["version"], "rollout_versions": versions},
+        )
+
+    def reference_logprobs(
+        self, trainer_outs: list[dict[str, Any]], arrays: dict[str, np.ndarray], timeout: float
+    ) -> np.ndarray | None:
+        """The reference worker's log-probs (the megatron trainer ranks hold their own)."""
+        own = _from_trainer(trainer_outs)
+        if own is not None or self.ref is None:
+            return own
+        (ref_lp,) = self.ref.get(
+            [self.ref[0].compute_ref_logprobs.remote(arrays)], timeout, "advantage"
+        )
+        return ref_lp
+
+
+def engines_for(groups: ReasoningGroups) -> Engines:
+    """The engine layout of the started ``groups``."""
+    return HybridEngines(groups) if groups.hybrid else SeparateEngines(groups)

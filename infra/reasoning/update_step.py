@@ -1,0 +1,63 @@
+"""The update step of a reasoning runtime: the batch shuffled, sharded and trained on."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from infra.cluster.worker_group import WorkerGroup
+from infra.driver.step_runtime import StepResult
+from infra.reasoning.responses import ResponseBatch
+from rl_core.seeding import update_shuffle_seed
+from rl_core.training.llm_update import minibatch_totals, rank_rows
+from rl_core.training.parallel_layout import ParallelLayout
+
+
+def update_step(
+    actor: WorkerGroup,
+    layout: ParallelLayout,
+    batch: ResponseBatch,
+    actor_cfg: Any,
+    seed: int,
+    iteration: int,
+    timeout: float,
+) -> StepResult:
+    """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks.
+
+    Args:
+        actor: The trainer ranks.
+        layout: How trainer ranks are grouped (tensor-parallel peers get the same rows).
+        batch: The batch, its padded arrays filled by the advantage step.
+        actor_cfg: The ``actor`` section (minibatches, update epochs).
+        seed: The run's seed (``run.seed``); the shuffle derives from it and ``iteration``.
+        iteration: The iteration updating.
+        timeout: Seconds the trainer ranks may take (``timeouts.update``).
+    """
+    start = time.perf_counter()
+    order = np.random.default_rng(update_shuffle_seed(seed, iteration)).permutation(len(batch))
+    arrays = {k: v[order] for k, v in batch.arrays.items()}
+    rows = rank_rows(len(order), actor_cfg.num_minibatches, layout.replicas)
+    shards = [{k: v[r] for k, v in arrays.items()} for r in rows]
+    totals = minibatch_totals(
+        [{k: torch.from_numpy(v) for k, v in s.items()} for s in shards],
+        actor_cfg.num_minibatches,
+    )
+    outs = actor.get(
+        [
+            h.update.remote(s, [(t.tokens, t.seqs) for t in totals], iteration)
+            for h, s in zip(actor.handles, layout.per_rank(shards), strict=True)
+        ],
+        timeout,
+        "update",
+    )
+    outs = layout.per_replica(outs)
+    metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
+    seconds = time.perf_counter() - start
+    tokens = arrays["prompt_mask"].sum() + arrays["response_mask"].sum()
+    metrics["train/tokens_per_second"] = (
+        float(tokens) * actor_cfg.update_epochs / max(seconds, 1e-9)
+    )
+    return StepResult.of(seconds, metrics)
