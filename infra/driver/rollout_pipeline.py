@@ -53,6 +53,8 @@ class RolloutPipeline:
         chunks: Launched batches, oldest first.
         next_index: The iteration the next launched batch is for.
         last_finished: Per env worker, when its previous batch ended (for idle time).
+        versions: The weight version each batch was first launched with, by index: a
+            forgotten batch is launched again with it.
     """
 
     staleness: int
@@ -165,8 +167,10 @@ class RolloutPipeline:
     def to_state(self) -> dict[str, Any]:
         """The launched batches' data (collected first) for a checkpoint.
 
-        Their wall-clock timings are left out: a checkpoint holds what training depends on,
-        so two runs that trained the same write the same file.
+        Also the pinned versions of forgotten batches not launched again yet (a resumed run
+        launches them with the weights they were first launched with). Wall-clock timings
+        are left out: a checkpoint holds what training depends on, so two runs that trained
+        the same write the same file.
         """
 
         def kept(pair: list[Any]) -> list[Any]:
@@ -177,11 +181,13 @@ class RolloutPipeline:
             {"index": c.index, "version": c.version, "pairs": [kept(pair) for pair in c.pairs]}
             for c in self.chunks
         ]
-        return {"next_index": self.next_index, "chunks": chunks}
+        pending = {str(i): v for i, v in sorted(self.versions.items()) if i >= self.next_index}
+        return {"next_index": self.next_index, "chunks": chunks, "pinned_versions": pending}
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Put back what :meth:`to_state` returned (the data goes into the object store)."""
         self.next_index = int(state["next_index"])
+        self.versions = {int(i): int(v) for i, v in state.get("pinned_versions", {}).items()}
         self.chunks = deque(
             Chunk(
                 int(c["index"]),

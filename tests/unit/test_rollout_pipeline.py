@@ -57,6 +57,28 @@ def test_a_restore_keeps_collected_batches_and_forgets_from_the_first_failed_one
     assert run(pipeline, range(2, 5)) == [(2, 2, 0), (3, 3, 1), (4, 4, 2)]
 
 
+def test_a_checkpoint_keeps_the_version_of_a_forgotten_batch(monkeypatch):
+    """A checkpoint written right after a batch was forgotten: the resumed run launches it
+    with the weights it was first launched with, as the run that went on would have."""
+    import types
+
+    import infra.driver.rollout_pipeline as module
+
+    failed: set[int] = set()
+    monkeypatch.setattr(module, "_failed", lambda chunk: chunk.index in failed)
+    fake_ray = types.SimpleNamespace(get=lambda refs: [{"obs": 1}, {"seconds": 2.0}], put=str)
+    monkeypatch.setattr(module, "ray", fake_ray)
+    pipeline = RolloutPipeline(1)
+    run(pipeline, range(2))  # batch 2 launched ahead with version 1
+    failed.add(2)
+    assert pipeline.forget_failed() == 2  # as before a checkpoint
+    failed.clear()
+    resumed = RolloutPipeline(1)
+    resumed.load_state(pipeline.to_state())
+    assert run(resumed, range(2, 4)) == [(2, 2, 1), (3, 3, 2)]
+    assert run(pipeline, range(2, 4)) == [(2, 2, 1), (3, 3, 2)]  # the run that went on
+
+
 def test_idle_seconds_are_the_longest_gap_between_batches_of_an_env_worker():
     pipeline = RolloutPipeline(1)
     assert pipeline.idle_seconds([{"started_at": 0.0, "finished_at": 1.0}]) == 0.0
