@@ -53,8 +53,6 @@ class RolloutPipeline:
         chunks: Launched batches, oldest first.
         next_index: The iteration the next launched batch is for.
         last_finished: Per env worker, when its previous batch ended (for idle time).
-        versions: The weight version each batch was first launched with, by index: a
-            forgotten batch is launched again with it.
     """
 
     staleness: int
@@ -164,13 +162,33 @@ class RolloutPipeline:
         self.next_index = ordered[first_bad].index
         return self.next_index
 
+    def relaunch_forgotten(self, launch: Callable[[int, int], list]) -> int:
+        """Launch again the batches :meth:`forget_failed` forgot, each with its pinned version.
+
+        A checkpoint calls it so that it holds the batches the run would have collected: a
+        resumed run could not launch them with their versions (older weights are not in the
+        checkpoint).
+
+        Args:
+            launch: ``launch(index, version)`` starts one batch and returns its pairs.
+
+        Returns:
+            How many batches were launched.
+        """
+        launched = 0
+        while self.next_index in self.versions:
+            index = self.next_index
+            version = self.versions[index]
+            self.chunks.append(Chunk(index, version, launch(index, version)))
+            self.next_index += 1
+            launched += 1
+        return launched
+
     def to_state(self) -> dict[str, Any]:
         """The launched batches' data (collected first) for a checkpoint.
 
-        Also the pinned versions of forgotten batches not launched again yet (a resumed run
-        launches them with the weights they were first launched with). Wall-clock timings
-        are left out: a checkpoint holds what training depends on, so two runs that trained
-        the same write the same file.
+        Their wall-clock timings are left out: a checkpoint holds what training depends on,
+        so two runs that trained the same write the same file.
         """
 
         def kept(pair: list[Any]) -> list[Any]:
@@ -181,13 +199,11 @@ class RolloutPipeline:
             {"index": c.index, "version": c.version, "pairs": [kept(pair) for pair in c.pairs]}
             for c in self.chunks
         ]
-        pending = {str(i): v for i, v in sorted(self.versions.items()) if i >= self.next_index}
-        return {"next_index": self.next_index, "chunks": chunks, "pinned_versions": pending}
+        return {"next_index": self.next_index, "chunks": chunks}
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Put back what :meth:`to_state` returned (the data goes into the object store)."""
         self.next_index = int(state["next_index"])
-        self.versions = {int(i): int(v) for i, v in state.get("pinned_versions", {}).items()}
         self.chunks = deque(
             Chunk(
                 int(c["index"]),
