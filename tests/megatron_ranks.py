@@ -18,13 +18,18 @@ def _init(rank: int, world: int, port: int) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
 
 
-def all_checks(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
-    """Every check below in one process group; rank ``r`` writes ``out_dir/rank{r}.json``."""
+def all_checks(
+    rank: int, world: int, port: int, model_dir: str, out_dir: str, every_loss: bool = True
+) -> None:
+    """Every check below in one process group; rank ``r`` writes ``out_dir/rank{r}.json``.
+
+    ``every_loss=False`` checks the update with the default policy loss and aggregation mode
+    only (the loss matrix does not depend on how the weights are laid out on the ranks)."""
     _init(rank, world, port)
     result = {
         "logits": logits_parity(world, model_dir),
         "policy": policy_parity(world, model_dir),
-        "update": update_parity(world, model_dir),
+        "update": update_parity(world, model_dir, every_loss),
     }
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     dist.destroy_process_group()
@@ -137,10 +142,11 @@ def policy_parity(world: int, model_dir: str) -> dict:
     return result
 
 
-def update_parity(world: int, model_dir: str) -> dict:
+def update_parity(world: int, model_dir: str, every_loss: bool = True) -> dict:
     """One GRPO update (2 epochs × 2 minibatches, micro-batches of 3) with the megatron
     policy at TP = world (one replica) and at TP 1 × DP = world, against the HF policy in
-    one process, for every registered policy loss and loss aggregation mode."""
+    one process, for every registered policy loss and loss aggregation mode (or only the
+    defaults when ``every_loss`` is False)."""
 
     from megatron.core import parallel_state
 
@@ -161,9 +167,10 @@ def update_parity(world: int, model_dir: str) -> dict:
     compared = [f"train/{t}" for t in (*LOSS_TERMS, "grad_norm")]
     batch = random_llm_batch(8, seed=2)
     batch.pop("ref_logprobs")
-    modes = LOSS_AGG_MODES.names()
+    defaults = load_config("grpo_arith", [f"model.model_path={model_dir}"])
+    modes = LOSS_AGG_MODES.names() if every_loss else [defaults.algorithm.loss_agg_mode]
     result = {}
-    for loss in POLICY_LOSSES.names():
+    for loss in POLICY_LOSSES.names() if every_loss else [defaults.algorithm.loss_type]:
         for mode in modes:
             cfg = load_config(
                 overrides=[

@@ -339,6 +339,12 @@ class TrainSession:
 
     def close(self, status: str = "FINISHED") -> None:
         """Finish the MLflow run, stop the workers, release the run lease."""
+        unfired = self.faults.plan.pending()
+        if unfired and status == "FINISHED":
+            logger.warning(
+                "fault injection: %s never fired (the run did not reach them)",
+                ", ".join(str(f) for f in unfired),
+            )
         try:
             if self.tracker:
                 self.tracker.finish(status)

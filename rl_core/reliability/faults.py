@@ -68,6 +68,10 @@ class FaultPlan:
     def __bool__(self) -> bool:
         return bool(self.faults)
 
+    def pending(self) -> tuple[Fault, ...]:
+        """The planned faults not fired yet (after a run: the ones it never reached)."""
+        return tuple(f for f in self.faults if f not in self.fired)
+
     def take(self, step: str, iteration: int, kinds: tuple[str, ...] = FAULT_KINDS) -> Fault | None:
         """The unfired fault planned at ``step`` of ``iteration`` (marked fired), if any.
 
