@@ -17,8 +17,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 
+# --no-compile: modules are byte-compiled when first imported, not all of them at install
 pip_install() {  # quiet pip; hide this machine's notes about absent local indexes
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile "$@" 2>&1 \
     | { grep -v "^WARNING: Location 'file:" || true; }
   return "${PIPESTATUS[0]}"
 }
