@@ -129,10 +129,12 @@ def seed_mlflow_store(output_dir: Path) -> None:
     shutil.copyfile(_MLFLOW_TEMPLATE[0], target)
 
 
-def train_cmd(output_dir: Path, *overrides: str) -> list[str]:
+def train_cmd(output_dir: Path, *overrides: str, seed_store: bool = True) -> list[str]:
     """Command line of a training run writing under ``output_dir`` (its MLflow store seeded
-    by :func:`seed_mlflow_store`)."""
-    seed_mlflow_store(output_dir)
+    by :func:`seed_mlflow_store`, unless ``seed_store`` is False: a test that checks that
+    a failing run wrote nothing)."""
+    if seed_store:
+        seed_mlflow_store(output_dir)
     return [
         sys.executable,
         str(ROOT / "flows" / "train.py"),
