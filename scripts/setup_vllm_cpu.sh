@@ -17,9 +17,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 
-# --no-compile: modules are byte-compiled when first imported, not all of them at install
+# pip byte-compiles what it installs: keep it so (no --no-compile). Where
+# PYTHONDONTWRITEBYTECODE=1 is set (as on the CI machines) nothing else writes .pyc files,
+# and every process would compile torch & co. from source again.
 pip_install() {  # quiet pip; hide this machine's notes about absent local indexes
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile "$@" 2>&1 \
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
     | { grep -v "^WARNING: Location 'file:" || true; }
   return "${PIPESTATUS[0]}"
 }
