@@ -2,6 +2,7 @@
 # Create or update the project's virtual environment in .venv (safe to rerun).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p build
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "creating .venv (first run installs ~2.4 GB, a few minutes)" >&2
@@ -21,6 +22,11 @@ stamp=.venv/.rlpipe-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # torch first and exactly pinned, so pip takes the CPU wheel (see docs/quickstart.md, troubleshooting).
   pip_install "torch==2.13.0"
+  # the editable build writes rlpipe.egg-info in the source tree: one build at a time
+  # (scripts/test.sh sets up .venv and .venv-vllm side by side)
+  exec 9> build/.editable-install.lock
+  flock 9
   pip_install -e ".[dev]"
+  flock -u 9
   touch "$stamp"
 fi

