@@ -170,7 +170,10 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
             fatal, session.fatal_error = session.fatal_error, None
             if fatal is not None:  # the iteration failed for good (not retried)
                 raise fatal from None
-            raise
+            rewound = session.guard.recover(it)  # dead workers: rebuild and replay
+            if rewound is None:
+                raise
+            result = IterationResult(rewound_to=rewound)
         if result.rewound_to is not None:
             logger.warning("workers were rebuilt; replaying from iteration %d", result.rewound_to)
             it = result.rewound_to

@@ -77,6 +77,27 @@ class IterationGuard:
         logger.warning("iteration %d: rebuilt dead workers %s", iteration, rebuilt)
         return self.rewind(iteration)
 
+    def recover(self, iteration: int) -> int | None:
+        """After ``iteration`` failed for good: rebuild dead workers and rewind, if any died.
+
+        The iteration flow's retries normally do this (:meth:`begin`). An iteration can also
+        end failed without its retry having run, e.g. when the Prefect API answered the
+        failed state too late and a resent request found the retry already scheduled; a
+        dead worker must not end the run then either. The rewind counts against the same
+        budget.
+
+        Returns:
+            The step rewound to, or None when no worker had died (the failure stands).
+
+        Raises:
+            RewindLimitError: More than ``max_rewinds`` rewinds at this iteration.
+        """
+        rebuilt = self.session.runtime.repair()
+        if not rebuilt:
+            return None
+        logger.warning("iteration %d failed with dead workers; rebuilt %s", iteration, rebuilt)
+        return self.rewind(iteration)
+
     def rewind(self, iteration: int) -> int:
         """Restore the last committed checkpoint (or the run's start); returns its step.
 
