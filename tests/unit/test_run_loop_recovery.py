@@ -1,6 +1,6 @@
-"""The run loop: an iteration flow that failed for good (its retry never ran) still
-rebuilds dead workers and replays from the last checkpoint; without dead workers the
-failure ends the run."""
+"""The run loop: an iteration flow that failed for good although its retry budget was not
+used (the Prefect API dropped the retry) rebuilds dead workers and replays from the last
+checkpoint, or runs the iteration again; a failure that used up the budget ends the run."""
 
 from __future__ import annotations
 
@@ -65,10 +65,13 @@ def _no_progress_artifact(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("flows.run_loop.ProgressArtifact", NoProgressArtifact)
 
 
-def flow_failing_once_at(fail_at: int, session: Session, ran: list[int]):
+def flow_failing_at(fail_at: int, session: Session, ran: list[int], times: int = 1):
+    """An iteration flow (one attempt: Prefect's retry is dropped) failing ``times`` times."""
+
     def step_flow(session_id: str, iteration: int) -> IterationResult:
         ran.append(iteration)
-        if iteration == fail_at and not session.runtime.failed:
+        session.guard.begin(iteration, attempt=1)
+        if iteration == fail_at and ran.count(fail_at) <= times:
             session.runtime.failed = True
             raise RuntimeError("ActorDiedError: the env worker died")
         session.state.iteration = iteration + 1
@@ -82,15 +85,23 @@ def flow_failing_once_at(fail_at: int, session: Session, ran: list[int]):
 def test_a_failed_iteration_with_a_dead_worker_replays_from_the_checkpoint() -> None:
     session = Session(dead_after_failure=True)
     ran: list[int] = []
-    result = _iterate(session, True, flow_failing_once_at(3, session, ran))
+    result = _iterate(session, True, flow_failing_at(3, session, ran))
     assert ran == [0, 1, 2, 3, 2, 3]
     assert session.rewound_to == [2]
     assert result["iterations"] == 4
 
 
-def test_a_failed_iteration_without_dead_workers_ends_the_run() -> None:
+def test_a_failed_iteration_without_dead_workers_runs_again_within_its_budget() -> None:
+    session = Session(dead_after_failure=False)
+    ran: list[int] = []
+    result = _iterate(session, True, flow_failing_at(3, session, ran, times=2))
+    assert ran == [0, 1, 2, 3, 3, 3] and session.rewound_to == []
+    assert result["iterations"] == 4
+
+
+def test_a_failure_past_the_retry_budget_ends_the_run() -> None:
     session = Session(dead_after_failure=False)
     ran: list[int] = []
     with pytest.raises(RuntimeError, match="ActorDiedError"):
-        _iterate(session, True, flow_failing_once_at(3, session, ran))
-    assert ran == [0, 1, 2, 3] and session.rewound_to == []
+        _iterate(session, True, flow_failing_at(3, session, ran, times=3))
+    assert ran == [0, 1, 2, 3, 3, 3] and session.rewound_to == []
