@@ -14,6 +14,11 @@ Importing this module loads the built-in entries first, so ``force=True`` replac
 built-in for good. See ``docs/extending.md``.
 """
 
+from rl_core.agents.loops import Generation, LoopSettings, ModelIO, register_agent_loop
+from rl_core.agents.outcomes import Outcome, ToolResult
+from rl_core.agents.parsers import ParseError, ToolCall, ToolParser, register_tool_parser
+from rl_core.agents.tools import Tool, register_tool
+from rl_core.agents.trajectory import Budget, Trajectory
 from rl_core.algorithms.registry import (
     AdvantageFn,
     PolicyLossFn,
@@ -35,20 +40,34 @@ __all__ = [
     "CATEGORIES",
     "AdvantageFn",
     "BasePolicy",
+    "Budget",
     "EnvFactory",
     "EnvSpaces",
+    "Generation",
+    "LoopSettings",
     "ModelBuilder",
+    "ModelIO",
+    "Outcome",
+    "ParseError",
     "PolicyLossFn",
     "RegistryError",
+    "Tool",
+    "ToolCall",
+    "ToolParser",
+    "ToolResult",
+    "Trajectory",
     "flat_states",
     "multinomial_on_device",
     "obs_tensor",
     "policy_device",
     "register_advantage",
+    "register_agent_loop",
     "register_env",
     "register_model",
     "register_policy_loss",
     "register_reward",
     "register_space_codec",
+    "register_tool",
+    "register_tool_parser",
     "standard_normal_like",
 ]
