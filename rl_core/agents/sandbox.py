@@ -25,7 +25,8 @@ class SandboxLimits:
         cpu_seconds: CPU time (``RLIMIT_CPU``).
         memory_bytes: Address space (``RLIMIT_AS``).
         file_bytes: Largest file the code may write (``RLIMIT_FSIZE``).
-        processes: Processes the code may start besides itself.
+        processes: Processes the code may start besides itself (``RLIMIT_NPROC``, which
+            counts threads too: with 0 the code can start neither).
         output_bytes: Captured stdout/stderr kept per stream (the rest is cut).
     """
 
@@ -45,13 +46,17 @@ class SandboxRun:
         outcome: ``OK`` (exit 0), ``MODEL_FAILURE`` (the code failed or hit a limit it
             controls) or ``INFRA_FAILURE`` (the sandbox failed).
         exit_code: The process's exit status (negative: killed by that signal; None: it
-            never started).
+            never started, or the sandbox failed).
         stdout: Captured standard output (cut at ``output_bytes``).
         stderr: Captured standard error (cut at ``output_bytes``).
         wall_s: Wall-clock seconds.
         cpu_s: CPU seconds the code used.
         limit: The limit that stopped it (``"wall"``, ``"cpu"``, ``"memory"``,
             ``"file_size"``, ``"processes"``), or None.
+        network_isolated: The code ran cut off from the network (e.g. in a network
+            namespace of its own); False where the sandbox could not block it.
+        detail: Why it ended so, for logs (e.g. the launcher's error for an
+            ``INFRA_FAILURE``); never the code's own output.
     """
 
     outcome: Outcome
@@ -61,6 +66,8 @@ class SandboxRun:
     wall_s: float
     cpu_s: float
     limit: str | None = None
+    network_isolated: bool = False
+    detail: str = ""
 
 
 class Sandbox(Protocol):
