@@ -15,8 +15,10 @@ The rule (also in :mod:`infra.sandbox.subprocess_sandbox`'s docstring):
    ``MODEL_FAILURE``, ``"cpu"``; ``SIGXFSZ``: ``MODEL_FAILURE``, ``"file_size"``; a crash of
    the code's own making (``SIGSEGV``, ``SIGBUS``, ``SIGFPE``, ``SIGILL``, ``SIGABRT``,
    ``SIGSYS``, ``SIGTRAP``: a stack overflow, a failed allocation in C code):
-   ``MODEL_FAILURE``; any other signal (``SIGKILL`` below the CPU limit: the kernel's OOM
-   killer or an operator; ``SIGTERM``, ``SIGHUP``...): ``INFRA_FAILURE``.
+   ``MODEL_FAILURE``; any other signal (``SIGKILL`` below the CPU limit, ``SIGTERM``,
+   ``SIGHUP``...) too: the code can send it to itself, and an outcome the code can choose
+   must not take its response out of the group's statistics (a kernel OOM kill is charged
+   to the code as well; ``RLIMIT_AS`` normally stops it first).
 """
 
 from __future__ import annotations
@@ -179,4 +181,4 @@ def classify(
         return Verdict(Outcome.MODEL_FAILURE, code, "file_size", f"{name}: file size limit")
     if sig in CRASH_SIGNALS:
         return Verdict(Outcome.MODEL_FAILURE, code, None, f"the code crashed ({name})")
-    return Verdict(Outcome.INFRA_FAILURE, code, None, f"killed by {name}, which no limit explains")
+    return Verdict(Outcome.MODEL_FAILURE, code, None, f"killed by {name}")

@@ -39,9 +39,9 @@ says so in :attr:`SandboxRun.network_isolated` and in a warning logged once.
 **Outcomes** (:mod:`infra.sandbox.classify`): exit 0 is ``OK``; an exception, another
 non-zero exit, ``SIGXCPU``/``SIGKILL`` after the CPU limit (``"cpu"``), ``MemoryError``
 (``"memory"``), ``EFBIG``/``SIGXFSZ`` (``"file_size"``), a refused fork or thread
-(``"processes"``) or a crash signal of the code's own making is ``MODEL_FAILURE``; a launcher
-that failed or could not start, an interpreter that could not be executed, or a signal no
-limit explains is ``INFRA_FAILURE``. Wall-clock expiry (``"wall"``) is the model's once the
+(``"processes"``) or any signal that killed the code (it can signal itself) is
+``MODEL_FAILURE``; a launcher that failed or could not start, or an interpreter that could
+not be executed, is ``INFRA_FAILURE``. Wall-clock expiry (``"wall"``) is the model's once the
 code has started (the launcher's ``started`` message, right before ``exec``) and the
 infrastructure's before.
 
