@@ -37,6 +37,7 @@ from infra.driver.rollout_pipeline import (
 )
 from infra.reasoning.responses import ResponseBatch
 from infra.reasoning.rollout_source import RolloutSource
+from rl_core.agents.trajectory import NO_VERSION
 from rl_core.algorithms import consecutive_groups
 from rl_core.seeding import generation_rank_seed, generation_segment_seed
 
@@ -190,7 +191,10 @@ class PipelinedGeneration:
             finished=[x for o in outs for x in o["finished"]],
             group_index=batch_groups(metas, src.prompts.group_size),
         )
-        lags = [version - v for o in outs for row in o["versions"] for v in row] or [0]
+        # tokens no model sampled (tool output: NO_VERSION) have no staleness
+        lags = [
+            version - v for o in outs for row in o["versions"] for v in row if v != NO_VERSION
+        ] or [0]
         metrics = {
             "async/staleness_mean": float(np.mean(lags)),
             "async/staleness_max": float(max(lags)),

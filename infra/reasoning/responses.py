@@ -18,6 +18,10 @@ class ResponseBatch:
     ``group_index`` holds each row's group (:mod:`rl_core.algorithms.groups`); the
     group-relative advantage estimators and dynamic sampling group rows by it, not by their
     order. Evaluation batches, which no estimator reads, may leave it empty.
+
+    ``loss_masks`` holds one 0/1 list per row, 0 on response tokens the model did not
+    produce (tool output of a multi-turn trajectory: attended to, never trained on; see
+    :mod:`rl_core.training.loss_mask`). Empty: every response token is the model's.
     """
 
     samples: list[PromptSample] = field(default_factory=list)
@@ -28,17 +32,33 @@ class ResponseBatch:
     group_index: list[int] = field(default_factory=list)
     scores: np.ndarray | None = None
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    loss_masks: list[list[int]] = field(default_factory=list)
 
     def extend(self, other: ResponseBatch, rows: list[int]) -> None:
         """Append ``rows`` of ``other``, each of its groups under a group index new here.
 
+        Rows of a batch without loss masks join one with them as fully trained on.
+
         Raises:
-            ValueError: ``other`` has no group index for every row.
+            ValueError: ``other`` has no group index for every row, or loss masks for only
+                some rows.
         """
         if len(other.group_index) != len(other):
             raise ValueError(
                 f"a batch of {len(other)} responses with {len(other.group_index)} group "
                 "indices cannot be appended (every row needs its prompt group)"
+            )
+        if other.loss_masks and len(other.loss_masks) != len(other):
+            raise ValueError(
+                f"a batch of {len(other)} responses with {len(other.loss_masks)} loss masks "
+                "cannot be appended (every row needs one, or none does)"
+            )
+        if other.loss_masks or self.loss_masks:
+            if not self.loss_masks:
+                self.loss_masks = [[1] * len(ids) for ids in self.response_ids]
+            self.loss_masks.extend(
+                list(other.loss_masks[r]) if other.loss_masks else [1] * len(other.response_ids[r])
+                for r in rows
             )
         for name in ("samples", "prompt_ids", "response_ids", "rollout_logprobs", "finished"):
             getattr(self, name).extend(getattr(other, name)[r] for r in rows)

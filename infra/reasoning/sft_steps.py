@@ -9,6 +9,7 @@ import numpy as np
 
 from infra.driver.step_runtime import StepResult
 from rl_core.llm import pad_left, pad_right
+from rl_core.training.loss_mask import loss_mask_of
 
 
 def sft_step(runtime: Any, iteration: int) -> StepResult:
@@ -47,7 +48,7 @@ def _sft_batch(runtime: Any, iteration: int) -> dict[str, float]:
     }
     layout = runtime.layout  # tensor-parallel peers train on the same rows
     shards = layout.per_rank(np.array_split(np.arange(len(rows)), layout.replicas))
-    totals = (float(r_mask.sum()), len(rows))
+    totals = (float(loss_mask_of(arrays).sum()), len(rows))  # the tokens trained on
     outs = runtime.actor.get(
         [
             h.sft_update.remote({k: v[part] for k, v in arrays.items()}, totals, iteration)
