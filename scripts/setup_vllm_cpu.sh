@@ -17,6 +17,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 
+# pip byte-compiles what it installs: keep it so (no --no-compile). Where
+# PYTHONDONTWRITEBYTECODE=1 is set (as on our 2-core machines) nothing else writes .pyc files,
+# and every process would compile torch & co. from source again.
 pip_install() {  # quiet pip; hide this machine's notes about absent local indexes
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
     | { grep -v "^WARNING: Location 'file:" || true; }

@@ -22,7 +22,7 @@ fi
 # output follows the first's.
 mkdir -p outputs
 # Integration modules the second lane runs after the vLLM stage: it keeps the lanes even.
-second_lane=(tests/integration/test_exactly_once.py)
+second_lane=(tests/integration/test_exactly_once.py tests/integration/test_sweep.py)
 setsid bash scripts/test_unit_and_vllm.sh "${second_lane[@]}" \
   > outputs/tests-unit-and-vllm.log 2>&1 &
 lane_pid=$!

@@ -184,6 +184,33 @@ class RolloutPipeline:
             launched += 1
         return launched
 
+    def settle(
+        self,
+        timeout: float | None,
+        launch: Callable[[int, int], list],
+        rewind: Callable[[int], None],
+    ) -> None:
+        """Make the launched batches what a checkpoint holds: collected, none failed.
+
+        Waits for them; batches that failed are forgotten (``rewind(index)`` puts back the
+        state from before the first) and launched again with their pinned versions, then
+        waited for: the checkpoint holds what the run goes on with.
+
+        Raises:
+            RuntimeError: A batch failed again (the checkpoint step is retried).
+        """
+        self.drain(timeout)
+        forgotten = self.forget_failed()
+        if forgotten is None:
+            return
+        rewind(forgotten)
+        self.relaunch_forgotten(launch)
+        self.drain(timeout)
+        again = self.forget_failed()
+        if again is not None:
+            rewind(again)
+            raise RuntimeError(f"the batch of iteration {again} failed twice; not checkpointed")
+
     def to_state(self) -> dict[str, Any]:
         """The launched batches' data (collected first) for a checkpoint.
 

@@ -16,6 +16,7 @@ collection launches them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -185,26 +186,9 @@ class AheadCollection(Collection):
         self._rewind(self._pipeline.restore(self._kept), "rollout")
 
     def checkpoint_bytes(self) -> bytes:
-        """The launched batches, waited for.
-
-        Failed ones are forgotten (env workers rewound) and launched again with their
-        weight versions, so the checkpoint holds what the run goes on with.
-
-        Raises:
-            RuntimeError: A batch failed again (the checkpoint step is retried).
-        """
-        timeout = self.timeouts.checkpoint
-        self._pipeline.drain(timeout)
-        forgotten = self._pipeline.forget_failed()
-        if forgotten is None:
-            return pipeline_bytes(self._pipeline)
-        self._rewind(forgotten, "checkpoint")
-        self._pipeline.relaunch_forgotten(self.launch)
-        self._pipeline.drain(timeout)
-        again = self._pipeline.forget_failed()
-        if again is not None:
-            self._rewind(again, "checkpoint")
-            raise RuntimeError(f"the batch of iteration {again} failed twice; not checkpointed")
+        """The launched batches, settled (:meth:`RolloutPipeline.settle`)."""
+        rewind = functools.partial(self._rewind, step="checkpoint")
+        self._pipeline.settle(self.timeouts.checkpoint, self.launch, rewind)
         return pipeline_bytes(self._pipeline)
 
     def load(self, store_uri: str, folder: str, step: int) -> None:

@@ -227,23 +227,10 @@ class PipelinedGeneration:
     def state_bytes(self, timeout: float) -> bytes:
         """The launched batches for a checkpoint (waits for them).
 
-        Failed ones are forgotten, with the prompt cursor put back, and launched again with
-        their weight versions, so the checkpoint holds what the run goes on with.
-
-        Raises:
-            RuntimeError: A batch failed again (the checkpoint step is retried).
+        Settled (:meth:`RolloutPipeline.settle`): failed ones are forgotten, with the prompt
+        cursor put back, and launched again with their weight versions.
         """
-        self.pipeline.drain(timeout)
-        forgotten = self.pipeline.forget_failed()
-        if forgotten is None:
-            return pipeline_bytes(self.pipeline)
-        self._rewind(forgotten)
-        self.pipeline.relaunch_forgotten(self._launch)
-        self.pipeline.drain(timeout)
-        again = self.pipeline.forget_failed()
-        if again is not None:
-            self._rewind(again)
-            raise RuntimeError(f"the batch of iteration {again} failed twice; not checkpointed")
+        self.pipeline.settle(timeout, self._launch, self._rewind)
         return pipeline_bytes(self.pipeline)
 
     def save(self, store: Any, folder: str, timeout: float) -> None:

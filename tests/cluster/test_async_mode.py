@@ -63,34 +63,41 @@ def test_staleness_zero_learns_exactly_what_sync_mode_learns() -> None:
     assert [m["async/staleness_max"] for m in metrics] == [0.0, 0.0, 0.0]
 
 
-def test_batches_lag_at_most_max_staleness_and_a_retried_rollout_counts_once() -> None:
-    cfg = config("run.mode=async", "algorithm.max_staleness=2")
-    straight, metrics, rt = train(cfg, 5)
+@pytest.fixture(scope="module")
+def straight_run() -> tuple[dict, list[dict]]:
+    """Five iterations with batches up to 2 versions ahead: weights and metrics."""
+    weights, metrics, rt = train(config("run.mode=async", "algorithm.max_staleness=2"), 5)
     rt.shutdown()
+    return weights, metrics
+
+
+def test_batches_lag_at_most_max_staleness_and_a_retried_rollout_counts_once(
+    straight_run,
+) -> None:
+    straight, metrics = straight_run
     lags = [m["async/staleness_max"] for m in metrics]
     assert lags == [0.0, 1.0, 2.0, 2.0, 2.0]  # batches 0-2 were launched with version 0
     assert all(m["async/buffer_fill"] == 1.0 for m in metrics)  # 2 batches ahead
-    retried, _, rt = train(cfg, 5, retry_rollout_at=3)
+    retried, _, rt = train(config("run.mode=async", "algorithm.max_staleness=2"), 5, 3)
     rt.shutdown()
     same_weights(straight, retried)
     assert any(m["async/rollout_idle_seconds"] >= 0.0 for m in metrics)
     assert all(m["async/trainer_idle_seconds"] >= 0.0 for m in metrics)
 
 
-def test_a_checkpoint_keeps_the_batches_collected_ahead(tmp_path) -> None:
-    cfg = config("run.mode=async", "algorithm.max_staleness=1")
-    straight, _, rt = train(cfg, 4)
-    rt.shutdown()
+def test_a_checkpoint_keeps_the_batches_collected_ahead(tmp_path, straight_run) -> None:
+    cfg = config("run.mode=async", "algorithm.max_staleness=2")
     first, _, rt = train(cfg, 2)
     rt.save_checkpoint(str(tmp_path), 2)
     rt.shutdown()
     resumed = make_runtime(cfg)
     resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
-    assert [c.index for c in resumed.collection.pipeline.chunks] == [2]  # launched before the save
-    weights, metrics, rt = train(cfg, 2, runtime=resumed, start=2)
+    # launched before the save, with versions 0 and 1
+    assert [(c.index, c.version) for c in resumed.collection.pipeline.chunks] == [(2, 0), (3, 1)]
+    weights, metrics, rt = train(cfg, 3, runtime=resumed, start=2)
     rt.shutdown()
-    same_weights(straight, weights)
-    assert [m["async/staleness_max"] for m in metrics] == [1.0, 1.0]
+    same_weights(straight_run[0], weights)
+    assert [m["async/staleness_max"] for m in metrics] == [2.0, 2.0, 2.0]
 
 
 def test_async_mode_is_refused_where_it_cannot_run() -> None:

@@ -118,7 +118,8 @@ def test_example_config_without_ext_module_fails_before_starting(
     # The package is installed (importable) but not named in RLPIPE_EXT_MODULE.
     env = {**train_env, "PYTHONPATH": str(ext_site)}
     env.pop("RLPIPE_EXT_MODULE", None)
-    code, text = _run(train_cmd(tmp_path / "out", "--config", CONFIG), env, timeout=120)
+    cmd = train_cmd(tmp_path / "out", "--config", CONFIG, seed_store=False)
+    code, text = _run(cmd, env, timeout=120)
     assert code == 2, text[-3000:]
     assert "env.env_type = 'catch': unknown env type 'catch'; known: gym" in text
     assert "model.model_type = 'cnn_actor_critic': unknown model type" in text
