@@ -39,7 +39,7 @@ apply_base_env()
 import torch  # noqa: E402
 from safetensors.torch import load as load_safetensors  # noqa: E402
 
-from rl_core.reliability import FAULT_STEPS  # noqa: E402
+from rl_core.reliability import FAULT_STEPS, Fault, parse_faults  # noqa: E402
 
 #: Iteration at which each step's fault fires (evaluate/checkpoint: where they are due).
 FAULT_ITERATION = {step: 1 for step in FAULT_STEPS}
@@ -318,13 +318,13 @@ def main(argv: list[str] | None = None) -> int:
             for case in cases:
                 faults = case_faults(case)
                 deadline = [
-                    f"timeouts.{f.split(':')[1].split('@')[0]}={args.hang_timeout}"
+                    f"timeouts.{f.step}={args.hang_timeout}"
                     for f in faults
-                    if f.startswith("hang:") and args.hang_timeout
+                    if f.kind == "hang" and args.hang_timeout
                 ]
                 run = case_run_name(case)
                 ok, seconds, err = run_in_process(
-                    preset, [*common, *deadline, f"run.name={run}"], ",".join(faults)
+                    preset, [*common, *deadline, f"run.name={run}"], ",".join(map(str, faults))
                 )
                 rows.append(_row(name, faults, run, ok, seconds, ref_seconds, err, out, reference))
                 _print_row(rows[-1])
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
                     ok, seconds, err = run_driver_kill(
                         preset, [*common, f"run.name={run}"], step, env
                     )
-                    faults = [f"kill_driver:{step}@{FAULT_ITERATION[step]}"]
+                    faults = [Fault("kill_driver", step, FAULT_ITERATION[step])]
                     rows.append(
                         _row(name, faults, run, ok, seconds, ref_seconds, err, out, reference)
                     )
@@ -346,15 +346,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r["completed"] and r["identical"] for r in rows) else 1
 
 
-def case_faults(case: str) -> list[str]:
-    """The ``KIND:STEP@ITERATION`` faults of a ``--cases`` entry: ``KIND:STEP`` (at the
-    step's default iteration) or ``KIND:STEP@N``, several joined by ``+`` for one run."""
-    faults = []
+def case_faults(case: str) -> list[Fault]:
+    """The faults of a ``--cases`` entry: ``KIND:STEP`` (at the step's default iteration) or
+    ``KIND:STEP@N``, several joined by ``+`` for one run (checked like ``RLPIPE_FAULTS``)."""
+    entries = []
     for part in case.split("+"):
         kind_step, _, iteration = part.partition("@")
-        step = kind_step.split(":", 1)[1]
-        faults.append(f"{kind_step}@{iteration or FAULT_ITERATION[step]}")
-    return faults
+        step = kind_step.partition(":")[2]
+        entries.append(f"{kind_step}@{iteration or FAULT_ITERATION.get(step, 1)}")
+    return list(parse_faults(",".join(entries)).faults)
 
 
 def case_run_name(case: str) -> str:
@@ -366,9 +366,9 @@ def _row(preset, faults, run, ok, seconds, ref_seconds, err, out, reference) -> 
     diff = differences(reference, final_state(out / preset / run)) if ok else ["(no result)"]
     return {
         "preset": preset,
-        "fault": ",".join(faults),
-        "kind": "+".join(f.split(":")[0] for f in faults),
-        "step": "+".join(f.split(":")[1].split("@")[0] for f in faults),
+        "fault": ",".join(map(str, faults)),
+        "kind": "+".join(f.kind for f in faults),
+        "step": "+".join(f.step for f in faults),
         "completed": ok,
         "identical": ok and not diff,
         "differs": diff[:5],
