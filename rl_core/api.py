@@ -25,6 +25,7 @@ from rl_core.algorithms.registry import (
     register_advantage,
     register_policy_loss,
 )
+from rl_core.data.sources import PromptSource, register_prompt_source
 from rl_core.envs.registry import EnvFactory, EnvSpaces, register_env
 from rl_core.envs.spaces import register_space_codec
 from rl_core.models.base_policy import BasePolicy, flat_states, obs_tensor, policy_device
@@ -50,6 +51,7 @@ __all__ = [
     "Outcome",
     "ParseError",
     "PolicyLossFn",
+    "PromptSource",
     "RegistryError",
     "Tool",
     "ToolCall",
@@ -65,6 +67,7 @@ __all__ = [
     "register_env",
     "register_model",
     "register_policy_loss",
+    "register_prompt_source",
     "register_reward",
     "register_space_codec",
     "register_tool",

@@ -22,6 +22,7 @@ KINDS = (
     "tool_parser",
     "agent_loop",
     "sandbox",
+    "prompt_source",
 )
 
 
@@ -42,6 +43,7 @@ def registry_for(kind: str) -> Registry:
     from rl_core.algorithms.kl import KL_ESTIMATORS
     from rl_core.algorithms.off_policy import IS_CORRECTIONS
     from rl_core.algorithms.registry import ADVANTAGES, POLICY_LOSSES
+    from rl_core.data.sources import PROMPT_SOURCES
     from rl_core.envs.registry import ENVS
     from rl_core.llm.implementations import ROLLOUT_ENGINES, TRAINER_BACKENDS
     from rl_core.models.registry import MODELS
@@ -66,6 +68,7 @@ def registry_for(kind: str) -> Registry:
         "tool_parser": TOOL_PARSERS,
         "agent_loop": AGENT_LOOPS,
         "sandbox": SANDBOXES,
+        "prompt_source": PROMPT_SOURCES,
     }
     registry = registries[kind]
     registry.load_builtins()

@@ -12,7 +12,7 @@ from infra.driver.step_runtime import StepResult
 from infra.reasoning.responses import pad_right_float
 from rl_core.algorithms import GroupIndexError
 from rl_core.llm import pad_left, pad_loss_masks, pad_right
-from rl_core.training.llm_advantage import compute_llm_advantages
+from rl_core.training.llm_advantage import compute_llm_advantages, unscored_loss_mask
 from rl_core.training.loss_mask import LOSS_MASK, loss_mask_of
 
 
@@ -31,7 +31,9 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
     is their mean absolute difference. The rows' ``group_index`` goes into the estimator and
     the arrays, so it follows the rows wherever the update shuffles or splits them. A batch
     with loss masks (multi-turn: tool output inside the responses) gets a ``loss_mask``
-    array, and its advantages and the mismatch count the model's tokens only.
+    array, and its advantages and the mismatch count the model's tokens only; so does a batch
+    with unscored rows (NaN scores: :func:`~infra.reasoning.reward_step.collect_rewards`),
+    whose loss mask is 0 on those rows.
     """
     start = time.perf_counter()
     runtime.faults.arm("advantage", iteration, runtime.actor[0])
@@ -73,6 +75,9 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
         ref = torch.tensor(ref_lp)
         arrays["ref_logprobs"] = ref.numpy()
     scores = torch.from_numpy(runtime.batch.scores)
+    if not torch.isfinite(scores).all():  # unscored rows (NaN): no gradient in the update
+        current = torch.from_numpy(loss_mask_of(arrays))
+        arrays[LOSS_MASK] = unscored_loss_mask(scores, current).numpy()
     trained = torch.from_numpy(loss_mask_of(arrays))
     result = compute_llm_advantages(
         scores,

@@ -9,6 +9,7 @@ import numpy as np
 
 from infra.reasoning.responses import ResponseBatch
 from infra.reasoning.reward_scoring import score_chunk
+from rl_core.agents.metrics import trajectory_metrics_by_kind
 from rl_core.rewards.reasoning import math_verify_reward
 
 
@@ -32,7 +33,12 @@ def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list
     greedy, _ = runtime.generate(
         runtime.eval_prompts, runtime.sampling_params(greedy=True), seed=0, step="evaluate"
     )
-    eval_batch = ResponseBatch(runtime.eval_samples, runtime.eval_prompts, greedy["response_ids"])
+    eval_batch = ResponseBatch(
+        runtime.eval_samples,
+        runtime.eval_prompts,
+        greedy["response_ids"],
+        trajectories=greedy.get("trajectories", []),
+    )
     chunk = runtime.reward_chunk(eval_batch, list(range(n)))
     scores = score_chunk(runtime.config_dict["reward"], chunk)
     correct = math_verify_reward(**chunk)
@@ -44,6 +50,7 @@ def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list
         [runtime.eval_samples[i] for i in rows],
         [runtime.eval_prompts[i] for i in rows],
         sampled["response_ids"],
+        trajectories=sampled.get("trajectories", []),
     )
     hits = math_verify_reward(
         **runtime.reward_chunk(sampled_batch, list(range(len(rows))))
@@ -56,6 +63,13 @@ def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list
         "eval/response_length_mean": float(np.mean([len(r) for r in greedy["response_ids"]])),
         "eval/prompts": float(n),
     }
+    kinds = [sample.fields.get("kind") for sample in runtime.eval_samples]
+    for kind in sorted({k for k in kinds if k is not None}, key=str):  # e.g. mul and add
+        metrics[f"eval/accuracy/{kind}"] = float(
+            np.mean([c for c, k in zip(correct, kinds, strict=True) if k == kind])
+        )
+    # agent loops: tool use of the greedy trajectories (eval/agent/tool_call_rate...)
+    metrics |= trajectory_metrics_by_kind(greedy.get("trajectories", []), kinds, "eval/agent/")
     table = [
         {
             "iteration": iteration,

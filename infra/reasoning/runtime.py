@@ -45,6 +45,7 @@ from infra.reasoning.sft_steps import sft_step
 from infra.reasoning.sync_generation import SyncGeneration
 from infra.reasoning.update_step import update_step
 from infra.reasoning.worker_groups import start_reasoning_groups
+from rl_core.agents.metrics import trajectory_metrics_by_kind
 from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
 from rl_core.llm.prompting import encode_prompts, load_task_samples
@@ -102,7 +103,11 @@ class ReasoningRuntime(StepRuntime):
             cfg.run.seed,
         )
         source = RolloutSource(
-            self.engines.rollout, prompts, self.sampling_params, self.timeouts.rollout
+            self.engines.rollout,
+            prompts,
+            self.sampling_params,
+            self.timeouts.rollout,
+            self.agent_section,
         )
         if cfg.run.mode != "async":
             return SyncGeneration(
@@ -170,7 +175,14 @@ class ReasoningRuntime(StepRuntime):
             step: The step generating (its ``timeouts`` field is the deadline).
         """
         timeout = getattr(self.timeouts, step)
-        return generate_split(self.engines.rollout, prompts, sampling, seed, timeout, step)
+        return generate_split(
+            self.engines.rollout, prompts, sampling, seed, timeout, step, self.agent_section
+        )
+
+    @property
+    def agent_section(self) -> dict[str, Any] | None:
+        """The ``agent`` section as a dict when an agent loop makes trajectories, else None."""
+        return self.config_dict["agent"] if self.cfg.agent.multi_turn else None
 
     def rollout(self, iteration: int) -> StepResult:
         """Sample responses for the next prompts (DAPO: keep only informative groups).
@@ -189,6 +201,8 @@ class ReasoningRuntime(StepRuntime):
             "rollout/tokens_per_second": sum(lengths) * rounds / max(seconds, 1e-9),
             "rollout/generation_rounds": float(rounds),
         }
+        kinds = [sample.fields.get("kind") for sample in self.batch.samples]
+        metrics |= trajectory_metrics_by_kind(self.batch.trajectories, kinds)  # agent loops
         return StepResult(seconds, metrics, env_steps=len(self.batch))
 
     def reward_chunk(self, batch: ResponseBatch, rows: list[int]) -> dict[str, list[Any]]:
@@ -211,7 +225,11 @@ class ReasoningRuntime(StepRuntime):
         start = time.perf_counter()
         cfg = self.cfg
         metrics = collect_rewards(
-            self.batch, results or [], cfg.algorithm, cfg.rollout.max_new_tokens
+            self.batch,
+            results or [],
+            cfg.algorithm,
+            cfg.rollout.max_new_tokens,
+            cfg.agent.call_cost,
         )
         return StepResult(time.perf_counter() - start, metrics)
 

@@ -251,3 +251,31 @@ def tokens_left(traj: Trajectory, budget: Budget) -> int:
 def new_token_allowance(traj: Trajectory, budget: Budget) -> int:
     """``max_new_tokens`` of the next generation: the per-turn limit or what the context has left."""
     return min(budget.max_new_tokens, tokens_left(traj, budget))
+
+
+def trace_tokens(trace: Sequence[Sequence[str]], tokenize: Any) -> tuple[list[int], list[int]]:
+    """Token ids and loss mask of a supervised trace, for a warm start on tool use.
+
+    A trace is a list of ``[text, role]`` segments, role :data:`MODEL` (trained on: mask 1)
+    or :data:`TOOL` (a tool's output: mask 0). Each segment is tokenized on its own, as an
+    agent loop appends a tool result's tokens to the model's.
+
+    Args:
+        trace: The segments, in order.
+        tokenize: ``tokenize(text) -> ids`` without special tokens.
+
+    Raises:
+        ValueError: A segment is not ``[text, role]`` with a known role.
+    """
+    ids: list[int] = []
+    mask: list[int] = []
+    for segment in trace:
+        if len(segment) != 2 or segment[1] not in (MODEL, TOOL) or not isinstance(segment[0], str):
+            raise ValueError(
+                f"a trace segment must be [text, {MODEL!r} or {TOOL!r}], got {segment!r}"
+            )
+        text, role = segment
+        new = list(tokenize(text))
+        ids.extend(new)
+        mask.extend([int(role == MODEL)] * len(new))
+    return ids, mask

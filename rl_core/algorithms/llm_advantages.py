@@ -29,7 +29,7 @@ from rl_core.algorithms.advantages import (
     group_relative_advantages,
     normalize_advantages,
 )
-from rl_core.algorithms.groups import GroupIndex, Groups
+from rl_core.algorithms.groups import GroupIndex, Groups, scored_group_stats
 from rl_core.algorithms.registry import register_advantage
 
 
@@ -68,7 +68,13 @@ def compute_rloo_advantages(
     """
     groups, layout = _groups(rewards, group_size, group_index, "rloo")
     with torch.no_grad():
-        if group_size == 1:
+        if torch.isnan(groups).any():  # unscored rows: out of the baselines, advantage 0
+            scored, count, mean = scored_group_stats(groups)
+            filled = torch.where(scored, groups, torch.zeros_like(groups))
+            others = (mean * count - filled) / (count - 1).clamp(min=1)
+            keep = scored & (count > 1)
+            adv = torch.where(keep, filled - others, torch.zeros_like(groups))
+        elif group_size == 1:
             adv = torch.zeros_like(groups)
         else:
             others = (groups.sum(dim=1, keepdim=True) - groups) / (group_size - 1)
@@ -133,7 +139,12 @@ def compute_reinforce_plus_plus_baseline_advantages(
     """
     groups, layout = _groups(rewards, group_size, group_index, "reinforce_plus_plus_baseline")
     with torch.no_grad():
-        centred = layout.scatter(groups - groups.mean(dim=1, keepdim=True))
+        if torch.isnan(groups).any():  # unscored rows: out of the group means, centred to 0
+            scored, _, mean = scored_group_stats(groups)
+            centred = torch.where(scored, groups - mean, torch.zeros_like(groups))
+        else:
+            centred = groups - groups.mean(dim=1, keepdim=True)
+        centred = layout.scatter(centred)
         mask = response_mask.bool()
         token_scores = centred[:, None] * response_mask.float()
         adv = normalize_advantages(token_scores, mask)

@@ -77,6 +77,11 @@ def compute_llm_advantages(
         loss_mask: ``[B, T]`` 1 on the tokens the model produced, 0 on tool output (and
             padding); None: ``response_mask``.
 
+    A NaN score marks a row nobody could score (a tool's infrastructure failure after its
+    retries): it gets no reward, advantage or KL, counts in no normalization, and the group
+    estimators leave it out of its group's statistics. The caller gives it loss mask 0 in
+    the update too (:func:`unscored_loss_mask`).
+
     Raises:
         ValueError: ``loss_mask`` does not fit ``response_mask``
             (:func:`~rl_core.training.loss_mask.check_masks`).
@@ -86,6 +91,7 @@ def compute_llm_advantages(
     if loss_mask is not None:
         check_masks(loss_mask, response_mask)
     mask = (response_mask if loss_mask is None else loss_mask).float()
+    mask = mask * torch.isfinite(scores.float())[:, None]  # unscored rows: trained on nowhere
     token_rewards = outcome_token_rewards(scores, mask)
     metrics: dict[str, float] = {}
     if ref_logprobs is not None:
@@ -110,3 +116,8 @@ def compute_llm_advantages(
     valid = mask.bool()
     metrics["train/advantage_mean"] = float(adv[valid].mean()) if valid.any() else 0.0
     return LLMAdvantages(adv, ret, metrics)
+
+
+def unscored_loss_mask(scores: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
+    """``loss_mask`` with the rows of NaN (unscored) scores zeroed: no gradient reaches them."""
+    return loss_mask * torch.isfinite(scores.float())[:, None].to(loss_mask.dtype)
