@@ -27,6 +27,7 @@ SUMMARY_KEYS = (
     "masked_fraction",
     "infra_failed",
     "finish_reason",
+    "generation_times",
     "tool_calls",
 )
 

@@ -33,6 +33,7 @@ from infra.driver.step_runtime import (
     StepRuntime,
 )
 from infra.reasoning.advantage_step import advantage_step
+from infra.reasoning.agent_traces import trace_rows
 from infra.reasoning.engine_layouts import Engines, engines_for
 from infra.reasoning.engines import check_rollout_engine
 from infra.reasoning.evaluation import evaluate_heldout
@@ -231,7 +232,10 @@ class ReasoningRuntime(StepRuntime):
             cfg.rollout.max_new_tokens,
             cfg.agent.call_cost,
         )
-        return StepResult(time.perf_counter() - start, metrics)
+        # a sample of the scored trajectories, logged as MLflow traces once per iteration
+        traces = trace_rows(self.batch, self.tokenizer, cfg.tracking.agent_traces)
+        info = {"agent_traces": traces} if traces else {}
+        return StepResult(time.perf_counter() - start, metrics, info=info)
 
     def advantage(self, iteration: int) -> StepResult:
         """Trainer and reference log-probs, token rewards, advantages (``advantage_step``)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -129,6 +130,7 @@ def run_lockstep(
     text_lock = threading.Lock()
     trajectories: list[Trajectory | None] = [None] * len(prompts)
     errors: dict[int, BaseException] = {}
+    times: list[list[tuple[float, float]]] = [[] for _ in prompts]
 
     def tokenize_locked(text: str) -> list[int]:
         with text_lock:
@@ -140,11 +142,16 @@ def run_lockstep(
 
     def run_one(index: int) -> None:
         def generate(context: list[int], stop: tuple[str, ...], limit: int) -> Generation:
-            return rounds.ask(index, GenerationRequest(list(context), tuple(stop), int(limit)))
+            asked = time.time()
+            out = rounds.ask(index, GenerationRequest(list(context), tuple(stop), int(limit)))
+            times[index].append((asked, time.time()))
+            return out
 
         io = ModelIO(generate, tokenize_locked, detokenize_locked)
         try:
-            trajectories[index] = loop(list(prompts[index]), io, settings)
+            trajectory = loop(list(prompts[index]), io, settings)
+            trajectory.generation_times = times[index]
+            trajectories[index] = trajectory
         except BaseException as exc:  # noqa: BLE001 - handed to the caller below
             errors[index] = exc
         finally:

@@ -79,6 +79,9 @@ class Trajectory:
         turns: The segments of the response, in order.
         tool_calls: The tool calls, in order.
         finish_reason: Why the episode ended (set by the agent loop).
+        generation_times: ``(asked, answered)`` wall-clock seconds of each generation as the
+            trajectory saw it (set by the runner, e.g.
+            :func:`~rl_core.agents.lockstep.run_lockstep`; empty when unknown).
     """
 
     prompt_ids: list[int]
@@ -89,6 +92,7 @@ class Trajectory:
     turns: list[Turn] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     finish_reason: str = ""
+    generation_times: list[tuple[float, float]] = field(default_factory=list)
 
     def add_model_tokens(
         self,
@@ -180,9 +184,11 @@ class Trajectory:
             "masked_fraction": self.masked_fraction,
             "infra_failed": self.infra_failed,
             "finish_reason": self.finish_reason,
+            "generation_times": [list(t) for t in self.generation_times],
             "tool_calls": [
                 {
                     "name": c.name,
+                    "arguments": c.arguments,
                     "outcome": c.outcome.value,
                     "latency_s": c.latency_s,
                     "detail": c.detail,
