@@ -10,14 +10,33 @@ import numpy as np
 from infra.reasoning.responses import ResponseBatch
 from infra.reasoning.reward_scoring import score_chunk
 from rl_core.agents.metrics import trajectory_metrics_by_kind
-from rl_core.rewards.reasoning import math_verify_reward
+
+
+def correctness(
+    runtime: Any, chunk: dict[str, list[Any]], scores: list[float] | None = None
+) -> np.ndarray:
+    """1.0 for each completion the ``eval.correct_when`` reward gives its full score, else 0.
+
+    ``scores`` are the configured reward's scores of ``chunk``: reused when that reward is
+    the one deciding (code_tests need not run the tests twice).
+    """
+    reward_cfg = dict(runtime.config_dict["reward"])
+    name = runtime.cfg.eval.correct_when
+    if scores is None or name != runtime.cfg.reward.reward_type:
+        scores = score_chunk({**reward_cfg, "reward_type": name, "scale": 1.0}, chunk)
+        full = 1.0
+    else:
+        full = float(reward_cfg.get("scale", 1.0))
+    values = np.asarray(scores, dtype=np.float64)
+    return (np.nan_to_num(values, nan=0.0) >= full - 1e-6).astype(np.float32)
 
 
 def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Evaluate the rollout workers' current weights on the held-out prompts.
 
-    Greedy responses give ``eval/accuracy`` (``math_verify``) and ``eval/return_mean`` (the
-    configured reward); ``eval.pass_k`` sampled responses per prompt give
+    Greedy responses give ``eval/accuracy`` (completions the ``eval.correct_when`` reward,
+    ``math_verify`` by default, scores in full: :func:`correctness`) and ``eval/return_mean``
+    (the configured reward); ``eval.pass_k`` sampled responses per prompt give
     ``eval/pass_at_<k>``.
 
     Args:
@@ -41,7 +60,7 @@ def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list
     )
     chunk = runtime.reward_chunk(eval_batch, list(range(n)))
     scores = score_chunk(runtime.config_dict["reward"], chunk)
-    correct = math_verify_reward(**chunk)
+    correct = correctness(runtime, chunk, scores)
     rows = [i for i in range(n) for _ in range(k)]
     sampled, _ = runtime.generate(
         [runtime.eval_prompts[i] for i in rows], runtime.sampling_params(), seed=1, step="evaluate"
@@ -52,9 +71,8 @@ def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list
         sampled["response_ids"],
         trajectories=sampled.get("trajectories", []),
     )
-    hits = math_verify_reward(
-        **runtime.reward_chunk(sampled_batch, list(range(len(rows))))
-    ).reshape(n, k)
+    hits = correctness(runtime, runtime.reward_chunk(sampled_batch, list(range(len(rows)))))
+    hits = hits.reshape(n, k)
     metrics = {
         "seconds": time.perf_counter() - start,
         "eval/return_mean": float(np.mean(scores)),

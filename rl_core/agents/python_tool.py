@@ -14,9 +14,8 @@ import threading
 from typing import Any
 
 from rl_core.agents.outcomes import Outcome, ToolResult
-from rl_core.agents.sandbox import SANDBOXES, SandboxLimits
+from rl_core.agents.sandbox import SANDBOXES, SandboxLimits, build_sandbox
 from rl_core.agents.tools import Tool, register_tool
-from rl_core.llm.implementations import resolve
 
 #: Output an OK run that printed nothing gets, so that the model learns to print.
 NO_OUTPUT = "(no output; print() the values you need)"
@@ -59,8 +58,7 @@ class PythonTool(Tool):
         """The sandbox, built on first use: a class is constructed without arguments."""
         with self._lock:
             if self._sandbox is None:
-                entry = resolve(SANDBOXES.get(self.sandbox_name))
-                self._sandbox = entry() if isinstance(entry, type) else entry
+                self._sandbox = build_sandbox(self.sandbox_name)
             return self._sandbox
 
     def __call__(self, arguments: str) -> ToolResult:

@@ -82,3 +82,17 @@ class Sandbox(Protocol):
 #: arguments by the code that runs tools and code rewards.
 SANDBOXES: Registry[Any] = Registry("sandbox")
 SANDBOXES.register("subprocess", "infra.sandbox.subprocess_sandbox:SubprocessSandbox")
+
+
+def build_sandbox(name: str) -> Any:
+    """The sandbox registered as ``name``, built: a class is constructed without arguments.
+
+    Raises:
+        rl_core.registry.RegistryError: ``name`` is not a registered sandbox.
+        Exception: Whatever importing or constructing it raised (the caller decides whether
+            that is an infrastructure failure).
+    """
+    from rl_core.llm.implementations import resolve
+
+    entry = resolve(SANDBOXES.get(name))
+    return entry() if isinstance(entry, type) else entry

@@ -6,6 +6,9 @@ names the task for run names and lineage. Built-ins:
 * ``arithmetic``: ``a+b=`` (and ``-``, ``*``) problems, :class:`~rl_core.data.ArithmeticTask`;
 * ``tool_arithmetic``: multiplications that need the calculator and small additions that do
   not, with supervised tool-use traces (:mod:`rl_core.data.tool_arithmetic`);
+* ``linear_functions``: write the Python expression of ``f(x) = a*x + b`` from two
+  examples, checked by unit tests (:mod:`rl_core.data.linear_functions`, for the
+  ``code_tests`` reward);
 * ``files``: JSON Lines / Parquet prompt files (``data.train_files``, ``data.eval_files``).
 """
 
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rl_core.data.arithmetic import ArithmeticTask
+from rl_core.data.linear_functions import LinearFunctionTask
 from rl_core.data.prompts import PromptSample, load_prompt_file
 from rl_core.data.tool_arithmetic import ToolArithmeticTask
 from rl_core.registry import Registry
@@ -66,6 +70,11 @@ def _tool_arithmetic(data: Any) -> Samples:
     return task.train_pool(), task.heldout(data.eval_size)
 
 
+def _linear_functions(data: Any) -> Samples:
+    task = LinearFunctionTask()
+    return task.train_pool(), task.heldout(data.eval_size)
+
+
 def _files(data: Any) -> Samples:
     kwargs = {
         "on_bad_row": data.on_bad_row,
@@ -84,4 +93,7 @@ def _files_name(data: Any) -> str:
 
 register_prompt_source("arithmetic", PromptSource(_arithmetic, _arithmetic_name))
 register_prompt_source("tool_arithmetic", PromptSource(_tool_arithmetic, lambda data: "tool-arith"))
+register_prompt_source(
+    "linear_functions", PromptSource(_linear_functions, lambda data: "linear-functions")
+)
 register_prompt_source("files", PromptSource(_files, _files_name, reads_files=True))

@@ -177,7 +177,8 @@ def protocol(cfg: ReasoningConfig) -> dict[str, Any]:
             data.apply_chat_template,
             data.system_prompt,
         ],
-        "eval": [cfg.rollout.max_new_tokens],  # the score is greedy: pass_k does not count
+        # the score is greedy (pass_k does not count), judged by the correct_when reward
+        "eval": [cfg.rollout.max_new_tokens, cfg.eval.correct_when],
         "reward": cfg.reward.model_dump(mode="json", exclude={"num_tasks", "fanout_min_seconds"}),
     }
 
