@@ -7,7 +7,8 @@ line per message, so that its messages never mix with the code's stdout and stde
   when it can (as root: ``unshare(CLONE_NEWPID | CLONE_NEWNET)``; as another user:
   ``CLONE_NEWUSER`` as well, mapping the user to itself), hands the working directory to
   the sandbox user, reports ``mode <uid> <namespaces>`` and waits for L1.
-- **L1** (the init of the new pid namespace, else a child subreaper): starts L2, waits for it
+- **L1** (the init of the new pid namespace, else a child subreaper; killed when L0 dies,
+  which takes the whole namespace with it): starts L2, waits for it
   until the wall-clock deadline (then kills it and reports ``wall``), kills every process
   left (``kill(-1)`` inside its own pid namespace; else its children, as often as orphans are
   re-parented to it), and reports ``exit <wait status> <cpu of L2> <cpu of all>``.
@@ -129,8 +130,13 @@ def run_code(cfg: dict, fd: int, uid: int, root: bool, nproc_base: int, parent: 
             os._exit(127)
 
 
-def _wait_until(pid: int, deadline: float) -> bool:
-    """Whether ``pid`` (a child) ended before ``deadline`` (``time.monotonic()``)."""
+def _wait_until(pid: int, deadline: float, watch: int) -> str:
+    """How the wait for ``pid`` (a child) ended.
+
+    Returns:
+        ``"exited"``; ``"deadline"`` (``time.monotonic()`` passed it); ``"orphaned"``
+        (``watch``, a pipe's read end, is at EOF: L0 died).
+    """
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -139,13 +145,16 @@ def _wait_until(pid: int, deadline: float) -> bool:
         while True:
             remaining = deadline - time.monotonic()
             if pidfd is not None:
-                if remaining <= 0 or not select.select([pidfd], [], [], remaining)[0]:
-                    return False
-                return True
+                ready = select.select([pidfd, watch], [], [], max(remaining, 0))[0]
+                if pidfd in ready:
+                    return "exited"
+                return "orphaned" if ready else "deadline"
             if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                return True
+                return "exited"
+            if select.select([watch], [], [], 0)[0]:
+                return "orphaned"
             if remaining <= 0:
-                return False
+                return "deadline"
             time.sleep(min(POLL_S, remaining))
     finally:
         if pidfd is not None:
@@ -189,20 +198,33 @@ def kill_all(own_pid_namespace: bool) -> None:
             return
 
 
-def init(cfg: dict, fd: int, uid: int, root: bool, nproc_base: int, namespaces: bool) -> None:
-    """L1: start L2, bound it by the deadline, kill what is left and report the exit."""
+def init(
+    cfg: dict, fd: int, uid: int, root: bool, nproc_base: int, namespaces: bool, l0_alive: int
+) -> None:
+    """L1: start L2, bound it by the deadline, kill what is left and report the exit.
+
+    ``l0_alive`` is the read end of a pipe only L0 holds open: it reads EOF once L0 died.
+    """
     try:
         own_pid_namespace = namespaces and os.getpid() == 1
-        if not own_pid_namespace:
+        if own_pid_namespace:  # dies with L0, and the kernel kills the namespace with it
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != cfg["l0_pid"]:
-                os._exit(LAUNCHER_FAILED)
+        else:  # outlives L0 just long enough to kill what is left (orphans come to it)
             _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        if select.select([l0_alive], [], [], 0)[0]:
+            os._exit(LAUNCHER_FAILED)  # L0 died already
         me = os.getpid()
         code_pid = os.fork()
         if code_pid == 0:
+            os.close(l0_alive)
             run_code(cfg, fd, uid, root, nproc_base, me)
-        if not _wait_until(code_pid, cfg["deadline"]):
+        ended = _wait_until(code_pid, cfg["deadline"], l0_alive)
+        if ended == "orphaned":  # the parent is gone (killed, Ctrl-C): take everything down
+            os.kill(code_pid, signal.SIGKILL)
+            os.waitpid(code_pid, 0)
+            kill_all(own_pid_namespace)
+            os._exit(LAUNCHER_FAILED)
+        if ended == "deadline":
             report(fd, "wall")
             os.kill(code_pid, signal.SIGKILL)
         _, status, usage = os.wait4(code_pid, 0)
@@ -241,9 +263,12 @@ def main() -> None:
             os.chown(".", uid, uid)
             os.chown(cfg["script"], uid, uid)
         report(fd, f"mode {uid} {mode}")
+        alive_read, alive_write = os.pipe()
         child = os.fork()
         if child == 0:
-            init(cfg, fd, uid, root, nproc_base, namespaces)
+            os.close(alive_write)
+            init(cfg, fd, uid, root, nproc_base, namespaces, alive_read)
+        os.close(alive_read)
         _, status = os.waitpid(child, 0)
         os._exit(0 if status == 0 else LAUNCHER_FAILED)
     except BaseException as exc:  # reported, never raised

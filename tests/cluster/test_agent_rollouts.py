@@ -72,24 +72,25 @@ def config(tiny_dir: str, *extra: str) -> RLPipeConfig:
     )
 
 
-def train(cfg: RLPipeConfig, iterations: int, retry_rollout_at: int = -1):
-    """Weights after ``iterations`` in process, each iteration's step metrics, the last batch."""
-    runtime = make_runtime(cfg)
+def test_multi_turn_rollouts_train_and_a_retried_rollout_gives_the_same_trajectories(tiny_dir):
+    runtime = make_runtime(config(tiny_dir))
     try:
-        results = run_iterations(runtime, range(iterations), retry_rollout_at)
+        initial = runtime.actor.call_sync("full_state")[0]
+        (first,) = run_iterations(runtime, range(1))
+        # iteration 1's rollout runs, is undone (as before a retry), and runs again
+        runtime.weight_sync(1)
+        runtime.snapshot("rollout")
+        runtime.rollout(1)
+        undone = runtime.batch
+        runtime.restore("rollout")
+        (second,) = run_iterations(runtime, range(1, 2))
+        batch = runtime.batch
         weights = runtime.actor.call_sync("full_state")[0]
-        return (
-            weights,
-            [{k: r.metrics for k, r in steps.items()} for steps in results],
-            runtime.batch,
-        )
     finally:
         runtime.shutdown()
-
-
-def test_multi_turn_rollouts_train_and_a_retried_rollout_gives_the_same_trajectories(tiny_dir):
-    weights, metrics, batch = train(config(tiny_dir), 2)
-    rollout = metrics[-1]["rollout"]
+    assert batch.response_ids == undone.response_ids and batch.loss_masks == undone.loss_masks
+    assert any(not np.array_equal(initial[k], weights[k]) for k in weights), "no update moved"
+    rollout = second["rollout"].metrics
     assert rollout["agent/turns_mean"] > 1.0 and rollout["agent/tool_calls_mean"] > 0
     assert 0 < rollout["agent/masked_token_fraction"] < 1
     assert rollout["agent/infra_failure_rate"] == 0.0
@@ -100,16 +101,20 @@ def test_multi_turn_rollouts_train_and_a_retried_rollout_gives_the_same_trajecto
         assert len(mask) == len(ids)
         assert sum(mask) == sum(end - start for start, end, model in summary["turn_spans"] if model)
     # the trainer scores the trajectories' model tokens as the rollout engine sampled them
-    assert metrics[-1]["advantage"]["rollout/logprob_mismatch"] < 1e-5
-    retried, _, again = train(config(tiny_dir), 2, retry_rollout_at=1)
-    assert again.response_ids == batch.response_ids and again.loss_masks == batch.loss_masks
-    for name, value in weights.items():
-        np.testing.assert_array_equal(retried[name], value, err_msg=name)
+    for steps in (first, second):
+        assert steps["advantage"].metrics["rollout/logprob_mismatch"] < 1e-5
+    traces = second["reward"].info["agent_traces"]
+    assert len(traces) == 2 and {t["role"] for t in traces[0]["turns"]} <= {"model", "tool"}
 
 
 def test_async_mode_runs_agent_loops_with_pinned_versions(tiny_dir):
-    cfg = config(tiny_dir, "run.mode=async", "algorithm.max_staleness=1")
-    _, metrics, batch = train(cfg, 3)
-    assert [m["rollout"]["async/staleness_max"] for m in metrics] == [0.0, 1.0, 1.0]
-    assert metrics[-1]["rollout"]["agent/turns_mean"] > 1.0
+    runtime = make_runtime(config(tiny_dir, "run.mode=async", "algorithm.max_staleness=1"))
+    try:
+        results = run_iterations(runtime, range(3))
+        batch = runtime.batch
+    finally:
+        runtime.shutdown()
+    metrics = [steps["rollout"].metrics for steps in results]
+    assert [m["async/staleness_max"] for m in metrics] == [0.0, 1.0, 1.0]
+    assert metrics[-1]["agent/turns_mean"] > 1.0
     assert batch.trajectories and batch.loss_masks

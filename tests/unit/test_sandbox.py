@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -293,3 +296,55 @@ def test_an_interrupted_run_kills_everything_and_cleans_up(
         sandbox.run(ESCAPE.format(main_sleep=30), limits=SandboxLimits(processes=3))
     assert survivors(parent_dir) == []
     assert os.listdir(parent_dir) == []
+
+
+OWNER = """\
+import sys, threading
+from infra.sandbox.subprocess_sandbox import SubprocessSandbox
+from rl_core.agents.sandbox import SandboxLimits
+sandbox = SubprocessSandbox(temp_dir=sys.argv[1], namespaces=sys.argv[2] == "1")
+code = sys.stdin.read()
+runs = [
+    threading.Thread(
+        target=sandbox.run,
+        args=(code,),
+        kwargs={"limits": SandboxLimits(processes=3)},
+        daemon=True,  # as a Ray worker's threads: Ctrl-C ends the process at once
+    )
+    for _ in range(2)
+]
+for run in runs:
+    run.start()
+print("started", flush=True)
+for run in runs:
+    run.join()
+"""
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "no-namespaces"])
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
+def test_a_worker_killed_mid_run_leaves_no_sandbox_process(
+    parent_dir: str, namespaces: bool, how: str
+) -> None:
+    """The process running sandboxes (a rollout worker) dies, killed or by Ctrl-C, while two
+    tool calls run in its threads: every process of theirs goes too, setsid escapes included."""
+    if not namespaces and not ROOT:
+        pytest.skip("without namespaces only root can find a setsid escape (documented)")
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, parent_dir, "1" if namespaces else "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.getcwd(),
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    owner.stdin.write(ESCAPE.format(main_sleep=30))
+    owner.stdin.close()
+    assert owner.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 20
+    while len(survivors(parent_dir, wait_s=0)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)  # both runs' code and their escaped children are up
+    assert len(survivors(parent_dir, wait_s=0)) >= 4
+    owner.send_signal(getattr(signal, how))
+    owner.wait(timeout=30)
+    assert survivors(parent_dir, wait_s=5.0) == []
