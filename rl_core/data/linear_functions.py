@@ -1,6 +1,6 @@
 """A tiny programming task: write the Python expression of a linear function from examples.
 
-A prompt shows two values of ``f(x) = a*x + b`` (``a`` in 1..9, ``b`` in 0..9)::
+A prompt shows two values of ``f(x) = a*x + b`` (``a`` in 1..9, ``b`` in 0..49)::
 
     f(0)=3 f(1)=5 f=
 
@@ -42,7 +42,7 @@ class LinearFunctionTask:
     """
 
     max_slope: int = 9
-    max_intercept: int = 9
+    max_intercept: int = 49
     heldout_fraction: float = 0.2
 
     def __post_init__(self) -> None:

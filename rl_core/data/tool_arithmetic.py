@@ -14,8 +14,10 @@ A trace is a list of ``[text, role]`` segments, role ``"model"`` (trained on) or
 
     123*45=  →  <call>calculator: 123*45</call> | <result>5535</result> | #### 5535
 
-The held-out split is fixed by a hash of each problem (as in
-:mod:`rl_core.data.arithmetic`).
+The multiplications' held-out split is fixed by a hash of each problem (as in
+:mod:`rl_core.data.arithmetic`). The one-digit additions are few (100): training sees all of
+them and evaluation asks all of them, since what the task measures on them is whether the
+model calls the tool, not whether it can add.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class ToolArithmeticTask:
         add_max: Largest operand of an addition (from 0).
         add_fraction: Fraction of the train and held-out prompts that are additions.
         tool_trace_rate: Fraction of the supervised traces that call the calculator.
-        heldout_fraction: Fraction of each kind's problems held out.
+        heldout_fraction: Fraction of the multiplications held out.
     """
 
     mul_min: int = 100
@@ -85,13 +87,16 @@ class ToolArithmeticTask:
         rng = np.random.default_rng(_SHUFFLE_SEED)
         out = {}
         for kind, problems in kinds.items():
-            held = [
-                p
-                for p in problems
-                if _bucket(f"{p[0]}{p[1]}{p[2]}", "heldout") < self.heldout_fraction
-            ]
-            held_set = set(held)
-            train = [p for p in problems if p not in held_set]
+            if kind == "add":  # few enough to train on all; evaluation asks all of them too
+                held, train = list(problems), list(problems)
+            else:
+                held = [
+                    p
+                    for p in problems
+                    if _bucket(f"{p[0]}{p[1]}{p[2]}", "heldout") < self.heldout_fraction
+                ]
+                held_set = set(held)
+                train = [p for p in problems if p not in held_set]
             out[kind] = tuple(
                 [part[i] for i in rng.permutation(len(part))] for part in (train, held)
             )
