@@ -126,6 +126,20 @@ def get_tool_parser(name: str) -> ToolParser:
 _NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*:(.*)", re.DOTALL)
 
 
+def first_between(text: str, open_: str, close: str) -> tuple[int, str, int] | None:
+    """The first ``open_ ... close`` of ``text``: ``(its start, what is between, its end)``.
+
+    None when ``open_`` is missing or not closed yet.
+    """
+    start = text.find(open_)
+    if start < 0:
+        return None
+    end_of_inner = text.find(close, start + len(open_))
+    if end_of_inner < 0:
+        return None
+    return start, text[start + len(open_) : end_of_inner], end_of_inner + len(close)
+
+
 class XmlToolParser:
     r"""``<call>NAME: ARGUMENTS</call>``, answered by ``<result>OUTPUT</result>``.
 
@@ -143,14 +157,10 @@ class XmlToolParser:
 
     def parse(self, text: str) -> ToolCall | ParseError | None:
         """The first ``<call>NAME: ARGUMENTS</call>`` of ``text`` (arguments stripped)."""
-        start = text.find(self.open)
-        if start < 0:
+        found = first_between(text, self.open, self.close)
+        if found is None:
             return None
-        close = text.find(self.close, start + len(self.open))
-        if close < 0:
-            return None
-        inner = text[start + len(self.open) : close]
-        end = close + len(self.close)
+        start, inner, end = found
         match = _NAME.fullmatch(inner)
         if match is None:
             message = f"malformed call; write {self.open}TOOL: ARGUMENTS{self.close}"
@@ -183,14 +193,10 @@ class JsonToolParser:
 
     def parse(self, text: str) -> ToolCall | ParseError | None:
         """The first complete ``<tool_call>`` of ``text``."""
-        start = text.find(self.open)
-        if start < 0:
+        found = first_between(text, self.open, self.close)
+        if found is None:
             return None
-        close = text.find(self.close, start + len(self.open))
-        if close < 0:
-            return None
-        inner = text[start + len(self.open) : close]
-        end = close + len(self.close)
+        start, inner, end = found
         try:
             call = json.loads(inner)
         except json.JSONDecodeError as err:

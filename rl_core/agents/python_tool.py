@@ -10,11 +10,10 @@ standard output, followed on failure by the last lines of its standard error, cu
 from __future__ import annotations
 
 import textwrap
-import threading
 from typing import Any
 
 from rl_core.agents.outcomes import Outcome, ToolResult
-from rl_core.agents.sandbox import SANDBOXES, SandboxLimits, build_sandbox
+from rl_core.agents.sandbox import LazySandbox, SandboxLimits
 from rl_core.agents.tools import Tool, register_tool
 
 #: Output an OK run that printed nothing gets, so that the model learns to print.
@@ -46,20 +45,15 @@ class PythonTool(Tool):
         max_output_chars: int = 2000,
         stderr_lines: int = 5,
     ) -> None:
-        SANDBOXES.get(sandbox)  # fail now, naming the registered sandboxes
+        self._sandbox = LazySandbox(sandbox)  # checks the name now
         self.sandbox_name = sandbox
         self.limits = limits or SandboxLimits()
         self.max_output_chars = max_output_chars
         self.stderr_lines = stderr_lines
-        self._sandbox: Any = None
-        self._lock = threading.Lock()
 
     def sandbox(self) -> Any:
         """The sandbox, built on first use: a class is constructed without arguments."""
-        with self._lock:
-            if self._sandbox is None:
-                self._sandbox = build_sandbox(self.sandbox_name)
-            return self._sandbox
+        return self._sandbox.get()
 
     def __call__(self, arguments: str) -> ToolResult:
         """Run ``arguments`` (dedented) as a program; the outcome is the sandbox run's."""

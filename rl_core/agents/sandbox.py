@@ -9,6 +9,7 @@ in :data:`SANDBOXES`).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -96,3 +97,27 @@ def build_sandbox(name: str) -> Any:
 
     entry = resolve(SANDBOXES.get(name))
     return entry() if isinstance(entry, type) else entry
+
+
+class LazySandbox:
+    """A registered sandbox built on first use, once, safely from many threads.
+
+    Args:
+        name: Name in :data:`SANDBOXES` (checked here).
+
+    Raises:
+        rl_core.registry.RegistryError: ``name`` is not a registered sandbox.
+    """
+
+    def __init__(self, name: str) -> None:
+        SANDBOXES.get(name)  # fail now, naming the registered sandboxes
+        self.name = name
+        self._sandbox: Any = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        """The sandbox (built by :func:`build_sandbox` the first time)."""
+        with self._lock:
+            if self._sandbox is None:
+                self._sandbox = build_sandbox(self.name)
+            return self._sandbox

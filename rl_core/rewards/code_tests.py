@@ -22,7 +22,6 @@ with three outcomes:
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from rl_core.agents.outcomes import Outcome
-from rl_core.agents.sandbox import SandboxLimits, build_sandbox
+from rl_core.agents.sandbox import LazySandbox, SandboxLimits
 from rl_core.rewards.registry import register_reward
 
 logger = logging.getLogger(__name__)
@@ -96,21 +95,14 @@ class CodeTestsReward:
         self.workers = int(getattr(reward_cfg, "code_workers", 4))
         wall = float(getattr(reward_cfg, "code_wall_seconds", 5.0))
         self.limits = SandboxLimits(wall_seconds=wall, cpu_seconds=max(1, int(wall)))
-        self._sandbox: Any = None
-        self._lock = threading.Lock()
-
-    def _get_sandbox(self) -> Any:
-        with self._lock:
-            if self._sandbox is None:
-                self._sandbox = build_sandbox(self.sandbox_name)
-            return self._sandbox
+        self._sandbox = LazySandbox(self.sandbox_name)
 
     def score_one(self, completion: str, fields: dict[str, Any]) -> float:
         """The passed fraction of one completion (NaN: the sandbox kept failing)."""
         program, total = harness_program(final_code(completion), fields)
         for attempt in range(self.retries + 1):
             try:
-                run = self._get_sandbox().run(program, limits=self.limits)
+                run = self._sandbox.get().run(program, limits=self.limits)
             except Exception as exc:  # the sandbox's own machinery, not the code
                 logger.warning("code_tests: sandbox %r failed: %s", self.sandbox_name, exc)
                 continue

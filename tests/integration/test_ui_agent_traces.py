@@ -8,17 +8,14 @@ span tree must show the model turns and the tool call. The screenshot goes to
 
 from __future__ import annotations
 
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from infra.ops.processes import free_port, port_listening
 from infra.tracking.mlflow_tracker import MlflowTracker, mlflow_run_url
 from tests.browser import chromium, click_text, screenshot, wait_for
-from tests.integration.conftest import ROOT
+from tests.browser import mlflow_ui as serve_mlflow_ui
 
 pytestmark = pytest.mark.integration
 
@@ -73,25 +70,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, MlflowTracker
 
 @pytest.fixture(scope="module")
 def mlflow_ui(store: tuple[Path, MlflowTracker]) -> Iterator[str]:
-    out, _ = store
-    port = free_port()
-    log = open(out / "mlflow-ui.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "mlflow"), "ui", "--host", "127.0.0.1"]
-        + ["--port", str(port), "--backend-store-uri", f"sqlite:///{out / 'mlflow.db'}"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while not port_listening(port) and time.monotonic() < deadline:
-            assert proc.poll() is None, (out / "mlflow-ui.log").read_text()[-3000:]
-            time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    """``mlflow ui`` on 127.0.0.1 over the store."""
+    with serve_mlflow_ui(store[0]) as url:
+        yield url
 
 
 def test_the_runs_traces_tab_shows_the_trajectory_turn_by_turn(
