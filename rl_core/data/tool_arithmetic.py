@@ -4,8 +4,9 @@ Prompts are multiplications ``"a*b="`` with ``a >= 100`` (a tiny model cannot do
 head; with the ``calculator`` tool it only has to copy the result) and small additions
 ``"a+b="`` with one-digit operands (easy without the tool). Every sample carries a
 supervised trace (fields ``trace`` and ``solution``) for a warm start: a fraction
-``tool_trace_rate`` of them, chosen by a hash of the problem and **not** by its kind, call
-the calculator first; the others answer at once. A model warm-started on them calls the tool
+``tool_trace_rate`` of them, chosen by a hash of the problem (and of the repeat, for the
+additions the pool repeats) and **not** by its kind, call the calculator first; the others
+answer at once. A model warm-started on them calls the tool
 about that often on every kind of prompt: reinforcement learning with a per-call cost then
 has to learn *when* the tool pays off.
 
@@ -102,12 +103,17 @@ class ToolArithmeticTask:
             )
         return out
 
-    def sample(self, problem: tuple[int, str, int], source: str) -> PromptSample:
-        """The prompt, answer, kind and supervised trace of one problem."""
+    def sample(self, problem: tuple[int, str, int], source: str, copy: int = 0) -> PromptSample:
+        """The prompt, answer, kind and supervised trace of one problem.
+
+        ``copy`` numbers the repeats of a problem in the train pool: each repeat draws its
+        own trace, so a problem seen many times (an addition) is answered both ways, and the
+        warm-started model keeps a choice on it that reinforcement learning can move.
+        """
         a, op, b = problem
         answer = str(a * b if op == "*" else a + b)
         expression = f"{a}{op}{b}"
-        if _bucket(expression, "trace") < self.tool_trace_rate:
+        if _bucket(f"{expression}#{copy}", "trace") < self.tool_trace_rate:
             trace = [
                 [f"<call>calculator: {expression}</call>", "model"],
                 [f"<result>{answer}</result>", "tool"],
@@ -139,9 +145,10 @@ class ToolArithmeticTask:
         """``size`` train problems (additions repeat: there are few of them)."""
         adds, muls = self._problems["add"][0], self._problems["mul"][0]
         want_adds = round(size * self.add_fraction)
-        picks = [adds[i % len(adds)] for i in range(want_adds)] + muls[: size - want_adds]
+        picks = [(adds[i % len(adds)], i // len(adds)) for i in range(want_adds)]
+        picks += [(problem, 0) for problem in muls[: size - want_adds]]
         order = np.random.default_rng(_SHUFFLE_SEED + 3).permutation(len(picks))
-        return [self.sample(picks[i], "tool_arithmetic:train") for i in order]
+        return [self.sample(*picks[i][:1], "tool_arithmetic:train", picks[i][1]) for i in order]
 
     def heldout(self, n: int) -> list[PromptSample]:
         """``n`` held-out problems (fewer if the split is smaller), always the same ones."""
