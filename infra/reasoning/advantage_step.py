@@ -11,8 +11,9 @@ import torch
 from infra.driver.step_runtime import StepResult
 from infra.reasoning.responses import pad_right_float
 from rl_core.algorithms import GroupIndexError
-from rl_core.llm import pad_left, pad_right
-from rl_core.training.llm_advantage import compute_llm_advantages
+from rl_core.llm import pad_left, pad_loss_masks, pad_right
+from rl_core.training.llm_advantage import compute_llm_advantages, unscored_loss_mask
+from rl_core.training.loss_mask import LOSS_MASK, loss_mask_of
 
 
 def _shards(runtime: Any, arrays: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
@@ -28,7 +29,11 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
     model), and kept on ``runtime.batch.arrays`` for the update, with the rollout engine's
     log-probs (the behaviour policy's) beside the trainer's; ``rollout/logprob_mismatch``
     is their mean absolute difference. The rows' ``group_index`` goes into the estimator and
-    the arrays, so it follows the rows wherever the update shuffles or splits them.
+    the arrays, so it follows the rows wherever the update shuffles or splits them. A batch
+    with loss masks (multi-turn: tool output inside the responses) gets a ``loss_mask``
+    array, and its advantages and the mismatch count the model's tokens only; so does a batch
+    with unscored rows (NaN scores: :func:`~infra.reasoning.reward_step.collect_rewards`),
+    whose loss mask is 0 on those rows.
     """
     start = time.perf_counter()
     runtime.faults.arm("advantage", iteration, runtime.actor[0])
@@ -46,6 +51,11 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
         "response_ids": r_ids.numpy(),
         "response_mask": r_mask.numpy(),
     }
+    if runtime.batch.loss_masks:
+        loss_mask = pad_loss_masks(
+            runtime.batch.loss_masks, runtime.batch.response_ids, r_ids.shape[1]
+        )
+        arrays[LOSS_MASK] = loss_mask.numpy()
     outs = runtime.actor.get(
         [
             h.compute_logprobs.remote(s)
@@ -65,8 +75,19 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
         ref = torch.tensor(ref_lp)
         arrays["ref_logprobs"] = ref.numpy()
     scores = torch.from_numpy(runtime.batch.scores)
+    if not torch.isfinite(scores).all():  # unscored rows (NaN): no gradient in the update
+        current = torch.from_numpy(loss_mask_of(arrays))
+        arrays[LOSS_MASK] = unscored_loss_mask(scores, current).numpy()
+    trained = torch.from_numpy(loss_mask_of(arrays))
     result = compute_llm_advantages(
-        scores, r_mask, old, runtime.cfg.algorithm, values, ref, group_index=groups
+        scores,
+        r_mask,
+        old,
+        runtime.cfg.algorithm,
+        values,
+        ref,
+        group_index=groups,
+        loss_mask=trained if LOSS_MASK in arrays else None,
     )
     rollout_lp = pad_right_float(runtime.batch.rollout_logprobs, r_ids.shape[1])
     arrays.update(
@@ -78,7 +99,7 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
     if values is not None:
         arrays.update(old_values=values.numpy(), returns=result.returns.float().numpy())
     runtime.batch.arrays = arrays
-    valid = r_mask.bool()
+    valid = trained.bool()
     mismatch = float((old - rollout_lp)[valid].abs().mean()) if valid.any() else 0.0
     return StepResult.of(
         time.perf_counter() - start, {**result.metrics, "rollout/logprob_mismatch": mismatch}

@@ -56,6 +56,7 @@ def update_step(
     outs = layout.per_replica(outs)
     metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
     seconds = time.perf_counter() - start
+    # throughput: every token the forward pass processes (tool output included)
     tokens = arrays["prompt_mask"].sum() + arrays["response_mask"].sum()
     metrics["train/tokens_per_second"] = (
         float(tokens) * actor_cfg.update_epochs / max(seconds, 1e-9)
