@@ -18,20 +18,20 @@ def _init(rank: int, world: int, port: int) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
 
 
-def all_checks(
-    rank: int, world: int, port: int, model_dir: str, out_dir: str, every_loss: bool = True
-) -> None:
-    """Every check below in one process group; rank ``r`` writes ``out_dir/rank{r}.json``.
+def all_checks(rank: int, world: int, port: int, jobs: list[tuple[str, str, bool]]) -> None:
+    """Every check below in one process group, for each ``(model_dir, out_dir, every_loss)``
+    of ``jobs``; rank ``r`` writes ``out_dir/rank{r}.json``.
 
     ``every_loss=False`` checks the update with the default policy loss and aggregation mode
     only (the loss matrix does not depend on how the weights are laid out on the ranks)."""
     _init(rank, world, port)
-    result = {
-        "logits": logits_parity(world, model_dir),
-        "policy": policy_parity(world, model_dir),
-        "update": update_parity(world, model_dir, every_loss),
-    }
-    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    for model_dir, out_dir, every_loss in jobs:
+        result = {
+            "logits": logits_parity(world, model_dir),
+            "policy": policy_parity(world, model_dir),
+            "update": update_parity(world, model_dir, every_loss),
+        }
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     dist.destroy_process_group()
 
 

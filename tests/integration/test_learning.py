@@ -1,4 +1,6 @@
-"""Learning checks: the default preset solves CartPole; evaluate.py reads its checkpoint."""
+"""``flows/evaluate.py`` reads a finished run's last checkpoint and reproduces the evaluation
+that ended training. (That the default preset solves CartPole is a learning curve:
+``benchmarks/cartpole_solve.py`` measures it, with the anchors beside it.)"""
 
 from __future__ import annotations
 
@@ -6,24 +8,21 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import ROOT, run_train
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
+EPISODES = 4
 
 
-def test_default_preset_solves_cartpole_and_evaluates(tmp_path: Path, train_env) -> None:
-    started = time.monotonic()
-    out = run_train(tmp_path, train_env, timeout=900)  # the default preset, no overrides
-    wall = time.monotonic() - started
-    assert re.search(r"solved: True", out), out[-4000:]
+def test_evaluate_reproduces_the_final_evaluation_of_a_run(tmp_path: Path, train_env) -> None:
+    small = ["run.max_iterations=3", "run.eval_interval=3", "env.num_envs=4"]
+    small += ["rollout.num_steps=64", f"eval.num_episodes={EPISODES}"]
+    out = run_train(tmp_path, train_env, *small)
     last_eval = float(re.search(r"last_eval_return: ([0-9.]+)", out).group(1))
-    assert last_eval >= 475.0
-    print(f"default preset solved CartPole (eval {last_eval}) in {wall:.0f}s wall")
 
     proc = subprocess.run(
         [
@@ -34,7 +33,7 @@ def test_default_preset_solves_cartpole_and_evaluates(tmp_path: Path, train_env)
             "--output-dir",
             str(tmp_path),
             "--episodes",
-            "10",
+            str(EPISODES),
         ],
         cwd=ROOT,
         env=train_env,

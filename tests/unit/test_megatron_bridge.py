@@ -124,21 +124,30 @@ def _gpt2():
     return GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50)
 
 
-@pytest.fixture(scope="module", params=[2, 1], ids=["kv2", "kv1-copied"])
-def parity(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> dict:
+KV_HEADS = {"kv2": 2, "kv1-copied": 1}
+
+
+@pytest.fixture(scope="module")
+def parity_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """The checks of ``tests/megatron_ranks.py`` on 2 gloo ranks (one spawn for all), for a
     model with 2 key/value heads (one per rank at TP 2: every policy loss and aggregation
     mode) and with 1 (copied to both: the default loss and mode)."""
     root = tmp_path_factory.mktemp("megatron")
-    model_dir = create_tiny_lm(root / "tiny", num_key_value_heads=request.param)
-    mp.spawn(
-        megatron_ranks.all_checks,
-        args=(2, free_port(), str(model_dir), str(root), request.param == 2),
-        nprocs=2,
-        join=True,
-    )
-    ranks = {r: json.loads((root / f"rank{r}.json").read_text()) for r in range(2)}
-    return {**ranks, "every_loss": request.param == 2}
+    jobs = []
+    for name, heads in KV_HEADS.items():
+        model_dir = create_tiny_lm(root / name / "tiny", num_key_value_heads=heads)
+        jobs.append((str(model_dir), str(root / name), heads == 2))
+    mp.spawn(megatron_ranks.all_checks, args=(2, free_port(), jobs), nprocs=2, join=True)
+    return {
+        name: {r: json.loads((root / name / f"rank{r}.json").read_text()) for r in range(2)}
+        for name in KV_HEADS
+    }
+
+
+@pytest.fixture(params=list(KV_HEADS))
+def parity(parity_runs: dict[str, dict], request: pytest.FixtureRequest) -> dict:
+    """One model's results by rank, and whether every loss was checked."""
+    return {**parity_runs[request.param], "every_loss": KV_HEADS[request.param] == 2}
 
 
 def test_logits_equal_hugging_face_at_tp_1_and_2(parity: dict) -> None:
