@@ -10,7 +10,7 @@ import torch
 from infra.driver.step_runtime import FanoutJob
 from infra.reasoning.responses import ResponseBatch, reward_chunk
 from infra.reasoning.reward_scoring import score_chunk
-from rl_core.agents.metrics import apply_call_cost, unscored_rows
+from rl_core.agents.metrics import apply_call_cost, reward_by_tool_use, unscored_rows
 from rl_core.algorithms import overlong_penalty
 
 
@@ -66,7 +66,9 @@ def collect_rewards(
 
     Returns:
         ``rollout/reward_mean`` (of the scored rows, before penalty and cost),
-        ``rollout/unscored_fraction`` and ``rollout/overlong_penalty_mean``.
+        ``rollout/unscored_fraction``, ``rollout/overlong_penalty_mean`` and, for agent
+        trajectories, the reward with and without tool calls
+        (:func:`~rl_core.agents.metrics.reward_by_tool_use`, ``agent/...``).
 
     Raises:
         RuntimeError: The scores do not match the responses one for one, or no row could be
@@ -87,6 +89,9 @@ def collect_rewards(
         "rollout/reward_mean": float(scores[scored].mean()),
         "rollout/unscored_fraction": len(unscored) / len(batch),
     }
+    if batch.trajectories:  # does a call pay? (the reward before penalty and call cost)
+        kinds = [sample.fields.get("kind") for sample in batch.samples] or [None] * len(batch)
+        metrics |= reward_by_tool_use(scores, batch.trajectories, kinds)
     if algorithm.overlong_buffer_length:
         lengths = torch.tensor([len(r) for r in batch.response_ids])
         penalty = overlong_penalty(

@@ -78,6 +78,49 @@ def trajectory_metrics_by_kind(
     return metrics
 
 
+def reward_by_tool_use(
+    scores: Sequence[float],
+    summaries: Sequence[dict[str, Any]],
+    kinds: Sequence[Any],
+    prefix: str = "agent/",
+) -> dict[str, float]:
+    """Mean reward of the trajectories that called a tool and of those that did not.
+
+    What decides whether a tool call pays: compare the two with the call's cost.
+
+    Args:
+        scores: One reward per row (NaN: unscored, left out).
+        summaries: One trajectory summary per row.
+        kinds: One label per row (None: counted only in the overall figures).
+        prefix: Prefix of every metric name.
+
+    Returns:
+        ``reward_with_tool`` and ``reward_without_tool``, overall and per kind
+        (``<prefix><kind>/...``); a figure with no row is left out.
+
+    Raises:
+        ValueError: Not one summary and one kind per score.
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    if not len(summaries) == len(kinds) == len(values):
+        raise ValueError(
+            f"{len(values)} scores, {len(summaries)} trajectory summaries and {len(kinds)} "
+            "kinds: one of each per row is needed"
+        )
+    called = np.array([s["num_tool_calls"] > 0 for s in summaries], dtype=bool)
+    scored = np.isfinite(values)
+    label = np.array([str(k) if k is not None else "" for k in kinds], dtype=object)
+    metrics: dict[str, float] = {}
+    for kind in ["", *sorted({k for k in label if k})]:
+        rows = scored & ((label == kind) if kind else True)
+        name = f"{prefix}{kind}/" if kind else prefix
+        for flag, suffix in ((True, "reward_with_tool"), (False, "reward_without_tool")):
+            pick = rows & (called == flag)
+            if pick.any():
+                metrics[name + suffix] = float(values[pick].mean())
+    return metrics
+
+
 def apply_call_cost(
     scores: np.ndarray, summaries: Sequence[dict[str, Any]], cost: float
 ) -> np.ndarray:

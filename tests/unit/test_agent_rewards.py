@@ -14,7 +14,7 @@ from infra.reasoning.responses import ResponseBatch
 from infra.reasoning.reward_step import collect_rewards
 from rl_core.agents.lockstep import run_lockstep
 from rl_core.agents.loops import Generation, LoopSettings, get_agent_loop
-from rl_core.agents.metrics import trajectory_metrics
+from rl_core.agents.metrics import reward_by_tool_use, trajectory_metrics
 from rl_core.agents.outcomes import Outcome, ToolResult
 from rl_core.agents.tools import TOOLS
 from rl_core.algorithms import get_advantage
@@ -132,6 +132,26 @@ def test_collect_rewards_marks_infra_failures_and_nan_rewards_unscored_and_charg
     np.testing.assert_allclose(batch.scores[:2], [0.9, 1.0])
     assert metrics["rollout/reward_mean"] == 1.0
     assert metrics["rollout/unscored_fraction"] == 0.5
+    # the scored rows' reward before the call cost: one with a call, one without
+    assert metrics["agent/reward_with_tool"] == metrics["agent/reward_without_tool"] == 1.0
+
+
+def test_reward_with_and_without_tool_calls_overall_and_per_kind():
+    summaries = [summary(1), summary(0), summary(2), summary(0), summary(1)]
+    scores = [1.0, 0.0, 0.5, 1.0, float("nan")]  # the last is unscored: left out
+    m = reward_by_tool_use(scores, summaries, ["add", "add", "mul", "mul", "mul"])
+    assert m == {
+        "agent/reward_with_tool": 0.75,
+        "agent/reward_without_tool": 0.5,
+        "agent/add/reward_with_tool": 1.0,
+        "agent/add/reward_without_tool": 0.0,
+        "agent/mul/reward_with_tool": 0.5,
+        "agent/mul/reward_without_tool": 1.0,
+    }
+    only_calls = reward_by_tool_use([1.0], [summary(1)], [None], prefix="eval/agent/")
+    assert only_calls == {"eval/agent/reward_with_tool": 1.0}  # no row without: no figure
+    with pytest.raises(ValueError, match="one of each per row"):
+        reward_by_tool_use([1.0, 0.0], [summary(1)], [None])
 
 
 def test_a_batch_nobody_could_score_fails_the_step():
