@@ -224,17 +224,18 @@ def test_interrupted_llm_run_resumes_bit_identical(
 ) -> None:
     straight, resumed = grpo_run[0], tmp_path / "resumed"  # the module's uninterrupted run
     args = ["--config", str(preset)]
-    fail_at_3 = {**train_env, "RLPIPE_FAULTS": "exit:weight_sync@3"}  # off when resuming
+    # iteration 2 fails at its first step, after the checkpoint of step 2 (off when resuming)
+    fail_at_2 = {**train_env, "RLPIPE_FAULTS": "exit:weight_sync@2"}
     failed = subprocess.run(
         train_cmd(resumed, *args),
         cwd=ROOT,
-        env=fail_at_3,
+        env=fail_at_2,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert failed.returncode != 0 and "injected fault exit" in failed.stdout + failed.stderr
-    out = run_train(resumed, fail_at_3, *args)
+    out = run_train(resumed, fail_at_2, *args)
     assert "resumed_from: 2" in out
     final = "llm-it/checkpoints/step_000004"
     a = load_file(str(straight / final / "actor_0" / "model.safetensors"))

@@ -26,7 +26,13 @@ from tests.integration.conftest import (
 )
 
 pytestmark = pytest.mark.integration
-COMMON = ("run.max_iterations=5", "run.checkpoint_interval=2", "run.eval_interval=0")
+COMMON = (
+    "run.max_iterations=5",
+    "run.checkpoint_interval=2",
+    "run.eval_interval=0",
+    "env.num_envs=4",
+    "rollout.num_steps=64",
+)
 
 
 def _final_state(run_dir: Path, step: int) -> tuple[dict, dict]:
