@@ -54,23 +54,35 @@ def tiny_dir(tmp_path_factory):
     return str(create_tiny_lm(tmp_path_factory.mktemp("lm") / "tiny", num_hidden_layers=2))
 
 
-@pytest.mark.parametrize(("tp", "world"), [(2, 2), (1, 2), (1, 1)])
-def test_megatron_update_equals_the_fsdp_update(ray_local, tiny_dir, tp, world):
+UPDATES = 2
+
+
+@pytest.fixture(scope="module")
+def fsdp_reference(ray_local, tiny_dir) -> dict:
+    """One FSDP2 rank's weights before and after :data:`UPDATES` updates on :func:`batch`,
+    and each update's metrics: what every megatron layout must reproduce."""
     data = batch()
     reference = trainer(config(tiny_dir), 1)
-    ranks = trainer(megatron(tiny_dir, tp, world), world)
     before = full_state(reference)
-    assert max_diff(full_state(ranks), before) == 0.0  # the bridge loads the HF weights
-    for it in range(2):
-        (want,) = update(reference, data, it)
-        got = update(ranks, data, it, tp)
+    metrics = [update(reference, data, it)[0] for it in range(UPDATES)]
+    after = full_state(reference)
+    kill(reference)
+    assert max_diff(after, before) > 1e-3, "the update did not change the weights"
+    return {"data": data, "before": before, "metrics": metrics, "after": after}
+
+
+@pytest.mark.parametrize(("tp", "world"), [(2, 2), (1, 2)])
+def test_megatron_update_equals_the_fsdp_update(ray_local, tiny_dir, fsdp_reference, tp, world):
+    ranks = trainer(megatron(tiny_dir, tp, world), world)
+    # the bridge loads the HF weights
+    assert max_diff(full_state(ranks), fsdp_reference["before"]) == 0.0
+    for it, want in enumerate(fsdp_reference["metrics"]):
+        got = update(ranks, fsdp_reference["data"], it, tp)
         for key in ("train/policy_loss", "train/grad_norm", "train/optimizer_steps"):
             total = sum(o[key] for o in got)
             assert abs(total - want[key]) < 1e-5, (key, total, want[key])
-    a, b = full_state(reference), full_state(ranks)
-    assert max_diff(a, before) > 1e-3, "the update did not change the weights"
-    assert max_diff(a, b) < 1e-5
-    kill(reference, ranks)
+    assert max_diff(fsdp_reference["after"], full_state(ranks)) < 1e-5
+    kill(ranks)
 
 
 @pytest.mark.parametrize("mode", ["bucket", "patch"])
