@@ -80,6 +80,7 @@ def small_cartpole_run(
         "rollout.num_steps=32",
         "eval.num_episodes=2",
         "tracking.promotion=gated",
+        "tracking.learning_curve=true",  # the MLflow UI test opens it
     )
     manifest = json.loads((out / SMALL_RUN / "checkpoints" / "latest.json").read_text())
     run = client.get_run(manifest["mlflow_run_id"])
@@ -129,16 +130,23 @@ def seed_mlflow_store(output_dir: Path) -> None:
     shutil.copyfile(_MLFLOW_TEMPLATE[0], target)
 
 
+#: Left out of test runs unless a test asks for it: the end-of-run learning-curve plot
+#: (matplotlib, seconds of CPU per run). The tests that look at it pass
+#: ``tracking.learning_curve=true``.
+QUICK_RUN = ("tracking.learning_curve=false",)
+
+
 def train_cmd(output_dir: Path, *overrides: str, seed_store: bool = True) -> list[str]:
     """Command line of a training run writing under ``output_dir`` (its MLflow store seeded
     by :func:`seed_mlflow_store`, unless ``seed_store`` is False: a test that checks that
-    a failing run wrote nothing)."""
+    a failing run wrote nothing), with :data:`QUICK_RUN` before ``overrides``."""
     if seed_store:
         seed_mlflow_store(output_dir)
     return [
         sys.executable,
         str(ROOT / "flows" / "train.py"),
         f"run.output_dir={output_dir}",
+        *QUICK_RUN,
         *overrides,
     ]
 
