@@ -3,7 +3,8 @@
 Runs ``python flows/train.py --config PRESET`` for each preset in a fresh output folder (its
 warm start runs first, automatically), then reads the run's MLflow store and prints, per
 preset, the evaluation metrics at the first evaluation (the warm-started model, before any
-RL) and at the last, with the wall time. The figures in docs/agents.md come from it.
+RL) and at the last, and the training-batch metrics of the first and last iterations, with
+the wall time. The figures in docs/agents.md come from it.
 
 Usage:
   python benchmarks/agent_presets.py [--presets agent_calc,code_tests] [--out DIR]
@@ -31,6 +32,10 @@ METRICS = (
     "eval/agent/add/tool_call_rate",
     "eval/return_mean",
     "eval/pass_at_4",
+    # training batches (sampled): does a call pay on additions? (reward before the call cost)
+    "agent/add/tool_call_rate",
+    "agent/add/reward_with_tool",
+    "agent/add/reward_without_tool",
 )
 
 
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = run_preset(preset, out, args.overrides)
         name = load_config(preset, args.overrides).run.name
         print(f"\n{preset} ({seconds / 60:.1f} min, warm start included; outputs in {out})")
-        print("| metric | warm-started | after GRPO |\n| --- | --- | --- |")
+        print("| metric | first (warm-started) | last (after GRPO) |\n| --- | --- | --- |")
         for key, (first, last) in figures(out, name).items():
             print(f"| `{key}` | {first:.3f} | {last:.3f} |")
     return 0
