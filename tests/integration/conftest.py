@@ -182,6 +182,15 @@ def run_train(output_dir: Path, env: dict[str, str], *overrides: str, timeout: f
     return out
 
 
+def run_evaluate(run_name: str, output_dir: Path, env: dict[str, str], *args: str) -> str:
+    """``flows/evaluate.py`` on a run's latest checkpoint; its standard output (the JSON
+    summary), failing the test on a non-zero exit."""
+    cmd = [sys.executable, str(ROOT / "flows" / "evaluate.py"), "--run-name", run_name]
+    proc = run_process([*cmd, "--output-dir", str(output_dir), *args], env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
 def wait_for_checkpoint(
     run_dir: Path, step: int, proc: subprocess.Popen, timeout: float = 300
 ) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import ROOT, run_train
+from tests.integration.conftest import ROOT, run_evaluate, run_train
 
 pytestmark = pytest.mark.integration
 EXAMPLE = ROOT / "examples" / "bandit_category"
@@ -39,17 +39,8 @@ def test_own_category_trains_evaluates_and_resumes(tmp_path: Path, bandit_env) -
     assert [m.step for m in sorted(history, key=lambda m: m.step)] == [4, 9]
 
     # evaluate-latest goes through the category's evaluate_checkpoint
-    evaluated = subprocess.run(
-        [sys.executable, str(ROOT / "flows" / "evaluate.py"), "--run-name", "bandit"]
-        + ["--output-dir", str(tmp_path)],
-        cwd=ROOT,
-        env=bandit_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert evaluated.returncode == 0, evaluated.stdout[-2000:] + evaluated.stderr[-2000:]
-    assert '"eval/return_mean": 0.8' in evaluated.stdout
+    evaluated = run_evaluate("bandit", tmp_path, bandit_env)
+    assert '"eval/return_mean": 0.8' in evaluated
 
 
 def test_a_model_of_an_unregistered_kind_fails_before_starting(tmp_path: Path, train_env) -> None:

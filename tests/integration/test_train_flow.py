@@ -5,8 +5,6 @@ the default preset solves CartPole is a learning curve: ``benchmarks/cartpole_so
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,7 +27,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from infra.checkpoint.export import policy_from_checkpoint
 from infra.checkpoint.reader import locate_checkpoint
 from infra.tracking.model_registry import load_registered_policy
-from tests.integration.conftest import CARTPOLE_EXPERIMENT, ROOT, run_train
+from tests.integration.conftest import CARTPOLE_EXPERIMENT, run_evaluate, run_train
 
 pytestmark = pytest.mark.integration
 ITERATIONS = 3
@@ -152,22 +150,13 @@ def _check_evaluate_reproduces_the_final_evaluation(
 ) -> None:
     """Same weights, same fixed evaluation seeds, deterministic actions: ``evaluate.py`` on
     the last checkpoint (step 3) gets the mean return of the evaluation after iteration 3."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "flows" / "evaluate.py"), "--run-name", "itest"]
-        + ["--output-dir", str(output_dir), "--episodes", "4"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = json.loads(proc.stdout[proc.stdout.index("{") :])
+    out = run_evaluate("itest", output_dir, env, "--episodes", "4")
+    summary = json.loads(out[out.index("{") :])
     assert summary["step"] == ITERATIONS and summary["mlflow_run_id"]
     final = max(
         client.get_metric_history(run.info.run_id, "eval/return_mean"), key=lambda m: m.step
     )
-    assert summary["eval/return_mean"] == final.value, proc.stdout[-3000:]
+    assert summary["eval/return_mean"] == final.value, out[-3000:]
 
 
 def _check_mlflow_depth(client: MlflowClient, run, output_dir: Path) -> None:
