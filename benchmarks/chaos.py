@@ -267,6 +267,8 @@ def run_in_process(preset: str, overrides: list[str], faults: str) -> tuple[bool
             return False, time.perf_counter() - started, unfired.messages[0]
         return True, time.perf_counter() - started, ""
     except Exception as exc:  # noqa: BLE001 - reported in the table
+        # the table keeps the message; the traceback says where the run gave up
+        logging.getLogger("rlpipe.chaos").exception("the run with faults %s failed", faults)
         return False, time.perf_counter() - started, f"{type(exc).__name__}: {exc}"[:300]
     finally:
         session_logger.removeHandler(unfired)

@@ -92,6 +92,18 @@ def wait_for_file(path: Path, proc: subprocess.Popen, log: Path, timeout: float 
     raise AssertionError(f"{path} not written in {timeout}s:\n{log.read_text()[-4000:]}")
 
 
+def wait_for_text(
+    log: Path, texts: tuple[str, ...], proc: subprocess.Popen, timeout: float = 30
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(text in log.read_text() for text in texts):
+            return
+        assert proc.poll() is None, f"stack exited ({proc.returncode}):\n{log.read_text()[-4000:]}"
+        time.sleep(0.2)
+    raise AssertionError(f"{texts} not all printed in {timeout}s:\n{log.read_text()[-4000:]}")
+
+
 @contextmanager
 def running_stack(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator[dict]:
     """``stack.py up`` on free ports; yields its stack.json; ``down`` must stop everything."""
@@ -109,7 +121,8 @@ def running_stack(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator[d
     try:
         wait_for_file(home / "stack.json", stack, log)
         state = json.loads((home / "stack.json").read_text())
-        assert "Prefect UI" in log.read_text() and "MLflow UI" in log.read_text()
+        # the CLI prints its summary right after it writes stack.json
+        wait_for_text(log, ("Prefect UI", "MLflow UI", "state, logs"), stack)
         yield state
         down = subprocess.run(
             [*STACK, "down", "--home", str(home)], env=env, capture_output=True, text=True
