@@ -24,6 +24,7 @@ from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_fl
 from flows.terminal import PROGRESS_FIELD, PROGRESS_LOGGER
 from infra.cluster.runtime_env import apply_base_env
 from infra.cost import TOTAL_CPU, TOTAL_GPU, CostMeter, reserved_resources
+from infra.driver.guard import ITERATION_RETRIES
 from infra.driver.session import STOP_REQUESTED, TrainSession
 from infra.driver.step_runtime import StepResult
 from infra.extensions import load_extension_modules
@@ -159,6 +160,7 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
     stopped: str | None = None
     progress = ProgressArtifact(cfg.run.name, cfg.run.max_iterations)
     progress.update(it)
+    reruns: dict[int, int] = {}  # iterations run again by this loop (their retry was dropped)
     if cfg.eval.before_training and it == 0 and session.state.initial_eval_return is None:
         _evaluate_before_training(session)
     while it < cfg.run.max_iterations and not session.state.solved:
@@ -170,7 +172,16 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
             fatal, session.fatal_error = session.fatal_error, None
             if fatal is not None:  # the iteration failed for good (not retried)
                 raise fatal from None
-            raise
+            rewound = session.guard.recover(it)  # dead workers: rebuild and replay
+            if rewound is not None:
+                result = IterationResult(rewound_to=rewound)
+            elif session.guard.attempts_left(it) > 0 and reruns.get(it, 0) < ITERATION_RETRIES:
+                # its retry was dropped (see IterationGuard.recover): the steps done are kept
+                reruns[it] = reruns.get(it, 0) + 1
+                logger.warning("iteration %d failed and was not retried; running it again", it)
+                continue
+            else:
+                raise
         if result.rewound_to is not None:
             logger.warning("workers were rebuilt; replaying from iteration %d", result.rewound_to)
             it = result.rewound_to

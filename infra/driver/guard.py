@@ -42,6 +42,7 @@ class IterationJournal:
     iteration: int
     started: set[str] = field(default_factory=set)
     completed: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 0
 
 
 class IterationGuard:
@@ -67,6 +68,7 @@ class IterationGuard:
         """
         if self.journal.iteration != iteration:
             self.journal = IterationJournal(iteration)
+        self.journal.attempts += 1
         if attempt <= 1:
             return None
         rebuilt = self.session.runtime.repair()
@@ -76,6 +78,32 @@ class IterationGuard:
             return None
         logger.warning("iteration %d: rebuilt dead workers %s", iteration, rebuilt)
         return self.rewind(iteration)
+
+    def recover(self, iteration: int) -> int | None:
+        """After ``iteration`` failed for good: rebuild dead workers and rewind, if any died.
+
+        The iteration flow's retries normally do this (:meth:`begin`). An iteration can also
+        end failed without its retry having run: when the Prefect API answers the failed
+        state too late, the client sends it again, and the API accepts the resent state as
+        final (the retry it had scheduled is dropped). A dead worker must not end the run
+        then either. The rewind counts against the same budget.
+
+        Returns:
+            The step rewound to, or None when no worker had died.
+
+        Raises:
+            RewindLimitError: More than ``max_rewinds`` rewinds at this iteration.
+        """
+        rebuilt = self.session.runtime.repair()
+        if not rebuilt:
+            return None
+        logger.warning("iteration %d failed with dead workers; rebuilt %s", iteration, rebuilt)
+        return self.rewind(iteration)
+
+    def attempts_left(self, iteration: int) -> int:
+        """Attempts of ``iteration`` its retry budget still allows (after :meth:`begin` calls)."""
+        used = self.journal.attempts if self.journal.iteration == iteration else 0
+        return max(0, 1 + self.max_rewinds - used)
 
     def rewind(self, iteration: int) -> int:
         """Restore the last committed checkpoint (or the run's start); returns its step.

@@ -108,3 +108,16 @@ def test_dead_workers_rewind_within_the_budget():
     with pytest.raises(RewindLimitError, match="iteration 7: workers died 3 times"):
         guard.begin(7, attempt=2)
     assert session.rewinds == 2
+
+
+def test_an_iteration_that_failed_for_good_rewinds_only_if_workers_died():
+    session = Session()
+    guard = IterationGuard(session, max_rewinds=1)
+    guard.begin(3, attempt=1)
+    assert guard.recover(3) is None  # nothing died: the failure stands
+    assert session.rewinds == 0
+    session.runtime.dead = {"env": [0]}
+    assert guard.recover(3) == 4  # rebuilt and rewound to the checkpoint's step
+    session.runtime.dead = {"env": [0]}
+    with pytest.raises(RewindLimitError, match="iteration 3: workers died 2 times"):
+        guard.recover(3)  # the same budget as the iteration flow's retries
