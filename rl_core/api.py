@@ -14,6 +14,7 @@ Importing this module loads the built-in entries first, so ``force=True`` replac
 built-in for good. See ``docs/extending.md``.
 """
 
+from rl_core.agents.context import register_agent_context
 from rl_core.agents.loops import Generation, LoopSettings, ModelIO, register_agent_loop
 from rl_core.agents.outcomes import Outcome, ToolResult
 from rl_core.agents.parsers import ParseError, ToolCall, ToolParser, register_tool_parser
@@ -63,6 +64,7 @@ __all__ = [
     "obs_tensor",
     "policy_device",
     "register_advantage",
+    "register_agent_context",
     "register_agent_loop",
     "register_env",
     "register_model",

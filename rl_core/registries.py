@@ -21,6 +21,7 @@ KINDS = (
     "tool",
     "tool_parser",
     "agent_loop",
+    "agent_context",
     "sandbox",
     "prompt_source",
 )
@@ -35,6 +36,7 @@ def registry_for(kind: str) -> Registry:
     Raises:
         KeyError: ``kind`` is none of those.
     """
+    from rl_core.agents.context import AGENT_CONTEXTS
     from rl_core.agents.loops import AGENT_LOOPS
     from rl_core.agents.parsers import TOOL_PARSERS
     from rl_core.agents.sandbox import SANDBOXES
@@ -67,6 +69,7 @@ def registry_for(kind: str) -> Registry:
         "tool": TOOLS,
         "tool_parser": TOOL_PARSERS,
         "agent_loop": AGENT_LOOPS,
+        "agent_context": AGENT_CONTEXTS,
         "sandbox": SANDBOXES,
         "prompt_source": PROMPT_SOURCES,
     }

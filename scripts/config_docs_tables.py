@@ -22,6 +22,7 @@ REGISTERED_FIELDS: dict[tuple[str, str], str] = {
     ("rollout", "engine"): "rollout_engine",
     ("agent", "loop"): "agent_loop",
     ("agent", "parser"): "tool_parser",
+    ("agent", "context"): "agent_context",
     ("data", "source"): "prompt_source",
     ("eval", "correct_when"): "reward",
     ("reward", "sandbox"): "sandbox",
@@ -131,7 +132,9 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`model.value_head`) and a response reward (not `env`)."
     ),
     ("ReasoningConfig", "_agent_loop_fits"): (
-        "An agent loop other than `single_turn` needs `rollout.partial_rollout_tokens` = 0."
+        "An agent loop other than `single_turn` needs `rollout.partial_rollout_tokens` = 0; "
+        "an `agent.context` other than `append` needs an outcome estimator (no critic) and "
+        "no `algorithm.kl_in_reward`."
     ),
     ("ReasoningConfig", "_model_files_exist"): (
         "`hf_causal_lm` needs `model.model_path`, a local directory with a `config.json`."

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from infra.cluster.worker_base import Stopwatch
+from rl_core.agents.context import APPEND
 from rl_core.agents.lockstep import GenerationRequest, run_lockstep
 from rl_core.agents.loops import LoopSettings, get_agent_loop
 from rl_core.agents.trajectory import Budget, Trajectory
@@ -29,6 +30,7 @@ SUMMARY_KEYS = (
     "finish_reason",
     "generation_times",
     "tool_calls",
+    "turn_contexts",
 )
 
 
@@ -44,6 +46,7 @@ def loop_settings(agent: dict[str, Any], max_new_tokens: int) -> LoopSettings:
             max_new_tokens=int(max_new_tokens),
         ),
         tool_retries=int(agent.get("tool_retries", 2)),
+        context=agent.get("context", APPEND),
     )
 
 

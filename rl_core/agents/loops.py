@@ -11,8 +11,9 @@ An agent loop is a function ``loop(prompt_ids, io, settings) -> Trajectory`` reg
 * ``io.tokenize(text)`` and ``io.detokenize(ids)`` convert text (no special tokens added).
 
 Token exactness: the model's tokens are kept as ids and each generation's input is the
-previous input plus those ids plus the tool result's ids, so nothing the model produced is
-ever re-tokenized. Text is only decoded to find a call, and only **new** text (the formatted
+previous input plus those ids plus the tool result's ids (or, with a context builder that
+rewrites the history, ids it selects: :mod:`rl_core.agents.context`), so nothing the model
+produced is ever re-tokenized. Text is only decoded to find a call, and only **new** text (the formatted
 tool result) is tokenized. Tokenizing that text alone may split it differently than
 tokenizing the whole conversation would (a BPE merge across the boundary between the call's
 last token and the result's first character), and a stop string may end inside a token (the
@@ -30,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from rl_core.agents.context import APPEND, next_context
 from rl_core.agents.outcomes import Outcome, ToolResult
 from rl_core.agents.parsers import ParseError, ToolCall, get_tool_parser
 from rl_core.agents.tools import run_tool
@@ -92,12 +94,15 @@ class LoopSettings:
         tools: The tools the model may call (None: every registered tool).
         budget: Turn and token limits.
         tool_retries: Extra attempts of a tool call that failed through the machinery.
+        context: Name of the context builder in ``AGENT_CONTEXTS``: what each generation
+            is given (``append``: the whole episode so far).
     """
 
     parser: str = "xml"
     tools: tuple[str, ...] | None = None
     budget: Budget = field(default_factory=Budget)
     tool_retries: int = 2
+    context: str = APPEND
 
 
 AgentLoop = Callable[[list[int], ModelIO, LoopSettings], Trajectory]
@@ -143,7 +148,8 @@ def single_turn(prompt_ids: list[int], io: ModelIO, settings: LoopSettings) -> T
     if stopped:
         traj.finish_reason = stopped
         return traj
-    gen = _generate(io, traj.context_ids(), (), new_token_allowance(traj, settings.budget))
+    context = next_context(settings.context, traj)
+    gen = _generate(io, context, (), new_token_allowance(traj, settings.budget))
     traj.add_model_tokens(gen.ids, gen.logprobs, gen.version, gen.finish_reason)
     traj.finish_reason = gen.finish_reason
     return traj
@@ -175,7 +181,8 @@ def tool_loop(prompt_ids: list[int], io: ModelIO, settings: LoopSettings) -> Tra
         if stopped:
             traj.finish_reason = stopped
             return traj
-        gen = _generate(io, traj.context_ids(), parser.stop, new_token_allowance(traj, budget))
+        context = next_context(settings.context, traj)
+        gen = _generate(io, context, parser.stop, new_token_allowance(traj, budget))
         traj.add_model_tokens(gen.ids, gen.logprobs, gen.version, gen.finish_reason)
         if gen.finish_reason == FINISH_EOS:
             traj.finish_reason = FINISH_EOS

@@ -7,8 +7,9 @@ log-probability 0.0, version -1). The input of each generation is :meth:`Traject
 the previous input, the tokens the model produced and the tool result's tokens, as ids,
 never decoded and re-tokenized, so the trainer scores exactly the sequence the engine saw.
 
-When a chat template is not append-only (it rewrites earlier turns, e.g. drops their
-reasoning), :func:`split_per_turn` makes one sample per model turn instead.
+When the context is not append-only (``agent.context`` rewrites earlier turns, see
+:mod:`rl_core.agents.context`), the input of each model turn it changed is kept in
+:attr:`Trajectory.turn_contexts`, and :func:`split_per_turn` makes one sample per model turn.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class Trajectory:
         generation_times: ``(asked, answered)`` wall-clock seconds of each generation as the
             trajectory saw it (set by the runner, e.g.
             :func:`~rl_core.agents.lockstep.run_lockstep`; empty when unknown).
+        turn_contexts: Index in ``turns`` of a model turn → the input ids it was generated
+            from, for the turns whose input was not the append-only context (prompt and
+            response before it). Empty with ``agent.context: append``.
     """
 
     prompt_ids: list[int]
@@ -93,6 +97,7 @@ class Trajectory:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     finish_reason: str = ""
     generation_times: list[tuple[float, float]] = field(default_factory=list)
+    turn_contexts: dict[int, list[int]] = field(default_factory=dict)
 
     def add_model_tokens(
         self,
@@ -185,6 +190,9 @@ class Trajectory:
             "infra_failed": self.infra_failed,
             "finish_reason": self.finish_reason,
             "generation_times": [list(t) for t in self.generation_times],
+            "turn_contexts": [
+                [turn, list(ids)] for turn, ids in sorted(self.turn_contexts.items())
+            ],
             "tool_calls": [
                 {
                     "name": c.name,
@@ -201,16 +209,21 @@ class Trajectory:
 
 
 def split_per_turn(traj: Trajectory) -> list[Trajectory]:
-    """One single-turn sample per non-empty model turn, for templates that are not append-only.
+    """One single-turn sample per non-empty model turn (for contexts that are not append-only).
 
-    Each sample's prompt is everything before its turn (prompt, earlier model and tool
-    tokens), its response that turn only; give every sample the episode's reward.
+    Each sample's prompt is the input its turn was generated from: the recorded one
+    (:attr:`Trajectory.turn_contexts`), else everything before the turn (prompt, earlier
+    model and tool tokens); its response is that turn only. Give every sample the episode's
+    advantage (:mod:`rl_core.agents.per_turn` does, for a batch).
     """
     samples = []
-    for turn in traj.turns:
+    for index, turn in enumerate(traj.turns):
         if turn.role != MODEL or turn.start == turn.end:
             continue
-        sample = Trajectory(prompt_ids=[*traj.prompt_ids, *traj.response_ids[: turn.start]])
+        context = traj.turn_contexts.get(index)
+        if context is None:
+            context = [*traj.prompt_ids, *traj.response_ids[: turn.start]]
+        sample = Trajectory(prompt_ids=list(context))
         span = slice(turn.start, turn.end)
         versions = traj.versions[span]
         sample.add_model_tokens(traj.response_ids[span], traj.logprobs[span], 0, turn.finish_reason)

@@ -50,6 +50,13 @@ class AgentConfig(Section):
         "machinery (a crashed sandbox); one still failing ends the trajectory, which is then "
         "left out of training and of its group's statistics.",
     )
+    context: str = Field(
+        "append",
+        description="Reasoning, agent loops: what each generation is given (append: the "
+        "whole episode so far, trained as one sample; last_exchange: the prompt, the latest "
+        "model turn and its tool result). A context that rewrites the history trains one "
+        "sample per model turn with its trajectory's advantage (outcome estimators only).",
+    )
     call_cost: float = Field(
         0.0,
         ge=0.0,
@@ -65,6 +72,11 @@ class AgentConfig(Section):
     @classmethod
     def _known_parser(cls, value: str) -> str:
         return check_registered_name("tool_parser", value)
+
+    @field_validator("context")
+    @classmethod
+    def _known_context(cls, value: str) -> str:
+        return check_registered_name("agent_context", value)
 
     @field_validator("tools")
     @classmethod

@@ -73,6 +73,20 @@ class ReasoningConfig(RLPipeConfig):
                 f"partial rollouts continue single responses; agent.loop = "
                 f"{self.agent.loop!r} makes multi-turn trajectories (allowed: 0 with it)"
             )
+        if self.agent.context != "append":
+            # one row per model turn: advantages come from the trajectories' outcomes
+            if self.model.value_head or self.algorithm.adv_type.lower() == "token_gae":
+                raise ValueError(
+                    f"agent.context = {self.agent.context!r} trains one sample per model turn "
+                    "with its trajectory's advantage, which a critic cannot give (allowed "
+                    "with model.value_head / token_gae: 'append')"
+                )
+            if self.algorithm.kl_in_reward and self.algorithm.kl_coef > 0:
+                raise ValueError(
+                    f"agent.context = {self.agent.context!r} with algorithm.kl_in_reward = "
+                    "true: the KL of each turn is measured on its own input, not the "
+                    "trajectory's (allowed: kl_in_reward false, the KL as a loss term)"
+                )
         return self
 
     @model_validator(mode="after")

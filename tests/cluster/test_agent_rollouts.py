@@ -1,7 +1,7 @@
 """Agent loops in a reasoning run on Ray: rollout workers run multi-turn trajectories (tool
 output between model turns, loss mask 0), the trainer's log-probs equal the rollout's, a
-retried rollout gives the same trajectories, and async mode measures staleness on model
-tokens only. The tool-call syntax and tool come from an extension module (as a user's
+retried rollout gives the same trajectories, async mode measures staleness on model
+tokens only, and a rewritten context trains one row per model turn. The tool-call syntax and tool come from an extension module (as a user's
 would), loaded by every worker."""
 
 from __future__ import annotations
@@ -118,3 +118,28 @@ def test_async_mode_runs_agent_loops_with_pinned_versions(tiny_dir):
     assert [m["async/staleness_max"] for m in metrics] == [0.0, 1.0, 1.0]
     assert metrics[-1]["agent/turns_mean"] > 1.0
     assert batch.trajectories and batch.loss_masks
+
+
+def test_a_rewritten_context_trains_one_row_per_model_turn_as_generated(tiny_dir):
+    runtime = make_runtime(config(tiny_dir, "agent.context=last_exchange"))
+    try:
+        initial = runtime.actor.call_sync("full_state")[0]
+        (steps,) = run_iterations(runtime, range(1))
+        batch = runtime.batch
+        weights = runtime.actor.call_sync("full_state")[0]
+    finally:
+        runtime.shutdown()
+    model_turns = sum(
+        1
+        for s in batch.trajectories
+        for start, end, model in s["turn_spans"]
+        if model and end > start
+    )
+    assert any(s["turn_contexts"] for s in batch.trajectories), "no turn saw a rewritten input"
+    advantage = steps["advantage"].metrics
+    assert advantage["agent/turn_rows"] == model_turns > len(batch)
+    assert len(batch.arrays["response_ids"]) == model_turns
+    # each turn row is scored after the input the engine generated it from: a flat row
+    # (the whole history) would not give the sampled log-probs back
+    assert advantage["rollout/logprob_mismatch"] < 1e-5
+    assert any(not np.array_equal(initial[k], weights[k]) for k in weights), "no update moved"
