@@ -10,7 +10,7 @@ Prints a table: fault, step, completed, identical, extra seconds (against the re
 
 Usage:
   python benchmarks/chaos.py [--presets ppo_cartpole,async_cartpole,sac_pendulum,reasoning,
-                                        async_reasoning]
+                                        async_reasoning,agent]
                              [--kinds raise,kill,hang]
                              [--steps weight_sync,...] [--driver-kill] [--json FILE]
 """
@@ -101,6 +101,40 @@ PRESETS["async_reasoning"] = (
         "rollout.partial_rollout_tokens=2",
     ],
 )
+
+#: The reasoning preset with an agent loop: multi-turn trajectories with tool output between
+#: the model's turns. A freshly initialised model never writes a real tool call, so the
+#: calls come from the test extension ``ext_agent_echo`` (a syntax that makes every turn a
+#: call of its ``echo`` tool), loaded by the driver and every worker (:data:`PRESET_ENV`).
+PRESETS["agent"] = (
+    "grpo_arith",
+    [
+        *PRESETS["reasoning"][1],
+        "agent.loop=tool_loop",
+        "agent.parser=every_turn_calls",
+        "agent.tools=[echo]",
+        "agent.max_turns=3",
+        "agent.max_total_tokens=48",
+        "rollout.max_new_tokens=4",
+    ],
+)
+#: Environment a preset needs, set before the run starts (and so before Ray does).
+PRESET_ENV: dict[str, dict[str, str]] = {
+    "agent": {
+        "RLPIPE_EXT_MODULE": "ext_agent_echo",
+        "PYTHONPATH": str(ROOT / "tests" / "fixtures" / "ext_modules"),
+    },
+}
+
+
+def preset_env(names: list[str]) -> None:
+    """Set what the chosen presets need in this process's environment (and ``sys.path``)."""
+    for name in names:
+        for key, value in PRESET_ENV.get(name, {}).items():
+            if key == "PYTHONPATH":
+                sys.path.insert(0, value)
+                value = os.pathsep.join(p for p in (value, os.environ.get(key, "")) if p)
+            os.environ[key] = value
 
 
 def env_fingerprint(obj: Any, depth: int = 0) -> Any:
@@ -296,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     kinds = [k for k in args.kinds.split(",") if k]
     steps = [s for s in args.steps.split(",") if s]
+    preset_env(args.presets.split(","))
     with prefect_api(out):
         for name in args.presets.split(","):
             preset, base = PRESETS[name]

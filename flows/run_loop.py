@@ -191,6 +191,13 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
         log_step = session.tracker is not None and it > session.logged_through
         if log_step:  # asynchronous: queued for MLflow's logging thread
             session.tracker.log_metrics(metrics, step=it)
+            traces = (
+                result.steps["reward"].info.get("agent_traces")
+                if "reward" in result.steps
+                else None
+            )
+            if traces:  # agent loops: a few trajectories, turn by turn
+                session.tracker.log_agent_traces(traces, step=it)
         progress.update(state.iteration)  # (counted as orchestration)
         timing = timing_metrics(result, started, time.perf_counter(), metrics["time/compute"])
         cost = meter.add_iteration({**metrics, **timing}, state.env_steps - samples_before)

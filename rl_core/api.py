@@ -14,12 +14,19 @@ Importing this module loads the built-in entries first, so ``force=True`` replac
 built-in for good. See ``docs/extending.md``.
 """
 
+from rl_core.agents.context import register_agent_context
+from rl_core.agents.loops import Generation, LoopSettings, ModelIO, register_agent_loop
+from rl_core.agents.outcomes import Outcome, ToolResult
+from rl_core.agents.parsers import ParseError, ToolCall, ToolParser, register_tool_parser
+from rl_core.agents.tools import Tool, register_tool
+from rl_core.agents.trajectory import Budget, Trajectory
 from rl_core.algorithms.registry import (
     AdvantageFn,
     PolicyLossFn,
     register_advantage,
     register_policy_loss,
 )
+from rl_core.data.sources import PromptSource, register_prompt_source
 from rl_core.envs.registry import EnvFactory, EnvSpaces, register_env
 from rl_core.envs.spaces import register_space_codec
 from rl_core.models.base_policy import BasePolicy, flat_states, obs_tensor, policy_device
@@ -35,20 +42,37 @@ __all__ = [
     "CATEGORIES",
     "AdvantageFn",
     "BasePolicy",
+    "Budget",
     "EnvFactory",
     "EnvSpaces",
+    "Generation",
+    "LoopSettings",
     "ModelBuilder",
+    "ModelIO",
+    "Outcome",
+    "ParseError",
     "PolicyLossFn",
+    "PromptSource",
     "RegistryError",
+    "Tool",
+    "ToolCall",
+    "ToolParser",
+    "ToolResult",
+    "Trajectory",
     "flat_states",
     "multinomial_on_device",
     "obs_tensor",
     "policy_device",
     "register_advantage",
+    "register_agent_context",
+    "register_agent_loop",
     "register_env",
     "register_model",
     "register_policy_loss",
+    "register_prompt_source",
     "register_reward",
     "register_space_codec",
+    "register_tool",
+    "register_tool_parser",
     "standard_normal_like",
 ]

@@ -18,6 +18,12 @@ KINDS = (
     "lr_schedule",
     "rollout_engine",
     "trainer_backend",
+    "tool",
+    "tool_parser",
+    "agent_loop",
+    "agent_context",
+    "sandbox",
+    "prompt_source",
 )
 
 
@@ -30,10 +36,16 @@ def registry_for(kind: str) -> Registry:
     Raises:
         KeyError: ``kind`` is none of those.
     """
+    from rl_core.agents.context import AGENT_CONTEXTS
+    from rl_core.agents.loops import AGENT_LOOPS
+    from rl_core.agents.parsers import TOOL_PARSERS
+    from rl_core.agents.sandbox import SANDBOXES
+    from rl_core.agents.tools import TOOLS
     from rl_core.algorithms.aggregation import LOSS_AGG_MODES
     from rl_core.algorithms.kl import KL_ESTIMATORS
     from rl_core.algorithms.off_policy import IS_CORRECTIONS
     from rl_core.algorithms.registry import ADVANTAGES, POLICY_LOSSES
+    from rl_core.data.sources import PROMPT_SOURCES
     from rl_core.envs.registry import ENVS
     from rl_core.llm.implementations import ROLLOUT_ENGINES, TRAINER_BACKENDS
     from rl_core.models.registry import MODELS
@@ -54,6 +66,12 @@ def registry_for(kind: str) -> Registry:
         "lr_schedule": LR_SCHEDULES,
         "rollout_engine": ROLLOUT_ENGINES,
         "trainer_backend": TRAINER_BACKENDS,
+        "tool": TOOLS,
+        "tool_parser": TOOL_PARSERS,
+        "agent_loop": AGENT_LOOPS,
+        "agent_context": AGENT_CONTEXTS,
+        "sandbox": SANDBOXES,
+        "prompt_source": PROMPT_SOURCES,
     }
     registry = registries[kind]
     registry.load_builtins()

@@ -55,9 +55,17 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
 
     def load_builtins(self) -> None:
-        """Import the modules that register the built-in entries (idempotent, cheap)."""
+        """Import the modules that register the built-in entries (idempotent, cheap).
+
+        A module another thread is still importing is waited for (``import_module`` takes
+        its import lock), so a thread never sees the registry half-filled; the thread
+        importing it gets it back at once (the lock is re-entrant), so built-in modules may
+        register while they load.
+        """
         for module in self.builtin_modules:
-            if module not in sys.modules:  # one still being imported is there already
+            loaded = sys.modules.get(module)
+            spec = getattr(loaded, "__spec__", None)
+            if loaded is None or getattr(spec, "_initializing", False):
                 importlib.import_module(module)
 
     @staticmethod

@@ -20,6 +20,12 @@ REGISTERED_FIELDS: dict[tuple[str, str], str] = {
     ("actor", "lr_schedule"): "lr_schedule",
     ("actor", "backend"): "trainer_backend",
     ("rollout", "engine"): "rollout_engine",
+    ("agent", "loop"): "agent_loop",
+    ("agent", "parser"): "tool_parser",
+    ("agent", "context"): "agent_context",
+    ("data", "source"): "prompt_source",
+    ("eval", "correct_when"): "reward",
+    ("reward", "sandbox"): "sandbox",
 }
 
 #: What the other field validators of the schema allow (shown in the "allowed" column).
@@ -33,6 +39,10 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
         "keys: components ({components}); values 0 to 1; the shares on one GPU add up to at most 1"
     ),
     ("cluster", "device"): "`cuda` needs GPUs in the Ray cluster",
+    (
+        "agent",
+        "tools",
+    ): "registered tool names (`calculator`, `python`, an extension's), or null for every one",
     ("cluster", "hybrid_engine"): (
         "`on` needs rollout and actor on the same index set and `rollout.num_workers` = "
         "`actor.num_workers`; YAML `true`/`false` read as `on`/`off`"
@@ -120,6 +130,11 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "Reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "
         "`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, or `token_gae` with "
         "`model.value_head`) and a response reward (not `env`)."
+    ),
+    ("ReasoningConfig", "_agent_loop_fits"): (
+        "An agent loop other than `single_turn` needs `rollout.partial_rollout_tokens` = 0; "
+        "an `agent.context` other than `append` needs an outcome estimator (no critic) and "
+        "no `algorithm.kl_in_reward`."
     ),
     ("ReasoningConfig", "_model_files_exist"): (
         "`hf_causal_lm` needs `model.model_path`, a local directory with a `config.json`."

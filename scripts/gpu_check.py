@@ -9,8 +9,10 @@ the CPU (a dry run of the script itself, not a GPU result).
 ``--system`` runs the real CLI instead (``python flows/train.py --config <preset> ...`` in
 subprocesses, each with a time limit of ``--timeout`` seconds, one Prefect API for all):
 ``ppo_cartpole`` with its trainer on the GPU, ``grpo_arith`` trained by FSDP2 in bf16,
-``grpo_arith_megatron`` at tensor parallel 1, and ``resume_after_kill`` (a run SIGKILLed
-after its first committed checkpoint and rerun, compared with an uninterrupted run); one
+``grpo_arith_megatron`` at tensor parallel 1, ``resume_after_kill`` (a run SIGKILLed
+after its first committed checkpoint and rerun, compared with an uninterrupted run), and the
+agent presets ``agent_calc`` (multi-turn tool calls) and ``code_tests`` (rewards from unit
+tests in the sandbox), each with its SFT warm start; one
 JSON line per run with the device each worker reported and each process's peak GPU memory
 (``nvidia-smi``). ``--runs`` picks some, ``--set key=value`` adds overrides to every run,
 ``--device cpu`` is the CPU dry run (``cluster.device=cpu``, tiny sizes). Outputs and logs
@@ -21,7 +23,7 @@ the checkout with ``.gpu/`` there and run, from the project root there::
 
     bash scripts/gpu_bundle.sh                     # here: writes .gpu/
     source .gpu/activate.sh                        # there: unpacks it once (~20 s)
-    python3 scripts/gpu_check.py --system          # there: the four runs (six CLI runs)
+    python3 scripts/gpu_check.py --system          # there: the six runs (ten CLI runs)
 
 Each run starts its own local Ray cluster; ``grpo_arith`` first trains its SFT warm start
 (``sft_arith``), which ``grpo_arith_megatron`` then reuses. Where one command may only run a
@@ -43,7 +45,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 CHECKS = ("fsdp_generation", "embodied_sampling", "megatron_cuda")
-SYSTEM_RUNS = ("ppo_cartpole", "grpo_arith", "grpo_arith_megatron", "resume_after_kill")
+SYSTEM_RUNS = (
+    "ppo_cartpole",
+    "grpo_arith",
+    "grpo_arith_megatron",
+    "resume_after_kill",
+    "agent_calc",
+    "code_tests",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ Selenium), and helpers to wait for what a single-page app renders."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -87,3 +88,31 @@ def screenshot(browser: webdriver.Chrome, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     browser.save_screenshot(str(path))
     return path
+
+
+@contextmanager
+def mlflow_ui(store_dir: Path) -> Iterator[str]:
+    """``mlflow ui`` on 127.0.0.1 over ``store_dir/mlflow.db``; yields its base URL.
+
+    Its output goes to ``store_dir/mlflow-ui.log`` (shown if it exits before listening).
+    """
+    from infra.ops.processes import free_port, port_listening
+
+    port = free_port()
+    log_path = store_dir / "mlflow-ui.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [str(ROOT / ".venv" / "bin" / "mlflow"), "ui", "--host", "127.0.0.1"]
+            + ["--port", str(port), "--backend-store-uri", f"sqlite:///{store_dir / 'mlflow.db'}"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while not port_listening(port) and time.monotonic() < deadline:
+                assert proc.poll() is None, log_path.read_text()[-3000:]
+                time.sleep(0.5)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)

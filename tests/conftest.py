@@ -57,6 +57,7 @@ def clean_registries(monkeypatch):
     from rl_core.registries import registry_for
 
     kinds = ["model", "env", "advantage", "policy_loss", "reward"]
+    kinds += ["tool", "tool_parser", "agent_loop", "sandbox"]
     saved = {kind: dict(registry_for(kind)._entries) for kind in kinds}
     monkeypatch.setattr(extensions, "_loaded", set())
     yield

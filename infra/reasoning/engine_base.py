@@ -11,6 +11,8 @@ from collections.abc import Iterable
 
 import torch
 
+from rl_core.agents.lockstep import GenerationRequest
+from rl_core.agents.loops import Generation
 from rl_core.llm.generation import GenerationResult, SamplingParams
 
 
@@ -26,6 +28,24 @@ class RolloutEngine(abc.ABC):
         self, prompt_ids: list[list[int]], sampling: SamplingParams, seed: int | None
     ) -> GenerationResult:
         """One response (and its token log-probs) per prompt."""
+
+    def generate_turns(
+        self, requests: list[GenerationRequest], sampling: SamplingParams, seed: int | None
+    ) -> list[Generation]:
+        """One agent-loop turn per request: its own context, stop texts and token limit.
+
+        Engines that run agent loops (``agent.loop`` other than ``single_turn``) override
+        it; each :class:`~rl_core.agents.loops.Generation` carries the engine's weight
+        version and why it ended (``"eos"``, ``"stop"``, ``"length"``), and the tokens of a
+        stop text stay in it.
+
+        Raises:
+            NotImplementedError: This engine cannot run agent loops.
+        """
+        raise NotImplementedError(
+            f"rollout engine {type(self).__name__} cannot run agent loops (it has no "
+            "generate_turns); use agent.loop=single_turn or an engine that has it (hf, vllm)"
+        )
 
     @abc.abstractmethod
     def update_weights(

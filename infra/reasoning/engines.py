@@ -21,6 +21,8 @@ from typing import Any
 import torch
 
 from infra.reasoning.engine_base import RolloutEngine
+from rl_core.agents.lockstep import GenerationRequest
+from rl_core.agents.loops import Generation
 from rl_core.llm.generation import GenerationResult, SamplingParams, hf_generate
 from rl_core.llm.implementations import ROLLOUT_ENGINES, resolve
 from rl_core.models.causal_lm import load_causal_lm
@@ -61,6 +63,34 @@ class HFEngine(RolloutEngine):
     ) -> GenerationResult:
         """See :class:`RolloutEngine`."""
         return hf_generate(self.model, prompt_ids, sampling, self.pad_id, seed)
+
+    def generate_turns(
+        self, requests: list[GenerationRequest], sampling: SamplingParams, seed: int | None
+    ) -> list[Generation]:
+        """See :class:`RolloutEngine` (requests with other stop texts: one batch each)."""
+        out: list[Generation | None] = [None] * len(requests)
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, request in enumerate(requests):
+            groups.setdefault(request.stop, []).append(i)
+        for g, (stop, rows) in enumerate(groups.items()):
+            result = hf_generate(
+                self.model,
+                [requests[i].context_ids for i in rows],
+                sampling,
+                self.pad_id,
+                None if seed is None else seed + g,
+                row_limits=[requests[i].max_new_tokens for i in rows],
+                stop_strings=stop,
+                tokenizer=self.tokenizer,
+            )
+            for j, i in enumerate(rows):
+                out[i] = Generation(
+                    result.response_ids[j],
+                    result.logprobs[j],
+                    self.version,
+                    result.finish_reasons[j],
+                )
+        return [g for g in out if g is not None]
 
     @torch.no_grad()
     def update_weights(

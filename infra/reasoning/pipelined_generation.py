@@ -37,6 +37,7 @@ from infra.driver.rollout_pipeline import (
 )
 from infra.reasoning.responses import ResponseBatch
 from infra.reasoning.rollout_source import RolloutSource
+from rl_core.agents.trajectory import NO_VERSION
 from rl_core.algorithms import consecutive_groups
 from rl_core.seeding import generation_rank_seed, generation_segment_seed
 
@@ -111,9 +112,12 @@ class PipelinedGeneration:
                 "seed": rank_seed,
                 "start": start,
             }
-            out = src.rollout[rank].generate.remote(
-                [src.prompts.token_ids[i] for i in meta["rows"]], sampling, rank_seed, version
-            )
+            shard = [src.prompts.token_ids[i] for i in meta["rows"]]
+            worker = src.rollout[rank]
+            if src.agent is None:
+                out = worker.generate.remote(shard, sampling, rank_seed, version)
+            else:  # multi-turn trajectories, all turns with the launch's version
+                out = worker.run_agents.remote(shard, sampling, rank_seed, src.agent, version)
             pairs.append((ray.put(meta), out))
         return self._catch_up(pairs, index, start)
 
@@ -189,8 +193,13 @@ class PipelinedGeneration:
             rollout_logprobs=[x for o in outs for x in o["logprobs"]],
             finished=[x for o in outs for x in o["finished"]],
             group_index=batch_groups(metas, src.prompts.group_size),
+            loss_masks=[x for o in outs for x in o.get("loss_masks", [])],
+            trajectories=[x for o in outs for x in o.get("trajectories", [])],
         )
-        lags = [version - v for o in outs for row in o["versions"] for v in row] or [0]
+        # tokens no model sampled (tool output: NO_VERSION) have no staleness
+        lags = [
+            version - v for o in outs for row in o["versions"] for v in row if v != NO_VERSION
+        ] or [0]
         metrics = {
             "async/staleness_mean": float(np.mean(lags)),
             "async/staleness_max": float(max(lags)),

@@ -18,6 +18,14 @@ class ResponseBatch:
     ``group_index`` holds each row's group (:mod:`rl_core.algorithms.groups`); the
     group-relative advantage estimators and dynamic sampling group rows by it, not by their
     order. Evaluation batches, which no estimator reads, may leave it empty.
+
+    ``loss_masks`` holds one 0/1 list per row, 0 on response tokens the model did not
+    produce (tool output of a multi-turn trajectory: attended to, never trained on; see
+    :mod:`rl_core.training.loss_mask`). Empty: every response token is the model's.
+
+    ``trajectories`` holds one summary per row when an agent loop made the responses (turn
+    spans, tool calls with their outcomes and latencies, finish reason; see
+    :func:`infra.reasoning.agent_rollout.trajectory_rows`). Empty: single responses.
     """
 
     samples: list[PromptSample] = field(default_factory=list)
@@ -28,18 +36,38 @@ class ResponseBatch:
     group_index: list[int] = field(default_factory=list)
     scores: np.ndarray | None = None
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    loss_masks: list[list[int]] = field(default_factory=list)
+    trajectories: list[dict[str, Any]] = field(default_factory=list)
 
     def extend(self, other: ResponseBatch, rows: list[int]) -> None:
         """Append ``rows`` of ``other``, each of its groups under a group index new here.
 
+        Rows of a batch without loss masks join one with them as fully trained on.
+
         Raises:
-            ValueError: ``other`` has no group index for every row.
+            ValueError: ``other`` has no group index for every row, or loss masks for only
+                some rows.
         """
         if len(other.group_index) != len(other):
             raise ValueError(
                 f"a batch of {len(other)} responses with {len(other.group_index)} group "
                 "indices cannot be appended (every row needs its prompt group)"
             )
+        if other.loss_masks and len(other.loss_masks) != len(other):
+            raise ValueError(
+                f"a batch of {len(other)} responses with {len(other.loss_masks)} loss masks "
+                "cannot be appended (every row needs one, or none does)"
+            )
+        if other.loss_masks or self.loss_masks:
+            if not self.loss_masks:
+                self.loss_masks = [[1] * len(ids) for ids in self.response_ids]
+            self.loss_masks.extend(
+                list(other.loss_masks[r]) if other.loss_masks else [1] * len(other.response_ids[r])
+                for r in rows
+            )
+        if bool(other.trajectories) != bool(self.trajectories) and len(self):
+            raise ValueError("single responses and agent trajectories cannot share a batch")
+        self.trajectories.extend(other.trajectories[r] for r in rows if other.trajectories)
         for name in ("samples", "prompt_ids", "response_ids", "rollout_logprobs", "finished"):
             getattr(self, name).extend(getattr(other, name)[r] for r in rows)
         start = max(self.group_index, default=-1) + 1
@@ -61,8 +89,12 @@ class ResponseBatch:
 
 
 def reward_chunk(tokenizer: Any, batch: ResponseBatch, rows: list[int]) -> dict[str, list[Any]]:
-    """``rows`` of ``batch`` as reward keywords: prompts, decoded completions, answers, fields."""
-    return {
+    """``rows`` of ``batch`` as reward keywords: prompts, decoded completions, answers, fields.
+
+    Trajectories of an agent loop add ``trajectories`` (their summaries: tool calls, turn
+    spans); a completion is then the whole transcript, tool results included.
+    """
+    chunk = {
         "prompts": [batch.samples[r].prompt for r in rows],
         "completions": [
             tokenizer.decode(batch.response_ids[r], skip_special_tokens=True) for r in rows
@@ -70,6 +102,9 @@ def reward_chunk(tokenizer: Any, batch: ResponseBatch, rows: list[int]) -> dict[
         "answers": [batch.samples[r].answer for r in rows],
         "fields": [dict(batch.samples[r].fields) for r in rows],
     }
+    if batch.trajectories:
+        chunk["trajectories"] = [batch.trajectories[r] for r in rows]
+    return chunk
 
 
 def pad_right_float(rows: list[list[float]], width: int) -> torch.Tensor:

@@ -58,12 +58,19 @@ class RolloutSource:
         prompts: The training prompts.
         sampling: A fresh dict of ``SamplingParams`` fields at each call.
         timeout: Seconds a rollout step may wait for its batch (``timeouts.rollout``).
+        agent: The ``agent`` section as a dict when an agent loop makes multi-turn
+            trajectories (None: one response per prompt).
     """
 
     rollout: WorkerGroup
     prompts: TrainPrompts
     sampling: Callable[[], dict[str, Any]]
     timeout: float
+    agent: dict[str, Any] | None = None
+
+
+#: Per-row lists of an agent loop's output besides those of a single generation.
+AGENT_KEYS = ("versions", "loss_masks", "trajectories")
 
 
 def generate_split(
@@ -73,8 +80,9 @@ def generate_split(
     seed: int,
     timeout: float,
     step: str,
+    agent: dict[str, Any] | None = None,
 ) -> tuple[dict[str, list], float]:
-    """Generate one response per prompt, the prompts split across ``group``'s workers.
+    """Generate one response (or trajectory) per prompt, split across ``group``'s workers.
 
     Args:
         group: The rollout workers.
@@ -83,21 +91,27 @@ def generate_split(
         seed: Seed of this generation (each worker derives its own from it).
         timeout: Seconds to wait for the workers.
         step: The step generating (named in a timeout's error).
+        agent: The ``agent`` section as a dict: each worker runs the agent loop on its
+            shard (``run_agents``) instead of one generation per prompt (None).
 
     Returns:
-        ``response_ids``, ``logprobs`` and ``finished`` of every row, in prompt order, and
-        the slowest worker's seconds.
+        ``response_ids``, ``logprobs`` and ``finished`` of every row, in prompt order (with
+        an agent loop also ``versions``, ``loss_masks`` and ``trajectories``), and the
+        slowest worker's seconds.
     """
     parts = np.array_split(np.arange(len(prompts)), len(group))
     ranks = [rank for rank, part in enumerate(parts) if len(part)]
-    refs = [
-        group[rank].generate.remote(
-            [prompts[i] for i in parts[rank]], sampling, generation_rank_seed(seed, rank)
-        )
-        for rank in ranks
-    ]
+    refs = []
+    for rank in ranks:
+        shard, shard_seed = [prompts[i] for i in parts[rank]], generation_rank_seed(seed, rank)
+        worker = group[rank]
+        if agent is None:
+            refs.append(worker.generate.remote(shard, sampling, shard_seed))
+        else:
+            refs.append(worker.run_agents.remote(shard, sampling, shard_seed, agent))
     outs = group.get(refs, timeout, step, ranks=ranks)
-    merged = {k: [x for o in outs for x in o[k]] for k in ("response_ids", "logprobs", "finished")}
+    keys = ("response_ids", "logprobs", "finished") + (AGENT_KEYS if agent is not None else ())
+    merged = {k: [x for o in outs for x in o[k]] for k in keys}
     return merged, max(o["seconds"] for o in outs)
 
 

@@ -33,6 +33,7 @@ from infra.driver.step_runtime import (
     StepRuntime,
 )
 from infra.reasoning.advantage_step import advantage_step
+from infra.reasoning.agent_traces import trace_rows
 from infra.reasoning.engine_layouts import Engines, engines_for
 from infra.reasoning.engines import check_rollout_engine
 from infra.reasoning.evaluation import evaluate_heldout
@@ -45,6 +46,7 @@ from infra.reasoning.sft_steps import sft_step
 from infra.reasoning.sync_generation import SyncGeneration
 from infra.reasoning.update_step import update_step
 from infra.reasoning.worker_groups import start_reasoning_groups
+from rl_core.agents.metrics import trajectory_metrics_by_kind
 from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
 from rl_core.llm.prompting import encode_prompts, load_task_samples
@@ -102,7 +104,11 @@ class ReasoningRuntime(StepRuntime):
             cfg.run.seed,
         )
         source = RolloutSource(
-            self.engines.rollout, prompts, self.sampling_params, self.timeouts.rollout
+            self.engines.rollout,
+            prompts,
+            self.sampling_params,
+            self.timeouts.rollout,
+            self.agent_section,
         )
         if cfg.run.mode != "async":
             return SyncGeneration(
@@ -170,7 +176,14 @@ class ReasoningRuntime(StepRuntime):
             step: The step generating (its ``timeouts`` field is the deadline).
         """
         timeout = getattr(self.timeouts, step)
-        return generate_split(self.engines.rollout, prompts, sampling, seed, timeout, step)
+        return generate_split(
+            self.engines.rollout, prompts, sampling, seed, timeout, step, self.agent_section
+        )
+
+    @property
+    def agent_section(self) -> dict[str, Any] | None:
+        """The ``agent`` section as a dict when an agent loop makes trajectories, else None."""
+        return self.config_dict["agent"] if self.cfg.agent.multi_turn else None
 
     def rollout(self, iteration: int) -> StepResult:
         """Sample responses for the next prompts (DAPO: keep only informative groups).
@@ -189,6 +202,8 @@ class ReasoningRuntime(StepRuntime):
             "rollout/tokens_per_second": sum(lengths) * rounds / max(seconds, 1e-9),
             "rollout/generation_rounds": float(rounds),
         }
+        kinds = [sample.fields.get("kind") for sample in self.batch.samples]
+        metrics |= trajectory_metrics_by_kind(self.batch.trajectories, kinds)  # agent loops
         return StepResult(seconds, metrics, env_steps=len(self.batch))
 
     def reward_chunk(self, batch: ResponseBatch, rows: list[int]) -> dict[str, list[Any]]:
@@ -211,9 +226,16 @@ class ReasoningRuntime(StepRuntime):
         start = time.perf_counter()
         cfg = self.cfg
         metrics = collect_rewards(
-            self.batch, results or [], cfg.algorithm, cfg.rollout.max_new_tokens
+            self.batch,
+            results or [],
+            cfg.algorithm,
+            cfg.rollout.max_new_tokens,
+            cfg.agent.call_cost,
         )
-        return StepResult(time.perf_counter() - start, metrics)
+        # a sample of the scored trajectories, logged as MLflow traces once per iteration
+        traces = trace_rows(self.batch, self.tokenizer, cfg.tracking.agent_traces)
+        info = {"agent_traces": traces} if traces else {}
+        return StepResult(time.perf_counter() - start, metrics, info=info)
 
     def advantage(self, iteration: int) -> StepResult:
         """Trainer and reference log-probs, token rewards, advantages (``advantage_step``)."""

@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from infra.driver.step_runtime import StepResult
-from rl_core.llm import pad_left, pad_right
+from rl_core.agents.trajectory import trace_tokens
+from rl_core.llm import pad_left, pad_loss_masks, pad_right
+from rl_core.training.loss_mask import LOSS_MASK, loss_mask_of
 
 
 def sft_step(runtime: Any, iteration: int) -> StepResult:
@@ -16,8 +18,10 @@ def sft_step(runtime: Any, iteration: int) -> StepResult:
 
     Each step trains on the next ``data.prompts_per_batch`` prompt→answer pairs; metrics
     are averaged over the steps (``train/skipped_updates`` is their sum). The target is the
-    row's ``solution`` field when it has one (GSM8K's worked answer, ending in
-    ``#### <answer>``), else its ``answer``, followed by the end-of-sequence token.
+    row's ``trace`` field when it has one (a tool-use trace: its tool segments are context,
+    loss mask 0; :func:`~rl_core.agents.trajectory.trace_tokens`), else its ``solution``
+    (GSM8K's worked answer, ending in ``#### <answer>``), else its ``answer``, followed by
+    the end-of-sequence token.
     """
     start = time.perf_counter()
     steps = runtime.cfg.actor.sft_steps_per_iteration
@@ -31,11 +35,20 @@ def sft_step(runtime: Any, iteration: int) -> StepResult:
 def _sft_batch(runtime: Any, iteration: int) -> dict[str, float]:
     rows = runtime.sampler.next_indices()
     eos = int(runtime.tokenizer.eos_token_id)
-    targets = []
+
+    def tokenize(text: str) -> list[int]:
+        return list(runtime.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    targets, masks = [], []
     for i in rows:
         sample = runtime.train_samples[i]
-        text = str(sample.fields.get("solution", sample.answer))
-        targets.append([*runtime.tokenizer(text, add_special_tokens=False)["input_ids"], eos])
+        if "trace" in sample.fields:  # a tool-use trace: tool output is not trained on
+            ids, mask = trace_tokens(sample.fields["trace"], tokenize)
+        else:
+            ids = tokenize(str(sample.fields.get("solution", sample.answer)))
+            mask = [1] * len(ids)
+        targets.append([*ids, eos])
+        masks.append([*mask, 1])
     pad = int(runtime.tokenizer.pad_token_id)
     p_ids, p_mask = pad_left([runtime.train_prompts[i] for i in rows], pad)
     r_ids, r_mask = pad_right(targets, pad)
@@ -45,9 +58,11 @@ def _sft_batch(runtime: Any, iteration: int) -> dict[str, float]:
         "response_ids": r_ids.numpy(),
         "response_mask": r_mask.numpy(),
     }
+    if any(0 in mask for mask in masks):
+        arrays[LOSS_MASK] = pad_loss_masks(masks, targets, r_ids.shape[1]).numpy()
     layout = runtime.layout  # tensor-parallel peers train on the same rows
     shards = layout.per_rank(np.array_split(np.arange(len(rows)), layout.replicas))
-    totals = (float(r_mask.sum()), len(rows))
+    totals = (float(loss_mask_of(arrays).sum()), len(rows))  # the tokens trained on
     outs = runtime.actor.get(
         [
             h.sft_update.remote({k: v[part] for k, v in arrays.items()}, totals, iteration)

@@ -42,7 +42,13 @@ class SyncGeneration:
         rows, groups, seed = src.prompts.draw_rows(round_index)
         ids = src.prompts.token_ids
         out, _ = generate_split(
-            src.rollout, [ids[i] for i in rows], src.sampling(), seed, src.timeout, "rollout"
+            src.rollout,
+            [ids[i] for i in rows],
+            src.sampling(),
+            seed,
+            src.timeout,
+            "rollout",
+            src.agent,
         )
         return ResponseBatch(
             samples=[src.prompts.samples[i] for i in rows],
@@ -51,6 +57,8 @@ class SyncGeneration:
             rollout_logprobs=out["logprobs"],
             finished=out["finished"],
             group_index=groups,
+            loss_masks=out.get("loss_masks", []),
+            trajectories=out.get("trajectories", []),
         )
 
     def take(self, iteration: int, version: int) -> tuple[ResponseBatch, dict[str, float], int]:

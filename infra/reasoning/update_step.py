@@ -37,7 +37,9 @@ def update_step(
         timeout: Seconds the trainer ranks may take (``timeouts.update``).
     """
     start = time.perf_counter()
-    order = np.random.default_rng(update_shuffle_seed(seed, iteration)).permutation(len(batch))
+    # the arrays' rows: the responses, or one per model turn (rewritten agent contexts)
+    num_rows = len(batch.arrays["response_ids"])
+    order = np.random.default_rng(update_shuffle_seed(seed, iteration)).permutation(num_rows)
     arrays = {k: v[order] for k, v in batch.arrays.items()}
     rows = rank_rows(len(order), actor_cfg.num_minibatches, layout.replicas)
     shards = [{k: v[r] for k, v in arrays.items()} for r in rows]
@@ -56,6 +58,7 @@ def update_step(
     outs = layout.per_replica(outs)
     metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
     seconds = time.perf_counter() - start
+    # throughput: every token the forward pass processes (tool output included)
     tokens = arrays["prompt_mask"].sum() + arrays["response_mask"].sum()
     metrics["train/tokens_per_second"] = (
         float(tokens) * actor_cfg.update_epochs / max(seconds, 1e-9)

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 
 from infra.reasoning.engine_base import RolloutEngine
+from rl_core.agents.lockstep import GenerationRequest
+from rl_core.agents.loops import Generation
 from rl_core.llm.generation import GenerationResult, SamplingParams
 from rl_core.models.causal_lm import DTYPES
 
@@ -189,19 +191,46 @@ class VLLMEngine(RolloutEngine):
         self._torch_dtype = DTYPES[kwargs["dtype"]]
         self._checkpoint_names = _checkpoint_tensor_names(model_cfg.model_path)
 
-    def _sampling(self, sampling: SamplingParams, seed: int | None, row: int) -> Any:
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer (agent loops tokenize tool results with it)."""
+        return self.llm.get_tokenizer()
+
+    def _sampling(
+        self,
+        sampling: SamplingParams,
+        seed: int | None,
+        row: int,
+        max_tokens: int | None = None,
+        stop: tuple[str, ...] = (),
+    ) -> Any:
         greedy = sampling.greedy
         return self._vllm.SamplingParams(
             n=1,
             temperature=0.0 if greedy else sampling.temperature,
             top_p=1.0 if greedy else sampling.top_p,
             top_k=(sampling.top_k or -1) if not greedy else -1,
-            max_tokens=sampling.max_new_tokens,
+            max_tokens=sampling.max_new_tokens if max_tokens is None else max_tokens,
             stop_token_ids=list(sampling.stop_token_ids),
+            stop=list(stop) or None,
+            include_stop_str_in_output=bool(stop),
             logprobs=0,
             seed=None if seed is None else seed * 100_003 + row,
-            detokenize=False,
+            detokenize=bool(stop),  # stop texts are matched on the decoded text
         )
+
+    def _run(self, prompt_ids: list[list[int]], params: list[Any]) -> list[Any]:
+        if self.sleeping:
+            raise RuntimeError("vLLM engine is asleep; call wake() before generating")
+        prompts = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
+        return [out.outputs[0] for out in self.llm.generate(prompts, params, use_tqdm=False)]
+
+    @staticmethod
+    def _tokens_and_logprobs(completion: Any) -> tuple[list[int], list[float]]:
+        tokens = list(completion.token_ids)
+        steps = completion.logprobs or []
+        chosen = [float(step[tok].logprob) for tok, step in zip(tokens, steps, strict=True)]
+        return tokens, chosen
 
     def generate(
         self, prompt_ids: list[list[int]], sampling: SamplingParams, seed: int | None
@@ -212,22 +241,37 @@ class VLLMEngine(RolloutEngine):
         applied), like the trainer's recomputation. Row ``i`` samples with the seed
         ``seed * 100003 + i``, so a call is reproducible whatever vLLM's batching.
         """
-        if self.sleeping:
-            raise RuntimeError("vLLM engine is asleep; call wake() before generate()")
-        prompts = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
-        params = [self._sampling(sampling, seed, i) for i in range(len(prompts))]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        params = [self._sampling(sampling, seed, i) for i in range(len(prompt_ids))]
         stop = set(sampling.stop_token_ids)
         responses, logprobs, finished = [], [], []
-        for out in outputs:
-            completion = out.outputs[0]
-            tokens = list(completion.token_ids)
-            steps = completion.logprobs or []
-            chosen = [float(step[tok].logprob) for tok, step in zip(tokens, steps, strict=True)]
+        for completion in self._run(prompt_ids, params):
+            tokens, chosen = self._tokens_and_logprobs(completion)
             responses.append(tokens)
             logprobs.append(chosen)
             finished.append(bool(tokens) and tokens[-1] in stop)
-        return GenerationResult(responses, logprobs, finished)
+        reasons = ["eos" if f else "length" for f in finished]
+        return GenerationResult(responses, logprobs, finished, reasons)
+
+    def generate_turns(
+        self, requests: list[GenerationRequest], sampling: SamplingParams, seed: int | None
+    ) -> list[Generation]:
+        """See :class:`RolloutEngine`; request ``i`` samples with the seed of row ``i``."""
+        params = [
+            self._sampling(sampling, seed, i, r.max_new_tokens, r.stop)
+            for i, r in enumerate(requests)
+        ]
+        stop_ids = set(sampling.stop_token_ids)
+        out = []
+        for completion in self._run([r.context_ids for r in requests], params):
+            tokens, chosen = self._tokens_and_logprobs(completion)
+            if bool(tokens) and tokens[-1] in stop_ids:
+                why = "eos"
+            elif isinstance(getattr(completion, "stop_reason", None), str):
+                why = "stop"  # a stop text (its tokens are kept: include_stop_str_in_output)
+            else:
+                why = "length"
+            out.append(Generation(tokens, chosen, self.version, why))
+        return out
 
     @torch.no_grad()
     def update_weights(

@@ -199,6 +199,20 @@ class MlflowTracker:
         columns = {key: [row.get(key) for row in rows] for key in rows[0]}
         self.client.log_table(self.run_id, data=columns, artifact_file=artifact_file)
 
+    def log_agent_traces(self, rows: list[dict[str, Any]], step: int) -> None:
+        """Log agent trajectories as traces of this run (:mod:`infra.tracking.agent_traces`).
+
+        A failure is logged as a warning: traces are for reading, never worth a run.
+        """
+        from infra.tracking.agent_traces import log_agent_traces
+
+        try:
+            log_agent_traces(self.client, self.experiment_id, self.run_id, rows, step)
+        except Exception as exc:  # noqa: BLE001 - observability must not end the run
+            logger.warning(
+                "could not log %d agent traces: %s: %s", len(rows), type(exc).__name__, exc
+            )
+
     def log_text(self, text: str, artifact_file: str) -> None:
         """Log text as an artifact."""
         self.client.log_text(self.run_id, text, artifact_file)

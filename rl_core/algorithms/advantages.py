@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from rl_core.algorithms.groups import GroupIndex, Groups
+from rl_core.algorithms.groups import GroupIndex, Groups, scored_group_stats
 from rl_core.algorithms.registry import register_advantage
 
 
@@ -159,6 +159,8 @@ def group_relative_advantages(
     with torch.no_grad():
         scores = rewards if rewards.is_floating_point() else rewards.float()
         groups = layout.matrix(scores)
+        if torch.isnan(groups).any():  # unscored rows: out of their groups' statistics
+            return _partly_scored_group_advantages(layout, groups, eps, norm_std)
         advantages = groups - groups.mean(dim=1, keepdim=True)
         if norm_std:
             if group_size > 1:
@@ -167,6 +169,21 @@ def group_relative_advantages(
                 std = torch.zeros_like(advantages)
             advantages = advantages / (std + eps)
         advantages = layout.scatter(advantages)
+    return advantages, advantages.clone()
+
+
+def _partly_scored_group_advantages(
+    layout: Groups, groups: torch.Tensor, eps: float, norm_std: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Group-relative advantages when some scores are NaN (unscored rows get 0)."""
+    scored, count, mean = scored_group_stats(groups)
+    deviation = torch.where(scored, groups - mean, torch.zeros_like(groups))
+    advantages = deviation
+    if norm_std:
+        variance = (deviation**2).sum(dim=1, keepdim=True) / (count - 1).clamp(min=1)
+        std = torch.where(count > 1, variance.sqrt(), torch.zeros_like(variance))
+        advantages = deviation / (std + eps)
+    advantages = layout.scatter(torch.where(scored, advantages, torch.zeros_like(advantages)))
     return advantages, advantages.clone()
 
 

@@ -1,9 +1,10 @@
 """Loss aggregation: a ``[B, L]`` matrix of per-token losses → one scalar.
 
-With ``m`` the response mask and ``L`` the padded length (verl's ``agg_loss``; DAPO, Yu et
-al. 2025, §3.3; Dr. GRPO, Liu et al. 2025), ``mean_b`` is the mean over the *sequences*, the
-rows with at least one token: a fully masked row (no response token) is not counted, as in
-verl, so padding rows never dilute the loss.
+With ``m`` the loss mask (the response mask less the tool output of a multi-turn response,
+:mod:`rl_core.training.loss_mask`) and ``L`` the padded length (verl's ``agg_loss``; DAPO,
+Yu et al. 2025, §3.3; Dr. GRPO, Liu et al. 2025), ``mean_b`` is the mean over the
+*sequences*, the rows with at least one token: a fully masked row (no response token) is
+not counted, as in verl, so padding rows never dilute the loss.
 
 * ``token-mean``: ``sum(l * m) / sum(m)`` — every token weighs the same (DAPO).
 * ``seq-mean-token-sum``: ``mean_b(sum_t l * m)``.
@@ -97,10 +98,10 @@ def aggregation_weights(
     sums add up to the batch's loss.
 
     Args:
-        mask: ``[B, L]`` response mask of this part.
+        mask: ``[B, L]`` loss mask of this part (its response mask in a single-turn batch).
         mode: A loss aggregation mode (not ``weighted-sum``).
-        total_tokens: Response tokens in the whole batch.
-        total_seqs: Responses with at least one token in the whole batch
+        total_tokens: Tokens of the mask in the whole batch.
+        total_seqs: Responses with at least one token of the mask in the whole batch
             (:func:`count_sequences`; fully masked rows do not count).
         norm: The constant of ``seq-mean-token-sum-norm`` (default: ``L``).
     """

@@ -121,3 +121,21 @@ class Groups:
     def rows(self) -> list[list[int]]:
         """Row numbers of each group (in ``ids`` order), each in batch order."""
         return [part.tolist() for part in torch.split(self.order, self.counts.tolist())]
+
+
+def scored_group_stats(
+    groups: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Which entries of ``[G, n]`` group scores are scored (not NaN), how many, their mean.
+
+    A NaN score marks a row nobody could score (a tool's infrastructure failure): the group
+    estimators leave it out of its group's statistics and give it advantage 0.
+
+    Returns:
+        ``(scored [G, n] bool, count [G, 1], mean [G, 1])``; the mean of a group without
+        scored rows is 0.
+    """
+    scored = ~torch.isnan(groups)
+    count = scored.sum(dim=1, keepdim=True)
+    total = torch.where(scored, groups, torch.zeros_like(groups)).sum(dim=1, keepdim=True)
+    return scored, count, total / count.clamp(min=1)

@@ -6,7 +6,10 @@ not use):
 * ``rewards`` ``[B]``: one outcome score per response (after reward shaping);
 * ``token_rewards`` ``[B, L]``: per-token rewards (the score on the last response token,
   minus the KL penalty when KL is applied in the reward);
-* ``response_mask`` ``[B, L]``: 1 on response tokens;
+* ``response_mask`` ``[B, L]``: 1 on the response tokens trained on. The trainer passes the
+  batch's *loss mask* here: in a multi-turn response the tool output inside it is 0 (see
+  :mod:`rl_core.training.loss_mask`), so the mask may have gaps; token-level estimators
+  skip those tokens (they are the environment's, not time steps of the model);
 * ``values`` ``[B, L]`` or None: critic values (PPO);
 * ``group_index`` ``[B]``: the prompt group of each row (:mod:`rl_core.algorithms.groups`);
 * ``group_size``, ``gamma``, ``gae_lambda``, ``norm_std``, ``eps``.
@@ -26,7 +29,7 @@ from rl_core.algorithms.advantages import (
     group_relative_advantages,
     normalize_advantages,
 )
-from rl_core.algorithms.groups import GroupIndex, Groups
+from rl_core.algorithms.groups import GroupIndex, Groups, scored_group_stats
 from rl_core.algorithms.registry import register_advantage
 
 
@@ -65,7 +68,13 @@ def compute_rloo_advantages(
     """
     groups, layout = _groups(rewards, group_size, group_index, "rloo")
     with torch.no_grad():
-        if group_size == 1:
+        if torch.isnan(groups).any():  # unscored rows: out of the baselines, advantage 0
+            scored, count, mean = scored_group_stats(groups)
+            filled = torch.where(scored, groups, torch.zeros_like(groups))
+            others = (mean * count - filled) / (count - 1).clamp(min=1)
+            keep = scored & (count > 1)
+            adv = torch.where(keep, filled - others, torch.zeros_like(groups))
+        elif group_size == 1:
             adv = torch.zeros_like(groups)
         else:
             others = (groups.sum(dim=1, keepdim=True) - groups) / (group_size - 1)
@@ -77,12 +86,17 @@ def compute_rloo_advantages(
 def discounted_token_returns(
     token_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float
 ) -> torch.Tensor:
-    """``G_t = sum_{k >= t} gamma^(k - t) r_k`` over response tokens (padding contributes 0)."""
+    """``G_t = sum_{k >= t} gamma^(k - t) r_k`` over the tokens ``response_mask`` marks.
+
+    Unmarked tokens (padding, tool output inside a multi-turn response) contribute no reward
+    and are no time step: ``k - t`` counts marked tokens only. Their return is 0.
+    """
     rewards = token_rewards.float() * response_mask
+    marked = response_mask != 0
     returns = torch.zeros_like(rewards)
     running = torch.zeros(rewards.shape[0], dtype=rewards.dtype)
     for t in reversed(range(rewards.shape[1])):
-        running = rewards[:, t] + gamma * running
+        running = torch.where(marked[:, t], rewards[:, t] + gamma * running, running)
         returns[:, t] = running
     return returns * response_mask
 
@@ -98,7 +112,7 @@ def compute_reinforce_plus_plus_advantages(
     """REINFORCE++ (Hu 2025, arXiv:2501.03262; verl ``reinforce_plus_plus``).
 
     Per-token discounted return ``G_t`` (the KL penalty, when applied in the reward, is
-    part of ``token_rewards``), whitened over all response tokens of the batch:
+    part of ``token_rewards``), whitened over all (marked) response tokens of the batch:
     ``A = (G - mean) / (std + eps)``. Returns ``[B, L]`` advantages and the raw ``G``.
     """
     with torch.no_grad():
@@ -120,12 +134,17 @@ def compute_reinforce_plus_plus_baseline_advantages(
     """REINFORCE++-baseline (Hu 2025; verl ``reinforce_plus_plus_baseline``).
 
     The group mean is subtracted from each outcome score, the result is broadcast over the
-    response's tokens, then whitened over all response tokens of the batch.
+    response's (marked) tokens, then whitened over all of them in the batch.
     Returns ``[B, L]`` advantages and ``[B, L]`` returns (the centred scores).
     """
     groups, layout = _groups(rewards, group_size, group_index, "reinforce_plus_plus_baseline")
     with torch.no_grad():
-        centred = layout.scatter(groups - groups.mean(dim=1, keepdim=True))
+        if torch.isnan(groups).any():  # unscored rows: out of the group means, centred to 0
+            scored, _, mean = scored_group_stats(groups)
+            centred = torch.where(scored, groups - mean, torch.zeros_like(groups))
+        else:
+            centred = groups - groups.mean(dim=1, keepdim=True)
+        centred = layout.scatter(centred)
         mask = response_mask.bool()
         token_scores = centred[:, None] * response_mask.float()
         adv = normalize_advantages(token_scores, mask)
@@ -147,10 +166,50 @@ def compute_token_gae(
     Each response is one episode that terminates at its last response token, so the value
     after it is 0 and padding never leaks into the recursion. Computed by
     :func:`~rl_core.algorithms.advantages.compute_gae` on the time-major view.
-    Returns ``[B, L]`` advantages and returns (zero on padding).
+
+    Tokens ``response_mask`` does not mark inside a response (tool output of a multi-turn
+    trajectory, with the trainer's loss mask) are no time steps: each row's marked tokens
+    are packed left, in order, before the recursion and put back after it, so the TD error
+    of a model token bootstraps from the value before the *next model token* (whose state
+    includes the tool output), and the tool tokens' values never enter.
+    Returns ``[B, L]`` advantages and returns (zero where ``response_mask`` is 0).
     """
     if values is None:
         raise ValueError("token_gae needs critic values: use a model with a value head")
+    order = pack_left_order(response_mask)
+    adv, ret = _contiguous_token_gae(
+        token_rewards.gather(1, order),
+        values.gather(1, order),
+        response_mask.gather(1, order),
+        gamma,
+        gae_lambda,
+    )
+    return unpack(adv, order), unpack(ret, order)
+
+
+def pack_left_order(mask: torch.Tensor) -> torch.Tensor:
+    """``[B, L]`` column order moving each row's marked tokens to the front, in order.
+
+    ``x.gather(1, order)`` packs them left (the others follow, in order); :func:`unpack`
+    puts them back. For a left-aligned mask the order is the identity.
+    """
+    unmarked = (mask == 0).to(torch.int8)
+    return torch.sort(unmarked, dim=1, stable=True).indices
+
+
+def unpack(packed: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``x.gather(1, order)`` (see :func:`pack_left_order`)."""
+    return torch.empty_like(packed).scatter_(1, order, packed)
+
+
+def _contiguous_token_gae(
+    token_rewards: torch.Tensor,
+    values: torch.Tensor,
+    response_mask: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`compute_token_gae` of rows whose marked tokens are left-aligned."""
     mask = response_mask.float()
     lengths = mask.sum(dim=1).long()
     last = torch.zeros_like(mask, dtype=torch.bool)

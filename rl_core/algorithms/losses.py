@@ -1,7 +1,8 @@
 """Policy losses (registered), the clipped value loss and the entropy bonus.
 
 All reductions are masked means: ``loss_mask`` (bool or 0/1, broadcastable to the inputs)
-marks the elements that count, e.g. response tokens of an LLM batch or valid env steps.
+marks the elements that count, e.g. the trained-on response tokens of an LLM batch (its
+loss mask: no tool output) or valid env steps.
 Metrics are returned as Python floats.
 """
 

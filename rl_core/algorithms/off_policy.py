@@ -58,7 +58,9 @@ def log_ratios(
 ) -> torch.Tensor:
     """``log(π_target / π_behaviour)`` ``[B, L]``: per token, or per sequence (broadcast).
 
-    Padding (``response_mask`` 0) has log-ratio 0 and adds nothing to a sequence's sum.
+    ``response_mask`` marks the tokens that count: the batch's loss mask. Tokens it does
+    not mark (padding; tool output inside a multi-turn response, whose behaviour log-prob
+    is 0) have log-ratio 0 and add nothing to a sequence's sum (its product of ratios).
 
     Raises:
         ValueError: An unknown ``level``.
@@ -85,16 +87,17 @@ def importance_weights(
     Args:
         target_logprobs: Log-probs under the policy the loss is about ``[B, L]``.
         behaviour_logprobs: Log-probs the samples were drawn with ``[B, L]``.
-        response_mask: Which tokens count ``[B, L]``.
+        response_mask: Which tokens count ``[B, L]``: the loss mask (0 on padding and on
+            tool output, which no policy sampled).
         correction: A registered correction (``tis``, ``mis``).
         level: ``token`` or ``sequence``.
         threshold: Upper bound ``C`` of the ratio (> 1).
         threshold_low: Lower bound of ``mis`` (default ``1 / threshold``).
 
     Returns:
-        ``(weights, metrics)``: weights are 0 on padding; metrics (over response tokens)
-        ``is_weight_mean``, ``is_clipped_fraction`` (tokens whose weight differs from their
-        ratio: truncated or masked) and ``is_log_ratio_abs_mean``.
+        ``(weights, metrics)``: weights are 0 where ``response_mask`` is; metrics (over the
+        tokens it marks) ``is_weight_mean``, ``is_clipped_fraction`` (tokens whose weight
+        differs from their ratio: truncated or masked) and ``is_log_ratio_abs_mean``.
 
     Raises:
         ValueError: ``threshold`` ≤ 1 or a lower bound outside ``(0, 1]``.

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from rl_core.config.limits import MAX_MINIBATCHES, MAX_PROMPTS, MAX_TOKENS, MAX_WORKERS
-from rl_core.config.sections import Section
+from rl_core.config.sections import Section, check_registered_name
 
 
 class DataConfig(Section):
     """Prompt datasets of the reasoning path (ignored by embodied runs)."""
 
-    source: Literal["arithmetic", "files"] = Field(
+    source: str = Field(
         "arithmetic",
-        description="arithmetic: the synthetic a+b task with a fixed held-out split; files: "
-        "train_files/eval_files.",
+        description="Registered prompt source: arithmetic (the synthetic a+b task with a fixed "
+        "held-out split), tool_arithmetic (multiplications that need the calculator, small "
+        "additions that do not, with tool-use traces), files (train_files/eval_files).",
     )
     train_files: list[str] = Field(
         default_factory=list, description="JSONL/Parquet prompt files (prompt+answer or GSM8K)."
@@ -31,6 +32,13 @@ class DataConfig(Section):
     answer_key: str = Field("answer", min_length=1)
     arithmetic_max_operand: int = Field(99, ge=1)
     arithmetic_ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"])
+    tool_trace_rate: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="tool_arithmetic: fraction of the supervised traces that call the "
+        "calculator (chosen by a hash of the problem, not by its kind).",
+    )
     eval_size: int = Field(
         128, ge=1, le=MAX_PROMPTS, description="Held-out prompts scored per evaluation."
     )
@@ -47,6 +55,11 @@ class DataConfig(Section):
         True, description="Wrap prompts with the tokenizer's chat template when it has one."
     )
     system_prompt: str | None = None
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        return check_registered_name("prompt_source", value)
 
     @model_validator(mode="after")
     def _files_given(self) -> DataConfig:

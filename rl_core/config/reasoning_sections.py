@@ -216,6 +216,17 @@ class ReasoningEvalConfig(EvalConfig):
         le=MAX_SAMPLE_ROWS,
         description="Reasoning: completions logged as an MLflow table per evaluation.",
     )
+    correct_when: str = Field(
+        "math_verify",
+        description="Reasoning: the registered reward whose full score makes a completion "
+        "correct (eval/accuracy, pass@k): math_verify compares final answers; code_tests "
+        "needs every unit test passed.",
+    )
+
+    @field_validator("correct_when")
+    @classmethod
+    def _known_reward(cls, value: str) -> str:
+        return check_registered_name("reward", value)
 
 
 class ReasoningRewardConfig(RewardConfig):
@@ -234,6 +245,23 @@ class ReasoningRewardConfig(RewardConfig):
         "least this long, then the run fans scoring out to num_tasks Ray tasks (each fan-out "
         "costs about 0.4 s of task overhead on 2 CPUs; 0 always fans out).",
     )
+    sandbox: str = Field(
+        "subprocess",
+        description="code_tests: the registered sandbox that runs completions' code.",
+    )
+    sandbox_retries: int = Field(
+        2,
+        ge=0,
+        le=100,
+        description="code_tests: retries of a sandbox run that failed through the machinery; "
+        "a row still failing is not scored (left out of training, never a silent 0).",
+    )
+    code_wall_seconds: float = Field(
+        5.0, gt=0.0, le=3600.0, description="code_tests: wall-clock limit of one test program."
+    )
+    code_workers: int = Field(
+        4, ge=1, le=MAX_WORKERS, description="code_tests: test programs run at once per task."
+    )
     format_pattern: Annotated[str, AfterValidator(check_regex)] = Field(
         r"\\boxed\{.+?\}|####\s*\S+",
         description=(
@@ -241,3 +269,8 @@ class ReasoningRewardConfig(RewardConfig):
             "matches a boxed or #### answer."
         ),
     )
+
+    @field_validator("sandbox")
+    @classmethod
+    def _known_sandbox(cls, value: str) -> str:
+        return check_registered_name("sandbox", value)

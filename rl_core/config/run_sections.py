@@ -195,6 +195,13 @@ class TrackingConfig(Section):
     learning_curve: bool = Field(
         True, description="Log plots/learning_curve.png (key metrics vs step) at the end."
     )
+    agent_traces: int = Field(
+        2,
+        ge=0,
+        le=1000,
+        description="Reasoning, agent loops: trajectories per iteration logged as MLflow "
+        "traces (one span per turn and per tool call; the run's Traces tab); 0 = none.",
+    )
     registered_model_name: str | None = Field(
         "rlpipe-{task}",
         description="Register the final policy in the MLflow model registry under this name "

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from rl_core.config import limits
+from rl_core.config.agent_section import AgentConfig
 from rl_core.config.llm_sections import DataConfig
 from rl_core.config.megatron_checks import megatron_problems
 from rl_core.config.reasoning_sections import (
@@ -25,9 +26,9 @@ from rl_core.config.reasoning_sections import (
     ReasoningRolloutConfig,
 )
 from rl_core.config.schema import RLPipeConfig
+from rl_core.data.sources import PROMPT_SOURCES
 from rl_core.kinds.kind import Kind, register_kind
 
-_ARITH_OPS = {"+": "add", "-": "sub", "*": "mul"}
 _CHUNK = 1 << 20
 
 
@@ -38,6 +39,7 @@ class ReasoningConfig(RLPipeConfig):
     supports_async = True
 
     data: DataConfig = Field(default_factory=DataConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
     model: ReasoningModelConfig = Field(default_factory=ReasoningModelConfig)
     rollout: ReasoningRolloutConfig = Field(default_factory=ReasoningRolloutConfig)
     algorithm: ReasoningAlgorithmConfig = Field(default_factory=ReasoningAlgorithmConfig)
@@ -61,6 +63,30 @@ class ReasoningConfig(RLPipeConfig):
                 "reward.reward_type = 'env' is the embodied env reward; reasoning runs score "
                 "responses with e.g. 'math_verify', 'format' or 'composite'"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _agent_loop_fits(self) -> ReasoningConfig:
+        if self.agent.multi_turn and self.rollout.partial_rollout_tokens:
+            raise ValueError(
+                f"rollout.partial_rollout_tokens = {self.rollout.partial_rollout_tokens}: "
+                f"partial rollouts continue single responses; agent.loop = "
+                f"{self.agent.loop!r} makes multi-turn trajectories (allowed: 0 with it)"
+            )
+        if self.agent.context != "append":
+            # one row per model turn: advantages come from the trajectories' outcomes
+            if self.model.value_head or self.algorithm.adv_type.lower() == "token_gae":
+                raise ValueError(
+                    f"agent.context = {self.agent.context!r} trains one sample per model turn "
+                    "with its trajectory's advantage, which a critic cannot give (allowed "
+                    "with model.value_head / token_gae: 'append')"
+                )
+            if self.algorithm.kl_in_reward and self.algorithm.kl_coef > 0:
+                raise ValueError(
+                    f"agent.context = {self.agent.context!r} with algorithm.kl_in_reward = "
+                    "true: the KL of each turn is measured on its own input, not the "
+                    "trajectory's (allowed: kl_in_reward false, the KL as a loss term)"
+                )
         return self
 
     @model_validator(mode="after")
@@ -147,13 +173,8 @@ class ReasoningConfig(RLPipeConfig):
 
 
 def task_name(cfg: ReasoningConfig) -> str:
-    """The prompt set: ``arith-<ops>-<max operand>`` or the first prompt file's stem."""
-    data = cfg.data
-    if data.source == "arithmetic":
-        ops = "-".join(_ARITH_OPS[op] for op in data.arithmetic_ops)
-        return f"arith-{ops}-{data.arithmetic_max_operand}"
-    files = data.train_files or data.eval_files
-    return Path(files[0]).stem if files else "prompts"
+    """The prompt set, named by its source: ``arith-<ops>-<max operand>``, a file's stem..."""
+    return PROMPT_SOURCES.get(cfg.data.source).task_name(cfg.data)
 
 
 def protocol(cfg: ReasoningConfig) -> dict[str, Any]:
@@ -170,14 +191,15 @@ def protocol(cfg: ReasoningConfig) -> dict[str, Any]:
             data.apply_chat_template,
             data.system_prompt,
         ],
-        "eval": [cfg.rollout.max_new_tokens],  # the score is greedy: pass_k does not count
+        # the score is greedy (pass_k does not count), judged by the correct_when reward
+        "eval": [cfg.rollout.max_new_tokens, cfg.eval.correct_when],
         "reward": cfg.reward.model_dump(mode="json", exclude={"num_tasks", "fanout_min_seconds"}),
     }
 
 
 def data_fingerprint(cfg: ReasoningConfig, digest: Any) -> None:
     """The prompt files' bytes (streamed), or the prompt generator's settings."""
-    if cfg.data.source == "files":
+    if PROMPT_SOURCES.get(cfg.data.source).reads_files:
         for path in [*cfg.data.train_files, *cfg.data.eval_files]:
             digest.update(Path(path).name.encode())
             with open(path, "rb") as handle:

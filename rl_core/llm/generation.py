@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
+from transformers.generation.stopping_criteria import StoppingCriteria, StopStringCriteria
 
 from rl_core.llm.batching import pad_left
+
+#: ``GenerationResult.finish_reasons``: a stop token, a stop string, the length limit.
+FINISH_EOS, FINISH_STOP, FINISH_LENGTH = "eos", "stop", "length"
 
 
 @dataclass(frozen=True)
@@ -49,11 +54,65 @@ class GenerationResult:
         logprobs: Per-token log-probabilities of those tokens under the sampling
             distribution's temperature (before top-p/top-k truncation).
         finished: Whether each response ended with a stop token (else it hit the limit).
+        finish_reasons: Why each response ended: ``"eos"`` (a stop token), ``"stop"`` (a
+            stop string, its tokens included) or ``"length"`` (the row's token limit).
     """
 
     response_ids: list[list[int]]
     logprobs: list[list[float]]
     finished: list[bool]
+    finish_reasons: list[str] = field(default_factory=list)
+
+
+class EndRecorder(StoppingCriteria):
+    """Ends each row at a stop token, a stop string or its own token limit, and says which.
+
+    ``generate`` calls it after every step with the whole sequences; a row it reports done
+    is padded from then on. It records, per row, how many new tokens the response has and
+    why it ended (the first time only: padding after the end is not read).
+
+    Args:
+        prompt_width: Width of the (left-padded) prompt block.
+        stop_token_ids: Tokens that end a response.
+        row_limits: Most new tokens of each row.
+        stop_strings: Texts that end a response (matched on the decoded tokens, as
+            ``StopStringCriteria`` does; the token completing one is kept).
+        tokenizer: Needed with ``stop_strings``.
+    """
+
+    def __init__(
+        self,
+        prompt_width: int,
+        stop_token_ids: Sequence[int],
+        row_limits: Sequence[int],
+        stop_strings: Sequence[str] = (),
+        tokenizer: Any = None,
+    ) -> None:
+        if stop_strings and tokenizer is None:
+            raise ValueError("stop strings need the tokenizer")
+        self.prompt_width = prompt_width
+        self.stop_token_ids = torch.tensor(list(stop_token_ids) or [-1])
+        self.limits = torch.tensor(list(row_limits))
+        self.strings = StopStringCriteria(tokenizer, list(stop_strings)) if stop_strings else None
+        self.lengths: list[int | None] = [None] * len(row_limits)
+        self.reasons: list[str] = [FINISH_LENGTH] * len(row_limits)
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        """Rows that end at this step (or ended before)."""
+        steps = input_ids.shape[1] - self.prompt_width
+        last = input_ids[:, -1].cpu()
+        eos = torch.isin(last, self.stop_token_ids)
+        text = torch.zeros_like(eos)
+        if self.strings is not None:
+            text = self.strings(input_ids, scores).cpu()
+        length = self.limits <= steps
+        done = eos | text | length
+        for row in torch.nonzero(done).flatten().tolist():
+            if self.lengths[row] is None:
+                self.lengths[row] = steps
+                why = FINISH_EOS if eos[row] else FINISH_STOP if text[row] else FINISH_LENGTH
+                self.reasons[row] = why
+        return done.to(input_ids.device)
 
 
 class ChosenTokenLogprobs:
@@ -104,6 +163,9 @@ def hf_generate(
     sampling: SamplingParams,
     pad_id: int,
     seed: int | None = None,
+    row_limits: Sequence[int] | None = None,
+    stop_strings: Sequence[str] = (),
+    tokenizer: Any = None,
 ) -> GenerationResult:
     """Generate one response per prompt with ``model.generate``.
 
@@ -114,18 +176,26 @@ def hf_generate(
         pad_id: Padding token id.
         seed: Seeds torch's global generator first, so the same call samples the same
             responses (None leaves the generator alone).
+        row_limits: Most new tokens of each row (None: ``sampling.max_new_tokens`` for all).
+        stop_strings: Texts that also end a response (agent loops stop at a tool call's end
+            marker); the tokens that produced one stay in the response.
+        tokenizer: The model's tokenizer (needed with ``stop_strings``).
     """
     if seed is not None:
         torch.manual_seed(seed)
     device = next(model.parameters()).device
     ids, mask = pad_left(prompt_ids, pad_id)
     stop = list(sampling.stop_token_ids)
+    limits = list(row_limits) if row_limits is not None else [sampling.max_new_tokens] * len(ids)
+    if len(limits) != len(ids) or min(limits, default=1) < 1:
+        raise ValueError(f"row_limits needs one limit >= 1 per prompt, got {limits}")
     temperature = 1.0 if sampling.greedy else sampling.temperature
     recorder = ChosenTokenLogprobs(temperature)
+    ends = EndRecorder(ids.shape[1], stop, limits, stop_strings, tokenizer)
     sequences = model.generate(
         input_ids=ids.to(device),
         attention_mask=mask.to(device),
-        max_new_tokens=sampling.max_new_tokens,
+        max_new_tokens=max(limits),
         do_sample=not sampling.greedy,
         temperature=None if sampling.greedy else sampling.temperature,
         top_p=None if sampling.greedy else sampling.top_p,
@@ -133,17 +203,16 @@ def hf_generate(
         eos_token_id=stop or None,
         pad_token_id=pad_id,
         logits_processor=[recorder],
+        stopping_criteria=[ends],
     )
     new_tokens = sequences[:, ids.shape[1] :]
     token_logprobs = recorder.finish(new_tokens).cpu()
     new_tokens = new_tokens.cpu()
-    stop_set = set(stop)
     responses, logprobs, finished = [], [], []
     for row in range(new_tokens.shape[0]):
-        tokens = new_tokens[row].tolist()
-        end = next((i + 1 for i, tok in enumerate(tokens) if tok in stop_set), None)
-        length = end if end is not None else len(tokens)
-        responses.append(tokens[:length])
+        length = ends.lengths[row]
+        length = new_tokens.shape[1] if length is None else length
+        responses.append(new_tokens[row, :length].tolist())
         logprobs.append(token_logprobs[row, :length].tolist())
-        finished.append(end is not None)
-    return GenerationResult(responses, logprobs, finished)
+        finished.append(ends.reasons[row] == FINISH_EOS)
+    return GenerationResult(responses, logprobs, finished, list(ends.reasons))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rl_core.data import ArithmeticTask, PromptSample, load_prompt_file
+from rl_core.data import PromptSample
+from rl_core.data.sources import PROMPT_SOURCES
 
 
 class PromptError(ValueError):
@@ -12,25 +13,13 @@ class PromptError(ValueError):
 
 
 def load_task_samples(data_cfg: Any) -> tuple[list[PromptSample], list[PromptSample]]:
-    """Training and held-out samples named by the ``data`` section.
+    """Training and held-out samples of the prompt source ``data.source`` names.
 
     Raises:
         rl_core.data.DataFileError: A file is missing, unreadable, or has bad rows (with
             ``data.on_bad_row: error``).
     """
-    if data_cfg.source == "arithmetic":
-        task = ArithmeticTask(
-            max_operand=data_cfg.arithmetic_max_operand, ops=tuple(data_cfg.arithmetic_ops)
-        )
-        return task.train_pool(), task.heldout(min(data_cfg.eval_size, len(task.heldout())))
-    kwargs = {
-        "on_bad_row": data_cfg.on_bad_row,
-        "prompt_key": data_cfg.prompt_key,
-        "answer_key": data_cfg.answer_key,
-    }
-    train = [s for path in data_cfg.train_files for s in load_prompt_file(path, **kwargs)[0]]
-    held = [s for path in data_cfg.eval_files for s in load_prompt_file(path, **kwargs)[0]]
-    return train, held[: data_cfg.eval_size]
+    return PROMPT_SOURCES.get(data_cfg.source).load(data_cfg)
 
 
 def prompt_text(sample: PromptSample, data_cfg: Any, tokenizer: Any) -> str:

@@ -70,7 +70,9 @@ class CausalLMPolicy(BasePolicy):
 
         Args:
             forward_inputs: ``prompt_ids``/``prompt_mask`` ``[N, P]`` (left-padded) and
-                ``response_ids``/``response_mask`` ``[N, R]`` (right-padded).
+                ``response_ids``/``response_mask`` ``[N, R]`` (right-padded). Attention
+                sees every ``response_mask`` token, tool output included; which tokens are
+                trained on (the loss mask) is the update's business.
             compute_values: Also return ``values`` ``[N, R]`` (needs the value head): the
                 value of the state before each response token.
             compute_entropy: Also return ``entropy`` ``[N, R]``.

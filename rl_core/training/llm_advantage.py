@@ -1,9 +1,14 @@
 """The advantage step of LLM training as one pure function.
 
-Outcome scores become token rewards on each response's last token; an optional KL penalty
-to the reference model is measured (and subtracted from the token rewards when
+Outcome scores become token rewards on each response's last trained-on token; an optional
+KL penalty to the reference model is measured (and subtracted from the token rewards when
 ``algorithm.kl_in_reward``); the configured estimator gives advantages (and returns), which
 are broadcast over tokens and optionally normalized.
+
+Everything here weighs the *loss mask*'s tokens (:mod:`rl_core.training.loss_mask`): tool
+output inside a multi-turn response gets no reward, KL, advantage or return, counts in no
+normalization, and is no time step of the token-level estimators (it is passed to them as
+their ``response_mask``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import torch
 
 from rl_core.algorithms import get_advantage, kl_penalty, normalize_advantages
 from rl_core.algorithms.groups import GroupIndex
+from rl_core.training.loss_mask import check_masks
 
 
 @dataclass
@@ -22,7 +28,7 @@ class LLMAdvantages:
     """Result of :func:`compute_llm_advantages`.
 
     Attributes:
-        advantages: ``[B, T]`` per-token advantages (zero on padding).
+        advantages: ``[B, T]`` per-token advantages (zero on padding and tool tokens).
         returns: ``[B, T]`` value targets (critic estimators), else the estimator's returns.
         metrics: ``rollout/kl_to_ref`` (with a reference model) and ``train/advantage_mean``.
     """
@@ -33,11 +39,17 @@ class LLMAdvantages:
 
 
 def outcome_token_rewards(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """``[B, T]`` rewards: each response's score on its last token (none for empty rows)."""
+    """``[B, T]`` rewards: each response's score on its last token (none for empty rows).
+
+    ``response_mask`` may have gaps (a loss mask, 0 on tool tokens): the score goes on the
+    last token it marks, the model's last action.
+    """
     token_rewards = torch.zeros_like(response_mask, dtype=torch.float32)
-    lengths = response_mask.sum(dim=1).long()
-    rows = torch.nonzero(lengths > 0).squeeze(-1)
-    token_rewards[rows, lengths[rows] - 1] = scores[rows].float()
+    marked = response_mask != 0
+    columns = torch.arange(1, marked.shape[1] + 1, device=marked.device)
+    last = (marked * columns).argmax(dim=1)  # the marked column with the largest index
+    rows = torch.nonzero(marked.any(dim=1)).squeeze(-1)
+    token_rewards[rows, last[rows]] = scores[rows].float()
     return token_rewards
 
 
@@ -49,6 +61,7 @@ def compute_llm_advantages(
     values: torch.Tensor | None = None,
     ref_logprobs: torch.Tensor | None = None,
     group_index: GroupIndex | None = None,
+    loss_mask: torch.Tensor | None = None,
 ) -> LLMAdvantages:
     """Advantages of a batch of scored responses.
 
@@ -61,12 +74,24 @@ def compute_llm_advantages(
         ref_logprobs: ``[B, T]`` reference-model log-probs (KL), else None.
         group_index: ``[B]`` the prompt group of each row; the group-relative estimators
             (``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_plus_plus_baseline``) need it.
+        loss_mask: ``[B, T]`` 1 on the tokens the model produced, 0 on tool output (and
+            padding); None: ``response_mask``.
+
+    A NaN score marks a row nobody could score (a tool's infrastructure failure after its
+    retries): it gets no reward, advantage or KL, counts in no normalization, and the group
+    estimators leave it out of its group's statistics. The caller gives it loss mask 0 in
+    the update too (:func:`unscored_loss_mask`).
 
     Raises:
+        ValueError: ``loss_mask`` does not fit ``response_mask``
+            (:func:`~rl_core.training.loss_mask.check_masks`).
         GroupIndexError: A group-relative estimator without a group index that fits the
             batch (``group_size`` rows in every group).
     """
-    mask = response_mask.float()
+    if loss_mask is not None:
+        check_masks(loss_mask, response_mask)
+    mask = (response_mask if loss_mask is None else loss_mask).float()
+    mask = mask * torch.isfinite(scores.float())[:, None]  # unscored rows: trained on nowhere
     token_rewards = outcome_token_rewards(scores, mask)
     metrics: dict[str, float] = {}
     if ref_logprobs is not None:
@@ -91,3 +116,8 @@ def compute_llm_advantages(
     valid = mask.bool()
     metrics["train/advantage_mean"] = float(adv[valid].mean()) if valid.any() else 0.0
     return LLMAdvantages(adv, ret, metrics)
+
+
+def unscored_loss_mask(scores: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
+    """``loss_mask`` with the rows of NaN (unscored) scores zeroed: no gradient reaches them."""
+    return loss_mask * torch.isfinite(scores.float())[:, None].to(loss_mask.dtype)

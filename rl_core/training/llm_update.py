@@ -5,6 +5,10 @@ Batch layout (tensors, one row per response; see :mod:`rl_core.llm.batching`):
 ``old_logprobs``, ``advantages`` ``[N, R]`` and, when used, ``ref_logprobs``,
 ``old_values``, ``returns`` ``[N, R]``. A batch of scored responses also carries
 ``group_index`` ``[N]`` (int64, the prompt group of each row), split with the other keys.
+A multi-turn batch also carries ``loss_mask`` ``[N, R]`` (0 on tool output appended to the
+response): the forward pass attends to every ``response_mask`` token, while every loss
+term, statistic and token count weighs the loss mask's tokens only
+(:mod:`rl_core.training.loss_mask`; without it, the response mask).
 
 Each minibatch's loss is a weighted sum over tokens whose weights come from the *global*
 minibatch (all ranks): its token and response counts (:func:`aggregation_weights`). So
@@ -30,6 +34,7 @@ from rl_core.algorithms import (
     kl_penalty,
 )
 from rl_core.models.base_policy import BasePolicy
+from rl_core.training.loss_mask import check_loss_mask, loss_mask_of
 from rl_core.training.nonfinite import SkippedUpdateGuard, all_finite, any_rank
 from rl_core.training.optim import clip_gradients
 
@@ -43,9 +48,9 @@ class MinibatchTotals:
     """Size of one global minibatch (every rank's part of it).
 
     Attributes:
-        tokens: Response tokens (sum of the response mask).
-        seqs: Responses with at least one token; fully masked rows do not count, as in the
-            seq-mean loss aggregations (:func:`~rl_core.algorithms.count_sequences`).
+        tokens: Trained-on response tokens (sum of the loss mask).
+        seqs: Responses with at least one trained-on token; fully masked rows do not count,
+            as in the seq-mean loss aggregations (:func:`~rl_core.algorithms.count_sequences`).
     """
 
     tokens: float
@@ -86,11 +91,12 @@ def minibatch_totals(
     """Global totals of minibatch ``k`` over the data-parallel shards (computed by the driver).
 
     Minibatch ``k`` is :func:`split_rows` part ``k`` of every shard (as in :func:`llm_update`),
-    so the totals count exactly the rows the ranks weight with them.
+    so the totals count exactly the rows the ranks weight with them; tokens are those of the
+    loss mask (:func:`~rl_core.training.loss_mask.loss_mask_of`).
     """
     totals = []
     for k in range(num_minibatches):
-        parts = [split_rows(s, num_minibatches)[k]["response_mask"] for s in shards]
+        parts = [loss_mask_of(split_rows(s, num_minibatches)[k]) for s in shards]
         tokens = float(sum(p.sum() for p in parts))
         totals.append(MinibatchTotals(tokens, sum(count_sequences(p) for p in parts)))
     return totals
@@ -129,7 +135,7 @@ def accumulate_minibatch(
         minibatch, max(1, -(-minibatch["response_mask"].shape[0] // micro_batch_size))
     )
     for part in micro:
-        mask = part["response_mask"]
+        mask = loss_mask_of(part)  # the forward pass attends to all of response_mask
         weights = aggregation_weights(mask, algo.loss_agg_mode, totals.tokens, totals.seqs, norm)
         weights = weights * world_size
         out = policy(  # __call__, not .forward: FSDP2's hooks unshard the root's parameters
@@ -179,7 +185,9 @@ def _corrected(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Token weights of the policy loss times ``algo.is_correction``'s importance weights.
 
-    The ratio is trainer (``old_logprobs``) over rollout engine (``rollout_logprobs``).
+    The ratio is trainer (``old_logprobs``) over rollout engine (``rollout_logprobs``),
+    over the loss mask's tokens only: tool tokens (rollout log-prob 0) enter neither a
+    sequence's product of ratios nor the statistics.
     """
     if algo.is_correction == "none":
         return weights, {}
@@ -191,7 +199,7 @@ def _corrected(
     is_weights, stats = importance_weights(
         part["old_logprobs"],
         part["rollout_logprobs"],
-        part["response_mask"],
+        loss_mask_of(part),
         algo.is_correction,
         algo.is_level,
         algo.is_threshold,
@@ -253,6 +261,7 @@ def llm_update(
         SkippedUpdatesError: ``actor.max_skipped_updates_in_a_row`` updates in a row were
             skipped (on every rank at once).
     """
+    check_loss_mask(shard)
     if guard is None:
         guard = SkippedUpdateGuard(actor.max_skipped_updates_in_a_row)
     device = next(policy.parameters()).device
@@ -305,8 +314,10 @@ def sft_update(
 ) -> dict[str, float]:
     """One supervised step: mean negative log-likelihood of the response (answer) tokens.
 
-    ``shard`` holds ``prompt_*`` and ``response_*`` (the target answer) rows; the loss is the
-    token mean over the global batch (``totals``), so ranks and micro-batches add up to it.
+    ``shard`` holds ``prompt_*`` and ``response_*`` (the target answer) rows, and optionally
+    a ``loss_mask``: the loss is the token mean over the global batch's loss-mask tokens
+    (``totals``), so ranks and micro-batches add up to it, and tool output inside a
+    tool-use trace is context, never a target.
     A step whose loss or gradient norm is not finite (on any rank) is skipped on every rank,
     as in :func:`llm_update`.
 
@@ -314,7 +325,7 @@ def sft_update(
         policy: The (possibly FSDP-sharded) policy, in train mode.
         optimizer: Its optimizer (learning rate already set).
         shard: This rank's rows.
-        totals: Tokens and sequences of the global batch.
+        totals: Trained-on tokens (loss mask) and sequences of the global batch.
         micro_batch_size: Rows per forward/backward.
         max_grad_norm: Gradient clipping norm (None: no clipping).
         world_size: Data-parallel ranks.
@@ -328,14 +339,13 @@ def sft_update(
     Raises:
         SkippedUpdatesError: The guard's limit of skipped updates in a row was reached.
     """
+    check_loss_mask(shard)
     guard = guard or SkippedUpdateGuard(1)
     device = next(policy.parameters()).device
     n = shard["response_mask"].shape[0]
     loss_sum = 0.0
     for part in split_rows(shard, max(1, -(-n // micro_batch_size))):
-        weights = aggregation_weights(
-            part["response_mask"], "token-mean", totals.tokens, totals.seqs
-        )
+        weights = aggregation_weights(loss_mask_of(part), "token-mean", totals.tokens, totals.seqs)
         out = policy(
             forward_type="default_forward",
             forward_inputs={k: part[k] for k in FORWARD_KEYS},

@@ -87,6 +87,20 @@ RUNS = {
             + ("actor.megatron.tensor_model_parallel_size=1", "run.max_iterations=2")
             + ("run.eval_interval=0", "run.checkpoint_interval=2", *_LM_CPU),
         ),
+        Run(  # multi-turn tool use: SFT warm start (sft_agent_calc), then GRPO, the whole preset
+            "agent_calc",
+            "agent_calc",
+            ("run.max_iterations=40", "run.eval_interval=10"),
+            ("run.max_iterations=2", "run.eval_interval=0", "run.checkpoint_interval=2")
+            + ("rollout.max_new_tokens=8", "agent.max_total_tokens=48", *_LM_CPU),
+        ),
+        Run(  # rewards from unit tests run in the sandbox; SFT warm start, then GRPO
+            "code_tests",
+            "code_tests",
+            ("run.max_iterations=20", "run.eval_interval=10"),
+            ("run.max_iterations=2", "run.eval_interval=0", "run.checkpoint_interval=2")
+            + ("rollout.max_new_tokens=8", *_LM_CPU),
+        ),
         Run(  # SIGKILL after the first committed checkpoint, rerun, compare
             "resume_after_kill",
             "ppo_cartpole",

@@ -63,11 +63,17 @@ def test_off_policy_faults_end_bit_identical(tmp_path: Path, train_env: dict[str
     assert [r["fault"] for r in rows] == ["kill:advantage@1,raise:update@2"]
 
 
-def test_reasoning_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
+def test_reasoning_agent_faults_end_bit_identical(
+    tmp_path: Path, train_env: dict[str, str]
+) -> None:
+    """The reasoning preset with multi-turn agent trajectories: a rollout worker killed
+    mid-trajectory, and faults in the other steps."""
     rows = run_matrix(
         tmp_path,
         train_env,
-        "--presets=reasoning",
-        "--cases=raise:update@1+kill:reward@2+raise:weight_sync@3",
+        "--presets=agent",
+        "--cases=kill:rollout@1+raise:update@1+kill:reward@2+raise:weight_sync@3",
     )
-    assert [r["fault"] for r in rows] == ["raise:update@1,kill:reward@2,raise:weight_sync@3"]
+    assert [r["fault"] for r in rows] == [
+        "kill:rollout@1,raise:update@1,kill:reward@2,raise:weight_sync@3"
+    ]

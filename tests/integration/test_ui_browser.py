@@ -7,17 +7,15 @@ saved under ``outputs/ui-screenshots/`` (the docs use them).
 
 from __future__ import annotations
 
-import subprocess
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from infra.ops.processes import free_port, port_listening
 from infra.tracking.mlflow_tracker import MODEL_TRAINING_VIEW, mlflow_run_url
 from tests.browser import chromium, click_text, screenshot, wait_for
-from tests.integration.conftest import CARTPOLE_MODEL, ROOT, SMALL_RUN
+from tests.browser import mlflow_ui as serve_mlflow_ui
+from tests.integration.conftest import CARTPOLE_MODEL, SMALL_RUN
 
 pytestmark = pytest.mark.integration
 RUN = SMALL_RUN
@@ -32,24 +30,8 @@ def trained(small_cartpole_run: dict[str, Any], prefect_api: str) -> dict[str, A
 @pytest.fixture(scope="module")
 def mlflow_ui(trained: dict[str, Any]) -> Iterator[str]:
     """``mlflow ui`` on 127.0.0.1 over the run's store."""
-    port = free_port()
-    log = open(trained["out"] / "mlflow-ui.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "mlflow"), "ui", "--host", "127.0.0.1"]
-        + ["--port", str(port), "--backend-store-uri", f"sqlite:///{trained['out'] / 'mlflow.db'}"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while not port_listening(port) and time.monotonic() < deadline:
-            assert proc.poll() is None, (trained["out"] / "mlflow-ui.log").read_text()[-3000:]
-            time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    with serve_mlflow_ui(trained["out"]) as url:
+        yield url
 
 
 def test_prefect_ui_shows_the_iterations_and_the_summary(trained: dict[str, Any]) -> None:

@@ -25,6 +25,10 @@ EXPECTED = {
     "dapo_arith": "dapo",
     "reinforce_pp_arith": "reinforce_pp",
     "sft_arith": "sft",
+    "agent_calc": "grpo",
+    "code_tests": "grpo",
+    "sft_agent_calc": "sft",
+    "sft_code_tests": "sft",
 }
 
 

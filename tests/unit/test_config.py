@@ -170,7 +170,11 @@ def test_unknown_section_lists_sections():
         ("algorithm.adv_type=nope", "algorithm.adv_type", "dr_grpo, gae, grpo"),
         ("algorithm.loss_type=nope", "algorithm.loss_type", "decoupled_ppo, ppo"),
         ("env.env_type=nope", "env.env_type", "gym"),
-        ("reward.reward_type=nope", "reward.reward_type", "composite, env, format, math_verify"),
+        (
+            "reward.reward_type=nope",
+            "reward.reward_type",
+            "code_tests, composite, env, format, math_verify",
+        ),
     ],
 )
 def test_unknown_registered_name(override, field, known):

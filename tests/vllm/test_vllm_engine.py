@@ -136,3 +136,35 @@ def test_sleep_and_wake_are_safe_on_cpu(engine, prompts):
     engine.sleep()
     engine.wake()
     assert engine.generate(prompts[:2], greedy(), seed=None).response_ids
+
+
+def test_multi_turn_logprobs_are_the_trainers(engine, models, prompts):
+    """An agent loop on vLLM (stop texts, tool output appended between turns): the model
+    tokens' log-probs equal the trainer's recomputation over the whole trajectory."""
+    from infra.reasoning.agent_rollout import run_agents
+    from tests.fixtures.ext_modules import ext_agent_echo
+
+    ext_agent_echo.register()
+    agent = {
+        "loop": "tool_loop",
+        "parser": "every_turn_calls",
+        "tools": ["echo"],
+        "max_turns": 3,
+        "max_total_tokens": 48,
+        "tool_retries": 0,
+    }
+    fields = {"max_new_tokens": 6, "temperature": 0.7, "stop_token_ids": (EOS,)}
+    out = run_agents(engine, prompts[:8], fields, seed=5, agent=agent)
+    again = run_agents(engine, prompts[:8], fields, seed=5, agent=agent)
+    assert out["response_ids"] == again["response_ids"]  # seeded rounds: reproducible
+    assert any(s["num_turns"] >= 2 for s in out["trajectories"])
+    model = hf_engine(models[0]).model
+    compared = 0
+    for prompt, response, logprobs, mask in zip(
+        prompts, out["response_ids"], out["logprobs"], out["loss_masks"], strict=False
+    ):
+        want = torch.tensor(teacher_forced(model, prompt, response, temperature=0.7))
+        trained = torch.tensor(mask, dtype=torch.bool)
+        assert torch.allclose(torch.tensor(logprobs)[trained], want[trained], atol=1e-5)
+        compared += int(trained.sum())
+    assert compared > 0

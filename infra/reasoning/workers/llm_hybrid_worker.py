@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from infra.cluster.worker_base import Stopwatch, step_method
+from infra.reasoning.agent_rollout import run_agents
 from infra.reasoning.engines import RolloutEngine, make_engine
 from infra.reasoning.workers.llm_rollout_worker import generate_responses
 from infra.reasoning.workers.llm_workers import LLMActorWorker, reference_model
@@ -164,6 +165,20 @@ class LLMHybridWorker(LLMActorWorker):
         engine = self._wake_engine()
         with self._own_rng():  # the engine seeds torch's generator for each call
             return generate_responses(engine, prompt_ids, sampling, seed)
+
+    @step_method
+    def run_agents(
+        self,
+        prompt_ids: list[list[int]],
+        sampling: dict[str, Any],
+        seed: int | None,
+        agent: dict[str, Any],
+    ) -> dict[str, Any]:
+        """One agent-loop trajectory per prompt from this rank's (woken) engine."""
+        engine = self._wake_engine()
+        with self._own_rng():
+            out = run_agents(engine, prompt_ids, sampling, seed, agent)
+        return out
 
     def get_version(self) -> int | None:
         """Weight version of the engine (None before the first sync)."""

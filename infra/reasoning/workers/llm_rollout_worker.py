@@ -7,14 +7,17 @@ rollouts (:mod:`infra.reasoning.pipelined_generation`).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
+from infra.reasoning.agent_rollout import run_agents
 from infra.reasoning.engines import make_engine
 from infra.weight_sync import StaleWeightsError, buckets_to_state_dict, from_wire
 from rl_core.llm.generation import SamplingParams
@@ -125,6 +128,30 @@ class LLMRolloutWorker(WorkerBase):
         return out
 
     @step_method
+    def run_agents(
+        self,
+        prompt_ids: list[list[int]],
+        sampling: dict[str, Any],
+        seed: int | None,
+        agent: dict[str, Any],
+        version: int | None = None,
+    ) -> dict[str, Any]:
+        """One agent-loop trajectory per prompt (:func:`infra.reasoning.agent_rollout.run_agents`).
+
+        Args:
+            prompt_ids: Token ids of each prompt.
+            sampling: ``SamplingParams`` fields (``max_new_tokens``: one turn's limit).
+            seed: Sampling seed of this shard.
+            agent: The ``agent`` config section as a dict.
+            version: Async mode: the weight version to generate with (None: as loaded).
+
+        Raises:
+            StaleWeightsError: ``version`` is neither loaded nor kept.
+        """
+        with self._weights(version):
+            return run_agents(self.engine, prompt_ids, sampling, seed, agent)
+
+    @step_method
     def continue_generation(
         self,
         prompt_ids: list[list[int]],
@@ -185,8 +212,15 @@ class LLMRolloutWorker(WorkerBase):
         seed: int | None,
     ) -> dict[str, Any]:
         """Generate with weight ``version`` (None or the loaded one: as loaded)."""
-        if version is None or version == self.version:
+        with self._weights(version):
             return generate_responses(self.engine, prompt_ids, sampling, seed)
+
+    @contextlib.contextmanager
+    def _weights(self, version: int | None) -> Iterator[None]:
+        """The engine holds weight ``version`` inside (None or the loaded one: as loaded)."""
+        if version is None or version == self.version:
+            yield
+            return
         if version not in self.kept or self.version not in self.kept:
             raise StaleWeightsError(
                 f"rollout worker {self.rank} was asked for weight version {version} but holds "
@@ -194,7 +228,7 @@ class LLMRolloutWorker(WorkerBase):
             )
         self.engine.update_weights(self.kept[version].items(), version)
         try:
-            return generate_responses(self.engine, prompt_ids, sampling, seed)
+            yield
         finally:
             self.engine.update_weights(self.kept[self.version].items(), self.version)
 

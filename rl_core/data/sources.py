@@ -1,0 +1,99 @@
+"""Where a reasoning run's prompts come from: registered prompt sources (``data.source``).
+
+A source turns the ``data`` config section into ``(train samples, held-out samples)`` and
+names the task for run names and lineage. Built-ins:
+
+* ``arithmetic``: ``a+b=`` (and ``-``, ``*``) problems, :class:`~rl_core.data.ArithmeticTask`;
+* ``tool_arithmetic``: multiplications that need the calculator and small additions that do
+  not, with supervised tool-use traces (:mod:`rl_core.data.tool_arithmetic`);
+* ``linear_functions``: write the Python expression of ``f(x) = a*x + b`` from two
+  examples, checked by unit tests (:mod:`rl_core.data.linear_functions`, for the
+  ``code_tests`` reward);
+* ``files``: JSON Lines / Parquet prompt files (``data.train_files``, ``data.eval_files``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rl_core.data.arithmetic import ArithmeticTask
+from rl_core.data.linear_functions import LinearFunctionTask
+from rl_core.data.prompts import PromptSample, load_prompt_file
+from rl_core.data.tool_arithmetic import ToolArithmeticTask
+from rl_core.registry import Registry
+
+Samples = tuple[list[PromptSample], list[PromptSample]]
+
+_OP_NAMES = {"+": "add", "-": "sub", "*": "mul"}
+
+
+@dataclass(frozen=True)
+class PromptSource:
+    """A registered prompt source.
+
+    Attributes:
+        load: ``load(data_cfg) -> (train samples, held-out samples)``.
+        task_name: ``task_name(data_cfg) -> str``, e.g. ``arith-add-99``.
+        reads_files: Whether its prompts come from ``data.train_files``/``eval_files`` (their
+            bytes then identify the data instead of the settings).
+    """
+
+    load: Callable[[Any], Samples]
+    task_name: Callable[[Any], str]
+    reads_files: bool = False
+
+
+#: ``data.source`` name → :class:`PromptSource`.
+PROMPT_SOURCES: Registry[PromptSource] = Registry("prompt source")
+
+
+def register_prompt_source(name: str, source: PromptSource, *, force: bool = False) -> PromptSource:
+    """Register a prompt source under ``name`` (``data.source``)."""
+    return PROMPT_SOURCES.register(name, source, force=force)
+
+
+def _arithmetic(data: Any) -> Samples:
+    task = ArithmeticTask(max_operand=data.arithmetic_max_operand, ops=tuple(data.arithmetic_ops))
+    return task.train_pool(), task.heldout(min(data.eval_size, len(task.heldout())))
+
+
+def _arithmetic_name(data: Any) -> str:
+    ops = "-".join(_OP_NAMES[op] for op in data.arithmetic_ops)
+    return f"arith-{ops}-{data.arithmetic_max_operand}"
+
+
+def _tool_arithmetic(data: Any) -> Samples:
+    task = ToolArithmeticTask(tool_trace_rate=data.tool_trace_rate)
+    return task.train_pool(), task.heldout(data.eval_size)
+
+
+def _linear_functions(data: Any) -> Samples:
+    task = LinearFunctionTask()
+    return task.train_pool(), task.heldout(data.eval_size)
+
+
+def _files(data: Any) -> Samples:
+    kwargs = {
+        "on_bad_row": data.on_bad_row,
+        "prompt_key": data.prompt_key,
+        "answer_key": data.answer_key,
+    }
+    train = [s for path in data.train_files for s in load_prompt_file(path, **kwargs)[0]]
+    held = [s for path in data.eval_files for s in load_prompt_file(path, **kwargs)[0]]
+    return train, held[: data.eval_size]
+
+
+def _files_name(data: Any) -> str:
+    files = data.train_files or data.eval_files
+    return Path(files[0]).stem if files else "prompts"
+
+
+register_prompt_source("arithmetic", PromptSource(_arithmetic, _arithmetic_name))
+register_prompt_source("tool_arithmetic", PromptSource(_tool_arithmetic, lambda data: "tool-arith"))
+register_prompt_source(
+    "linear_functions", PromptSource(_linear_functions, lambda data: "linear-functions")
+)
+register_prompt_source("files", PromptSource(_files, _files_name, reads_files=True))
