@@ -17,3 +17,11 @@ def ray_local() -> Iterator[None]:
     connect(num_cpus=2)
     yield
     shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny_lm_one_layer(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny test model with one layer (fast generation), for the module's tests."""
+    from rl_core.models.tiny_lm import create_tiny_lm
+
+    return str(create_tiny_lm(tmp_path_factory.mktemp("lm") / "tiny", num_hidden_layers=1))

@@ -15,7 +15,6 @@ import pytest
 
 from infra.driver.step_runtime import make_runtime
 from rl_core.config import RLPipeConfig, load_config
-from rl_core.models.tiny_lm import create_tiny_lm
 from tests.in_process import run_iterations
 
 FIXTURE_MODULES = Path(__file__).parents[1] / "fixtures" / "ext_modules"
@@ -38,8 +37,8 @@ def agent_ext() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(create_tiny_lm(tmp_path_factory.mktemp("lm") / "tiny", num_hidden_layers=1))
+def tiny_dir(tiny_lm_one_layer: str) -> str:
+    return tiny_lm_one_layer
 
 
 def config(tiny_dir: str, *extra: str) -> RLPipeConfig:

@@ -12,15 +12,14 @@ import ray
 
 from infra.driver.step_runtime import make_runtime
 from rl_core.config import ConfigError, RLPipeConfig, load_config
-from rl_core.models.tiny_lm import create_tiny_lm
 from tests.in_process import run_iterations
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(create_tiny_lm(tmp_path_factory.mktemp("lm") / "tiny", num_hidden_layers=1))
+def tiny_dir(tiny_lm_one_layer: str) -> str:
+    return tiny_lm_one_layer
 
 
 def config(tiny_dir: str, *extra: str) -> RLPipeConfig:
