@@ -38,7 +38,10 @@ def _padded(runtime: Any, prompts: list[list[int]], responses: list[list[int]]) 
 
 
 def _score(runtime: Any, arrays: dict[str, np.ndarray]) -> tuple[Any, Any, Any]:
-    """Trainer log-probs (and values) and reference log-probs of the padded rows."""
+    """Trainer log-probs (and values) and reference log-probs of the padded rows.
+
+    The reference log-probs also go into ``arrays`` (``ref_logprobs``).
+    """
     outs = runtime.actor.get(
         [
             h.compute_logprobs.remote(s)
@@ -53,7 +56,11 @@ def _score(runtime: Any, arrays: dict[str, np.ndarray]) -> tuple[Any, Any, Any]:
         torch.tensor(np.concatenate([o["values"] for o in outs])) if "values" in outs[0] else None
     )
     ref_lp = runtime.engines.reference_logprobs(outs, arrays, runtime.timeouts.advantage)
-    return old, values, None if ref_lp is None else torch.tensor(ref_lp)
+    if ref_lp is None:
+        return old, values, None
+    ref = torch.tensor(ref_lp)
+    arrays["ref_logprobs"] = ref.numpy()
+    return old, values, ref
 
 
 def _tool_mask(runtime: Any, arrays: dict[str, np.ndarray]) -> None:
@@ -98,13 +105,14 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
             f"the batch has {len(batch)} responses but {len(groups)} group indices"
         )
     scores = torch.from_numpy(batch.scores)
-    if batch.trajectories and has_rewritten_contexts(batch.trajectories):
-        arrays, rollout_lp, metrics, old = _per_turn_arrays(runtime, scores, groups)
-    else:
-        arrays, rollout_lp, metrics, old = _trajectory_arrays(runtime, scores, groups)
+    per_turn = batch.trajectories and has_rewritten_contexts(batch.trajectories)
+    arrays, metrics = (_per_turn_arrays if per_turn else _trajectory_arrays)(
+        runtime, scores, groups
+    )
     runtime.batch.arrays = arrays
-    valid = torch.from_numpy(loss_mask_of(arrays)).bool()
-    mismatch = float((old - rollout_lp)[valid].abs().mean()) if valid.any() else 0.0
+    valid = loss_mask_of(arrays).astype(bool)
+    gap = np.abs(arrays["old_logprobs"] - arrays["rollout_logprobs"])[valid]
+    mismatch = float(gap.mean()) if gap.size else 0.0
     return StepResult.of(
         time.perf_counter() - start, {**metrics, "rollout/logprob_mismatch": mismatch}
     )
@@ -112,14 +120,12 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
 
 def _trajectory_arrays(
     runtime: Any, scores: torch.Tensor, groups: np.ndarray
-) -> tuple[dict[str, np.ndarray], torch.Tensor, dict[str, float], torch.Tensor]:
-    """One row per response: ``(arrays, rollout log-probs, metrics, trainer log-probs)``."""
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """One row per response: the update's arrays and the advantage metrics."""
     batch = runtime.batch
     arrays = _padded(runtime, batch.prompt_ids, batch.response_ids)
     _tool_mask(runtime, arrays)
     old, values, ref = _score(runtime, arrays)
-    if ref is not None:
-        arrays["ref_logprobs"] = ref.numpy()
     _drop_unscored(arrays, scores)
     trained = torch.from_numpy(loss_mask_of(arrays))
     result = compute_llm_advantages(
@@ -141,12 +147,12 @@ def _trajectory_arrays(
     )
     if values is not None:
         arrays.update(old_values=values.numpy(), returns=result.returns.float().numpy())
-    return arrays, rollout_lp, result.metrics, old
+    return arrays, result.metrics
 
 
 def _per_turn_arrays(
     runtime: Any, scores: torch.Tensor, groups: np.ndarray
-) -> tuple[dict[str, np.ndarray], torch.Tensor, dict[str, float], torch.Tensor]:
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """One row per model turn (see :func:`advantage_step`); the same return values."""
     batch = runtime.batch
     flat = _padded(runtime, batch.prompt_ids, batch.response_ids)
@@ -177,9 +183,7 @@ def _per_turn_arrays(
         mask[i, : hi - lo] = trained[row, lo:hi].numpy()
         advantages[i, : hi - lo] = result.advantages[row, lo:hi].float().numpy()
     arrays[LOSS_MASK] = mask
-    old, _, ref = _score(runtime, arrays)
-    if ref is not None:
-        arrays["ref_logprobs"] = ref.numpy()
+    old, _, _ = _score(runtime, arrays)
     rollout_lp = pad_right_float(turns.logprobs, width)
     arrays.update(
         group_index=groups[np.asarray(turns.source, dtype=np.int64)],
@@ -187,5 +191,4 @@ def _per_turn_arrays(
         advantages=advantages,
         rollout_logprobs=rollout_lp.float().numpy(),
     )
-    metrics = {**result.metrics, "agent/turn_rows": float(len(turns))}
-    return arrays, rollout_lp, metrics, old
+    return arrays, {**result.metrics, "agent/turn_rows": float(len(turns))}
