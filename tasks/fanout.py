@@ -32,6 +32,13 @@ def run_job(job: FanoutJob, iteration: int, part: int) -> Any:
     return job.fn(**job.kwargs)
 
 
+def _run_job_timed(job: FanoutJob, iteration: int, part: int) -> tuple[Any, float]:
+    """:func:`run_job` in a fan-out task: its result and the seconds it computed."""
+    start = time.perf_counter()
+    result = run_job(job, iteration, part)
+    return result, time.perf_counter() - start
+
+
 _TASKS: dict[str, Task] = {}
 
 
@@ -39,7 +46,7 @@ def fanout_task(name: str) -> Task:
     """The Prefect task that runs jobs named ``name`` (one task definition per name)."""
     if name not in _TASKS:
         _TASKS[name] = task(
-            run_job,
+            _run_job_timed,
             name=name,
             task_run_name=name + "-{iteration}-{part}",
             retries=FANOUT_RETRIES,
@@ -61,25 +68,41 @@ def run_jobs(
 ) -> list[Any] | None:
     """Run ``jobs`` in parallel and return their results in order (None when no jobs).
 
+    See :func:`run_jobs_timed` for the arguments; this drops the compute time.
+    """
+    return run_jobs_timed(jobs, iteration, timeout_s, step)[0]
+
+
+def run_jobs_timed(
+    jobs: list[FanoutJob], iteration: int, timeout_s: float | None = None, step: str = "evaluate"
+) -> tuple[list[Any] | None, float]:
+    """Run ``jobs`` in parallel; their results in order (None when no jobs) and compute time.
+
     Args:
         jobs: The jobs.
         iteration: Iteration index (task run names).
         timeout_s: Deadline for all of them together (``timeouts.<step>``).
         step: The step running them (named in a timeout).
 
+    Returns:
+        The results, and the longest job's own seconds (the jobs run side by side; the
+        rest of the wall time is task scheduling, i.e. orchestration).
+
     Raises:
         StepTimeout: The deadline passed; the jobs' Ray tasks were cancelled (their worker
             processes killed).
     """
     if not jobs:
-        return None
+        return None, 0.0
     futures = submit_jobs(jobs, iteration)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    results = []
+    results, longest = [], 0.0
     for future in futures:
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            results.append(future.result(timeout=remaining))
+            result, seconds = future.result(timeout=remaining)
+            results.append(result)
+            longest = max(longest, seconds)
         except TimeoutError:
             for pending in futures:
                 _cancel(pending)
@@ -89,7 +112,7 @@ def run_jobs(
                 step,
                 [],
             ) from None
-    return results
+    return results, longest
 
 
 def _cancel(future: Any) -> None:

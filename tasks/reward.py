@@ -18,7 +18,7 @@ from prefect import task
 
 from infra.driver.session import get_session
 from infra.driver.step_runtime import FanoutJob, StepResult
-from tasks.fanout import run_job, run_jobs
+from tasks.fanout import run_job, run_jobs_timed
 from tasks.options import STEP_OPTIONS
 
 logger = logging.getLogger(__name__)
@@ -30,6 +30,7 @@ def reward(
     iteration: int,
     results: list[Any] | None = None,
     jobs: list[FanoutJob] | None = None,
+    scoring: float = 0.0,
 ) -> StepResult:
     """Apply the scores (reasoning) or the reward function (embodied) to the batch.
 
@@ -38,9 +39,10 @@ def reward(
         iteration: Iteration index.
         results: Scores of the fan-out tasks, in job order.
         jobs: Scoring jobs to run in this task first (their scores replace ``results``).
+        scoring: Seconds the fan-out tasks spent scoring (the longest one's), counted as
+            the step's compute.
     """
     session = get_session(session_id)
-    scoring = 0.0
     if jobs:
         start = time.perf_counter()
         results = [run_job(job, iteration, part) for part, job in enumerate(jobs)]
@@ -77,5 +79,5 @@ def run_reward_step(session_id: str, iteration: int) -> StepResult:
     jobs = session.runtime.reward_jobs(iteration)
     if jobs and not should_fan_out(session, jobs):
         return reward(session_id, iteration, jobs=jobs)
-    results = run_jobs(jobs, iteration, session.cfg.timeouts.reward, "reward")
-    return reward(session_id, iteration, results)
+    results, scoring = run_jobs_timed(jobs, iteration, session.cfg.timeouts.reward, "reward")
+    return reward(session_id, iteration, results, scoring=scoring)
