@@ -13,6 +13,13 @@ step left out passes only where it makes no difference. Each sample's fields hol
 (how the answer becomes a function), ``tests`` (the asserts) and a supervised ``solution``.
 The held-out split is fixed by a hash of the steps.
 
+The supervised solutions come from two teachers: a careful one, and a sloppy one that
+writes every ``subtract N`` as ``+N``. The training pool holds every function twice, once
+with each teacher's solution (the same prompt, so a warm start learns the sign of a
+subtraction as a coin flip); a function without a subtraction gets the same solution twice.
+The hidden tests tell the signs apart, so reinforcement learning from them has one clear
+thing to learn on top of the warm start.
+
 Unlike :mod:`rl_core.data.linear_functions` (which asks for a slope, i.e. a subtraction the
 tiny model rarely gets right), every token of the answer follows from a word of the prompt:
 a translation a byte-level model of a few layers learns, and reinforcement learning from
@@ -49,6 +56,11 @@ def expression(steps: tuple[Step, ...]) -> str:
     return code
 
 
+def sloppy_expression(steps: tuple[Step, ...]) -> str:
+    """What the sloppy teacher writes: :func:`expression` with each subtraction as ``+``."""
+    return expression(tuple(("add" if word == "subtract" else word, n) for word, n in steps))
+
+
 def evaluate(steps: tuple[Step, ...], x: int) -> int:
     """``steps`` applied to ``x`` (what the tests expect)."""
     for word, n in steps:
@@ -80,9 +92,16 @@ class WordProgramTask:
         if not 0.0 < self.heldout_fraction < 1.0:
             raise ValueError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
 
-    def sample(self, steps: tuple[Step, ...], source: str) -> PromptSample:
-        """The prompt, tests and supervised solution of ``steps``."""
+    def sample(self, steps: tuple[Step, ...], source: str, sloppy: bool = False) -> PromptSample:
+        """The prompt, tests and supervised solution of ``steps``.
+
+        Args:
+            steps: The function's steps.
+            source: The sample's source tag.
+            sloppy: Whether the supervised solution is the sloppy teacher's.
+        """
         code = expression(steps)
+        solution = sloppy_expression(steps) if sloppy else code
         words = ", ".join(f"{word} {n}" for word, n in steps)
         return PromptSample(
             prompt=f"f: {words} f=",
@@ -90,7 +109,7 @@ class WordProgramTask:
             fields={
                 "setup": "f = lambda x: ({code})",
                 "tests": [f"assert f({x}) == {evaluate(steps, x)}" for x in TEST_POINTS],
-                "solution": f"#### {code}",
+                "solution": f"#### {solution}",
             },
             source=source,
         )
@@ -105,8 +124,12 @@ class WordProgramTask:
         return [chosen[i] for i in order]
 
     def train_pool(self) -> list[PromptSample]:
-        """Every function not held out."""
-        return [self.sample(f, "word_programs:train") for f in self._functions(False)]
+        """Every function not held out, twice: with the careful and the sloppy solution."""
+        return [
+            self.sample(f, "word_programs:train", sloppy=sloppy)
+            for f in self._functions(False)
+            for sloppy in (False, True)
+        ]
 
     def heldout(self, n: int | None = None) -> list[PromptSample]:
         """The first ``n`` held-out functions (all when None), always the same."""
