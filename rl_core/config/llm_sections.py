@@ -17,7 +17,9 @@ class DataConfig(Section):
         "arithmetic",
         description="Registered prompt source: arithmetic (the synthetic a+b task with a fixed "
         "held-out split), tool_arithmetic (multiplications that need the calculator, small "
-        "additions that do not, with tool-use traces), files (train_files/eval_files).",
+        "additions that do not, with tool-use traces), word_programs and linear_functions "
+        "(write a function as a Python expression, checked by unit tests), files "
+        "(train_files/eval_files).",
     )
     train_files: list[str] = Field(
         default_factory=list, description="JSONL/Parquet prompt files (prompt+answer or GSM8K)."

@@ -9,6 +9,9 @@ names the task for run names and lineage. Built-ins:
 * ``linear_functions``: write the Python expression of ``f(x) = a*x + b`` from two
   examples, checked by unit tests (:mod:`rl_core.data.linear_functions`, for the
   ``code_tests`` reward);
+* ``word_programs``: write the Python expression of a function described in words
+  ("times 3, add 4"), checked by unit tests (:mod:`rl_core.data.word_programs`, for the
+  ``code_tests`` reward);
 * ``files``: JSON Lines / Parquet prompt files (``data.train_files``, ``data.eval_files``).
 """
 
@@ -23,6 +26,7 @@ from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.data.linear_functions import LinearFunctionTask
 from rl_core.data.prompts import PromptSample, load_prompt_file
 from rl_core.data.tool_arithmetic import ToolArithmeticTask
+from rl_core.data.word_programs import WordProgramTask
 from rl_core.registry import Registry
 
 Samples = tuple[list[PromptSample], list[PromptSample]]
@@ -75,6 +79,11 @@ def _linear_functions(data: Any) -> Samples:
     return task.train_pool(), task.heldout(data.eval_size)
 
 
+def _word_programs(data: Any) -> Samples:
+    task = WordProgramTask()
+    return task.train_pool(), task.heldout(data.eval_size)
+
+
 def _files(data: Any) -> Samples:
     kwargs = {
         "on_bad_row": data.on_bad_row,
@@ -96,4 +105,5 @@ register_prompt_source("tool_arithmetic", PromptSource(_tool_arithmetic, lambda 
 register_prompt_source(
     "linear_functions", PromptSource(_linear_functions, lambda data: "linear-functions")
 )
+register_prompt_source("word_programs", PromptSource(_word_programs, lambda data: "word-programs"))
 register_prompt_source("files", PromptSource(_files, _files_name, reads_files=True))
