@@ -222,6 +222,8 @@ def _install_stop_handlers() -> None:
 
 def _print_summary(summary: dict[str, Any], title: str) -> None:
     summary = {k: redact_text(v) if isinstance(v, str) else v for k, v in summary.items()}
+    if summary.get("already_finished"):
+        title = "rlpipe run had already finished: nothing trained"
     console.rule(title)
     for key in (
         "run_name",

@@ -23,7 +23,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import locate_checkpoint, read_config, read_policy_weights
-from infra.checkpoint.store import CheckpointError, step_dir_name
+from infra.checkpoint.store import CheckpointError, open_store, step_dir_name
 from infra.cluster.runtime_env import apply_base_env
 from infra.driver.session import resolve_tracking_uri
 from infra.extensions import ExtensionError, load_extension_modules
@@ -82,10 +82,22 @@ def evaluate(
         trust_checkpoint: Trust the checkpoint's source: its config may ask for the model's
             own code (``model.trust_remote_code``).
 
+    Returns:
+        The checkpoint's step and ``eval/*`` metrics; ``{"run_name", "skipped"}`` when the
+        run has no committed checkpoint yet and no ``step`` was asked for (a schedule that
+        starts before the run's first checkpoint completes with that message).
+
     Raises:
-        CheckpointError: Invalid run name, no usable checkpoint, or one that is not trusted.
+        CheckpointError: Invalid run name, the asked step missing, a checkpoint that is not
+            usable, or one that is not trusted.
     """
     store_uri = run_store_uri(output_dir, run_name, checkpoint_uri)  # validates run_name
+    if step is None and open_store(store_uri).latest() is None:
+        skipped = (
+            f"nothing to evaluate yet: run {run_name!r} has no committed checkpoint in {store_uri}"
+        )
+        logger.warning("%s", skipped)
+        return {"run_name": run_name, "skipped": skipped}
     apply_base_env()
     load_extension_modules()
     ckpt = load_checkpoint(store_uri, step, trust_checkpoint)

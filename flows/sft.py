@@ -77,11 +77,17 @@ def sft(
         summary = run_training(
             session, first_attempt=(flow_run.run_count or 1) <= 1, step_flow=sft_iteration_flow
         )
-    if session.store.latest() is not None:
+    if summary["stopped"] is not None:
+        logger.warning(
+            "%s stopped before finishing: its model is not exported (a warm start would begin "
+            "from a half-trained model); rerun the same command to resume and finish it",
+            session.cfg.run.name,
+        )
+    elif session.store.latest() is not None:
         out = Path(session.run_dir) / "model"
         cfg = session.cfg
         trust = cfg.run.trust_checkpoint or cfg.model.trust_remote_code  # the run's own model
-        exported = export_model(session.store_uri, str(out), cfg.run.name, trust)
+        exported = export_model(session.store_uri, str(out), cfg.run.name, trust, finished=True)
         summary["model_dir"] = exported["model_dir"]
     return summary
 

@@ -25,10 +25,15 @@ from prefect.runtime import flow_run
 from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, prepare_model_files, run_training, train_session
 from flows.sft import sft
+from infra.checkpoint.export import is_finished_export
 from infra.tracking.secrets import redacted_errors
 from rl_core.config import RLPipeConfig, load_config
 
 logger = logging.getLogger("rlpipe.train")
+
+
+class WarmStartError(RuntimeError):
+    """The warm start's supervised run did not finish, so there is no model to start from."""
 
 
 @masked_flow(
@@ -59,16 +64,30 @@ def train(
 def prepare_model(cfg: RLPipeConfig) -> RLPipeConfig:
     """Make sure the model directory exists before any worker starts.
 
-    ``run.warm_start`` runs that SFT preset first (as a child flow) unless its exported model
-    exists, and points ``model.model_path`` at it; then :func:`prepare_model_files`.
+    ``run.warm_start`` runs that SFT preset first (as a child flow) unless the export of a
+    finished run of it exists (a stopped one resumes and finishes), and points
+    ``model.model_path`` at it; then :func:`prepare_model_files`.
+
+    Raises:
+        WarmStartError: The supervised run stopped again before finishing.
     """
     if cfg.run.warm_start:
         sft_overrides = [f"run.output_dir={cfg.run.output_dir}", f"run.seed={cfg.run.seed}"]
         sft_cfg = load_config(cfg.run.warm_start, sft_overrides)
         model_dir = Path(cfg.run.output_dir) / sft_cfg.run.name / "model"
-        if not (model_dir / "config.json").is_file():
-            logger.info("warm start: running %s first (%s)", cfg.run.warm_start, model_dir)
-            sft(preset=cfg.run.warm_start, overrides=sft_overrides)
+        if not is_finished_export(model_dir):
+            logger.info(
+                "warm start: running %s first (no finished export in %s; a stopped run resumes)",
+                cfg.run.warm_start,
+                model_dir,
+            )
+            summary = sft(preset=cfg.run.warm_start, overrides=sft_overrides)
+            if not summary.get("model_dir"):
+                raise WarmStartError(
+                    f"the warm start {cfg.run.warm_start} (run {sft_cfg.run.name}) stopped before "
+                    "finishing; rerun the same command to resume it, or set run.warm_start=null "
+                    "and model.model_path to a model of your choice"
+                )
         model = cfg.model.model_copy(update={"model_path": str(model_dir.resolve())})
         cfg = cfg.model_copy(update={"model": model})
     return prepare_model_files(cfg)

@@ -228,6 +228,19 @@ def read_export_meta(directory: str | Path) -> dict[str, Any]:
     return meta
 
 
+def is_finished_export(directory: str | Path) -> bool:
+    """Whether ``directory`` holds the export of a run that finished (``source.finished``).
+
+    A directory that is missing, unreadable or written before exports recorded it counts
+    as not finished.
+    """
+    try:
+        meta = read_export_meta(directory)
+    except ExportError:
+        return False
+    return bool((meta.get("source") or {}).get("finished"))
+
+
 def load_exported_policy(directory: str | Path) -> tuple[BasePolicy, dict[str, Any]]:
     """Rebuild a policy from an exported model directory (eval mode).
 

@@ -74,7 +74,7 @@ def test_deploy_all_creates_every_deployment(prefect_api: str, tmp_path: Path) -
         (run_promote,) = automation.actions
         assert "rlpipe.model" in str(run_promote.parameters["model_name"])
         (schedule,) = deployments["evaluate-latest"].schedules
-        assert schedule.schedule.cron == "0 * * * *" and schedule.active
+        assert schedule.schedule.cron == "0 * * * *" and not schedule.active  # deployed paused
         assert all(not deployments[n].schedules for n in wanted if n != "evaluate-latest")
         # training deployments: one flow run at a time, later starts wait for the slot
         for name in wanted:

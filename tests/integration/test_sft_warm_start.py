@@ -1,5 +1,6 @@
 """The supervised warm start: a train CLI whose ``run.warm_start`` names an SFT preset runs
 the SFT flow first (Prefect child flow, MLflow run, export), then RL from the exported model;
+a warm start that stopped early exports nothing and RL refuses to start, then resumes it;
 and a retried supervised step is undone first (trainer and prompt cursor), so it applies once."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from infra.cluster import ray_cluster
 from infra.reasoning.runtime import ReasoningRuntime
 from rl_core.config import load_config
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.integration.conftest import find_run, run_train
+from tests.integration.conftest import find_run, run_process, run_train, train_cmd
 
 pytestmark = pytest.mark.integration
 
@@ -62,10 +63,24 @@ def test_train_cli_runs_the_warm_start_then_rl_from_its_model(
     }
     grpo_preset = tmp_path / "grpo_warm.yaml"
     grpo_preset.write_text(yaml.safe_dump(grpo))
-
-    out = run_train(tmp_path, train_env, "--config", str(grpo_preset))
     exported = tmp_path / "sft-tiny" / "model"
+
+    # a budget stops the warm start after its first iteration (as Ctrl-C would): nothing is
+    # exported, and RL refuses to start from a half-trained model
+    stopping = sft_config(model)
+    stopping["run"]["budget_hours"] = 1e-9
+    sft_preset.write_text(yaml.safe_dump(stopping))
+    proc = run_process(train_cmd(tmp_path, "--config", str(grpo_preset)), train_env, 600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "stopped before finishing; rerun the same command to resume it" in out, out[-3000:]
+    assert not exported.exists()
+
+    # the same command without the budget resumes the warm start, finishes it, then trains
+    sft_preset.write_text(yaml.safe_dump(sft_config(model)))
+    out = run_train(tmp_path, train_env, "--config", str(grpo_preset))
     assert f"warm start: running {sft_preset}" in out
+    assert "continuing sft-tiny from iteration 1" in out
     assert (exported / "config.json").is_file() and (exported / "model.safetensors").is_file()
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
