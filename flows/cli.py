@@ -1,7 +1,7 @@
 """Command line of ``flows/train.py``: arguments, local services, progress and summary.
 
 Exit codes (docs/faq.md, "Exit codes"): :data:`EXIT_FINISHED`, :data:`EXIT_FAILED`,
-:data:`EXIT_BAD_INPUT`, :data:`EXIT_STOPPED`.
+:data:`EXIT_BAD_INPUT`, :data:`EXIT_STOPPED`, :data:`EXIT_TERMINATED`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from flows.cli_args import (  # noqa: F401 - re-exported for the other CLIs
     run_name_arg,
 )
 from flows.early_start import replay_early_logs
+from flows.stop_signals import exit_code_of, install_stop_handlers, stop_signal
 from flows.terminal import Terminal
 from infra.checkpoint.lease import LeaseError
 from infra.checkpoint.store import CheckpointError
@@ -45,7 +46,8 @@ logger = logging.getLogger("rlpipe.cli")
 EXIT_FINISHED = 0  #: the run finished (or had nothing left to do)
 EXIT_FAILED = 1  #: any other failure
 EXIT_BAD_INPUT = 2  #: config, data, extension, placement, checkpoint refused, run held
-EXIT_STOPPED = 130  #: stopped on request (Ctrl-C) after a committed checkpoint
+EXIT_STOPPED = 130  #: stopped by Ctrl-C (SIGINT) or its budget, after a committed checkpoint
+EXIT_TERMINATED = 143  #: stopped by SIGTERM after a committed checkpoint
 
 #: Errors that mean bad input: the CLI prints one line and exits with EXIT_BAD_INPUT.
 BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
@@ -68,7 +70,8 @@ def run_cli(
     """Validate the config, make sure a Prefect API exists, run the flow.
 
     Returns:
-        The exit code: 0 finished, 1 failed, 2 bad input, 130 stopped on request.
+        The exit code: 0 finished, 1 failed, 2 bad input, 130 stopped by Ctrl-C (SIGINT) or
+        the run's budget, 143 stopped by SIGTERM.
     """
     # intermixed: overrides may come before and after options (`a.b=1 --config X c.d=2`)
     args = build_parser(default_preset, prog).parse_intermixed_args(argv)
@@ -87,11 +90,14 @@ def run_cli(
         return EXIT_BAD_INPUT
     log_path = terminal.open_log(cfg.run.output_dir, cfg.run.name)
     logger.info("run %s: full log in %s", cfg.run.name, log_path)
-    _install_stop_handlers()
+    install_stop_handlers()
     attach_running_stack()  # a no-op if the early start attached (or started) already
     try:
         with prefect_api(Path(cfg.run.output_dir), cfg.cluster):
             summary = train_flow(preset=args.config, overrides=overrides)
+            signum = stop_signal()
+            if signum is not None and summary.get("prefect_flow_run_id"):
+                mark_cancelled(summary["prefect_flow_run_id"], signum, summary.get("iterations"))
     except BAD_INPUT_ERRORS as exc:
         terminal.log_failure(exc)
         terminal.close()
@@ -101,21 +107,43 @@ def run_cli(
         terminal.log_failure(exc)
         terminal.close()
         print_error(exc, log_path)  # e.g. the rewind limit or diverged updates: checkpoint kept
-        return EXIT_FAILED
+        signum = stop_signal()  # e.g. a warm start stopped by Ctrl-C: the signal's code
+        return EXIT_FAILED if signum is None else exit_code_of(signum)
     terminal.close()
-    from infra.driver.session import STOP_REQUESTED
-
-    stopped = summary.get("stopped") or ("request" if STOP_REQUESTED.is_set() else None)
+    signum = stop_signal()
+    stopped = summary.get("stopped") or ("request" if signum is not None else None)
     _print_summary(summary, "rlpipe run stopped" if stopped else "rlpipe run finished")
     if stopped:
-        why = "by its budget (run.budget_hours)" if stopped == "budget" else "on request"
+        if stopped == "budget":
+            why = "by its budget (run.budget_hours)"
+        else:
+            why = f"on request ({signal.Signals(signum or signal.SIGINT).name})"
         console.print(
             f"[yellow]stopped {why} after iteration {summary.get('iterations')}, whose "
             "checkpoint is committed; rerun the same command to continue[/yellow]",
             soft_wrap=True,
         )
-        return EXIT_STOPPED
+        return EXIT_STOPPED if stopped == "budget" else exit_code_of(signum or signal.SIGINT)
     return EXIT_FINISHED
+
+
+def mark_cancelled(flow_run_id: str, signum: int, iterations: Any) -> None:
+    """Set the train flow run's final state to Cancelled (it stopped on a signal).
+
+    The flow itself completed (its iteration finished and was checkpointed); Cancelled is
+    what the Prefect UI should show for a run someone stopped. Best effort: a failure to
+    reach the API is logged, the exit code is the same.
+    """
+    from prefect import get_client
+    from prefect.states import Cancelled
+
+    name = signal.Signals(signum).name
+    message = f"stopped by {name} after iteration {iterations} (checkpoint committed)"
+    try:
+        with get_client(sync_client=True) as client:
+            client.set_flow_run_state(flow_run_id, Cancelled(message=message), force=True)
+    except Exception as exc:  # noqa: BLE001 - the run is stopped and checkpointed either way
+        logger.warning("could not mark flow run %s Cancelled: %s", flow_run_id, exc)
 
 
 def preflight(cfg: Any) -> None:
@@ -198,28 +226,6 @@ def _flush_prefect_logs() -> None:
         logger.debug("could not flush Prefect logs", exc_info=True)
 
 
-def _install_stop_handlers() -> None:
-    """First Ctrl-C: finish the iteration, checkpoint, exit; a second one aborts.
-
-    SIGTERM keeps Prefect's meaning (the engine raises ``TerminationSignal`` and the runs
-    end Crashed); rerunning resumes from the last committed checkpoint either way.
-    """
-    from infra.driver.session import STOP_REQUESTED
-
-    def request_stop(signum: int, frame: Any) -> None:
-        if STOP_REQUESTED.is_set():
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
-        STOP_REQUESTED.set()
-        console.print(
-            "[yellow]stopping after this iteration (with a checkpoint); "
-            "press Ctrl-C again to abort[/yellow]"
-        )
-
-    signal.signal(signal.SIGINT, request_stop)
-
-
 def _print_summary(summary: dict[str, Any], title: str) -> None:
     summary = {k: redact_text(v) if isinstance(v, str) else v for k, v in summary.items()}
     if summary.get("already_finished"):
@@ -243,5 +249,7 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
     console.print(f"{'checkpoint dir':>18}: {summary.get('checkpoint_dir')}")
     if summary.get("registered_model"):
         console.print(f"{'registered model':>18}: {summary['registered_model']}")
+        if summary.get("registered_checkpoint"):
+            console.print(f"{'registered from':>18}: the {summary['registered_checkpoint']}")
     if summary.get("model_dir"):
         console.print(f"{'model dir':>18}: {summary['model_dir']}")

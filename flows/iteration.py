@@ -172,6 +172,10 @@ def finish_iteration(
 ) -> IterationResult:
     """Count the iteration (once), evaluate and checkpoint when due; the flow's result.
 
+    A checkpoint is due every ``run.checkpoint_interval`` iterations, at the end, when the
+    run is solved, and (``run.checkpoint_best``) after an evaluation that beat every
+    earlier one.
+
     The env steps counted are those the steps so far collected (the rollout's, or the
     supervised step's samples).
     """
@@ -181,7 +185,9 @@ def finish_iteration(
     guard.run("count", lambda: _count(session.state, iteration, env_steps))
     if _due(iteration, cfg.run.eval_interval, last):
         steps["evaluate"] = guard.run("evaluate", lambda: _evaluate(session, iteration, last))
-    if _due(iteration, cfg.run.checkpoint_interval, last) or session.state.solved:
+    state = session.state
+    new_best = cfg.run.checkpoint_best and state.best_eval_step == iteration + 1
+    if _due(iteration, cfg.run.checkpoint_interval, last) or state.solved or new_best:
         steps["checkpoint"] = guard.run("checkpoint", lambda: checkpoint(session.id, iteration))
     return IterationResult(steps, session.state.solved, body_started, time.perf_counter())
 
@@ -198,9 +204,9 @@ def _evaluate(session: Any, iteration: int, last: bool) -> StepResult:
     state, cfg = session.state, session.cfg
     ret = result.metrics["eval/return_mean"]
     state.last_eval_return = ret
-    state.best_eval_return = (
-        ret if state.best_eval_return is None else max(ret, state.best_eval_return)
-    )
+    if state.best_eval_return is None or ret > state.best_eval_return:
+        state.best_eval_return = ret
+        state.best_eval_step = iteration + 1  # the step of the checkpoint of these weights
     target = cfg.run.stop_at_eval_return
     state.solved = target is not None and ret >= target
     if video_due(cfg, iteration, final=last or state.solved):

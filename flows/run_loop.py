@@ -160,6 +160,7 @@ def run_training(
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         result = _iterate(session, first_attempt, step_flow or iteration_flow)
     result["already_finished"] = finished_before
+    result["prefect_flow_run_id"] = str(flow_run.id) if flow_run.id else None
     result.update(finish_tracking(session, register=result["stopped"] is None))
     publish_summary(cfg, result, session.tracker.experiment_id if session.tracker else None)
     return result
@@ -292,12 +293,16 @@ def finish_tracking(session: TrainSession, register: bool = True) -> dict[str, A
     if "registered_model" not in registered:
         return {}
     logger.info(
-        "registered %s (aliases %s, %.1fs)",
+        "registered %s: the %s (aliases %s, %.1fs)",
         registered["registered_model"],
-        ", ".join(registered["aliases"]),
+        registered["which"],
+        ", ".join(registered["aliases"]) or "none",
         registered["seconds"],
     )
-    return {"registered_model": registered["registered_model"]}
+    return {
+        "registered_model": registered["registered_model"],
+        "registered_checkpoint": registered["which"],
+    }
 
 
 def _evaluate_before_training(session: TrainSession) -> None:

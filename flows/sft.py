@@ -31,6 +31,7 @@ from flows.iteration import (
 )
 from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, run_training, train_session
+from flows.stop_signals import stop_signals_in_flow
 from infra.driver.session import get_session
 from infra.tracking.secrets import redacted_errors
 from tasks.sft import export_model, sft_update
@@ -73,7 +74,11 @@ def sft(
     Returns:
         The training summary plus ``model_dir``, the exported model directory.
     """
-    with redacted_errors(), train_session(preset, overrides, run_name, supervised=True) as session:
+    with (
+        stop_signals_in_flow(),
+        redacted_errors(),
+        train_session(preset, overrides, run_name, supervised=True) as session,
+    ):
         summary = run_training(
             session, first_attempt=(flow_run.run_count or 1) <= 1, step_flow=sft_iteration_flow
         )

@@ -25,6 +25,7 @@ from prefect.runtime import flow_run
 from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, prepare_model_files, run_training, train_session
 from flows.sft import sft
+from flows.stop_signals import stop_signals_in_flow
 from infra.checkpoint.export import is_finished_export
 from infra.tracking.secrets import redacted_errors
 from rl_core.config import RLPipeConfig, load_config
@@ -55,6 +56,7 @@ def train(
         Summary: MLflow run id and tracking URI, checkpoint dir, final metrics.
     """
     with (
+        stop_signals_in_flow(),
         redacted_errors(),
         train_session(preset, overrides, run_name, prepare=prepare_model) as session,
     ):

@@ -8,7 +8,7 @@ from typing import Any
 from prefect import task
 
 from infra.checkpoint.location import run_store_uri
-from infra.checkpoint.store import CheckpointError, open_store
+from infra.checkpoint.store import CheckpointError, open_store, step_dir_name
 from infra.driver.session import get_session
 from infra.tracking.model_registry import EVAL_PROTOCOL_TAG
 from infra.tracking.register_run import register_run_model
@@ -73,6 +73,7 @@ def register_model(session_id: str, run_name: str) -> dict[str, Any]:
     trust = cfg.run.trust_checkpoint or getattr(
         cfg.model, "trust_remote_code", False
     )  # the run's own model
+    step, which = registered_step(session)
     result = register_run_model(
         tracker,
         session.store_uri,
@@ -81,12 +82,30 @@ def register_model(session_id: str, run_name: str) -> dict[str, Any]:
         tags,
         trust,
         move_best=cfg.tracking.promotion == "on_register",
+        step=step,
     )
+    result["which"] = which
     if "skipped" in result:
         logger.info("model registry: %s", result["skipped"])
     else:
         announce_registration(name, result["version"], cfg.run.name)
     return result
+
+
+def registered_step(session: Any) -> tuple[int | None, str]:
+    """The checkpoint step a finished run registers (None: the latest) and why.
+
+    ``tracking.register_checkpoint: best`` picks the checkpoint of the run's best evaluation
+    when it exists (``run.checkpoint_best`` writes it); else the latest.
+    """
+    best = session.state.best_eval_step
+    if session.cfg.tracking.register_checkpoint != "best":
+        return None, "latest checkpoint (tracking.register_checkpoint=latest)"
+    if best is None:
+        return None, "latest checkpoint (the run has no evaluation)"
+    if not session.store.exists(f"{step_dir_name(best)}/COMPLETE"):
+        return None, f"latest checkpoint (no checkpoint of the best evaluation, step {best})"
+    return best, f"best checkpoint (step {best}, eval {session.state.best_eval_return:.4g})"
 
 
 def announce_registration(name: str, version: str, run_name: str) -> None:

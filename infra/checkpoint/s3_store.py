@@ -194,6 +194,29 @@ class S3CheckpointStore(CheckpointStore):
 
         return sorted(self._call("LIST", folder, listing))
 
+    def checkpoint_steps(self) -> list[int]:  # noqa: D102
+        start = self._key("step_").removesuffix("step_")
+
+        def listing() -> list[str]:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=start + "step_", Delimiter="/"
+            )
+            return [p["Prefix"] for page in pages for p in page.get("CommonPrefixes", [])]
+
+        names = [prefix[len(start) :].rstrip("/") for prefix in self._call("LIST", "", listing)]
+        digits = (name.removeprefix("step_") for name in names)
+        return sorted(int(d) for d in digits if d.isdigit())
+
+    def delete_folder(self, folder: str) -> None:  # noqa: D102
+        keys = [self._key(relpath) for relpath in self.list_files(folder)]
+        for i in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
+            batch = {"Objects": [{"Key": key} for key in keys[i : i + 1000]], "Quiet": True}
+            self._call(
+                "DELETE",
+                folder,
+                lambda batch=batch: self.client.delete_objects(Bucket=self.bucket, Delete=batch),
+            )
+
     # -- helpers -------------------------------------------------------------------------
     def _key(self, relpath: str) -> str:
         """The object key of ``relpath`` (checked by :func:`check_relpath`)."""

@@ -108,6 +108,35 @@ class CheckpointStore(abc.ABC):
     def list_files(self, folder: str) -> list[str]:
         """Paths (relative to the store root) of every file under ``folder``, sorted."""
 
+    @abc.abstractmethod
+    def checkpoint_steps(self) -> list[int]:
+        """The steps of the ``step_*`` folders in the store (committed or not), sorted."""
+
+    @abc.abstractmethod
+    def delete_folder(self, folder: str) -> None:
+        """Delete every file under ``folder`` (a ``step_*`` folder)."""
+
+    def prune(self, keep_steps: set[int]) -> list[int]:
+        """Delete the checkpoint folders of other steps than ``keep_steps``.
+
+        Never deletes the folder the manifest points at, nor one newer than it (a checkpoint
+        being written has no manifest yet).
+
+        Returns:
+            The deleted steps.
+        """
+        latest = self.latest()
+        if latest is None:
+            return []
+        newest_kept = int(latest["step"])
+        deleted = []
+        for step in self.checkpoint_steps():
+            if step in keep_steps or step >= newest_kept:
+                continue
+            self.delete_folder(step_dir_name(step))
+            deleted.append(step)
+        return deleted
+
     def download(self, folder: str, dest: str | os.PathLike) -> Path:
         """Copy every file under ``folder`` into the local directory ``dest``.
 
@@ -215,15 +244,15 @@ class LocalCheckpointStore(CheckpointStore):
             if p.is_file() and not p.name.endswith(".tmp")
         )
 
-    def prune(self, keep_steps: set[int]) -> None:
-        """Delete checkpoint folders other than ``keep_steps`` (never the latest)."""
-        latest = self.latest()
-        keep = {step_dir_name(s) for s in keep_steps}
-        if latest:
-            keep.add(latest["dir"])
-        for child in self.root.glob("step_*"):
-            if child.is_dir() and child.name not in keep:
-                shutil.rmtree(child, ignore_errors=True)
+    def checkpoint_steps(self) -> list[int]:  # noqa: D102
+        return sorted(
+            int(child.name.removeprefix("step_"))
+            for child in self.root.glob("step_*")
+            if child.is_dir() and child.name.removeprefix("step_").isdigit()
+        )
+
+    def delete_folder(self, folder: str) -> None:  # noqa: D102
+        shutil.rmtree(self._path(folder), ignore_errors=True)
 
     def _path(self, relpath: str) -> Path:
         """``root/relpath`` after :func:`check_relpath`; refuses links out of the root."""

@@ -54,6 +54,7 @@ class RunState:
     last_eval_return: float | None = None
     initial_eval_return: float | None = None  # eval.before_training's result
     solved: bool = False
+    best_eval_step: int | None = None  # the checkpoint step of the best evaluation
 
 
 def config_hash(cfg: RLPipeConfig) -> str:
@@ -283,11 +284,30 @@ class TrainSession:
             },
         )
         self.manifest = manifest
+        self._apply_retention(step)
         result = StepResult(saved["seconds"], info={"dir": saved["dir"], "step": step})
         if self.tracker and self._log_checkpoint_due(step):
             self._log_checkpoint_artifacts(saved["dir"])
             result.info["artifact_path"] = f"checkpoints/{saved['dir']}"
         return result
+
+    def _apply_retention(self, step: int) -> None:
+        """Delete checkpoints beyond ``run.keep_checkpoints`` (the best one stays)."""
+        keep_last = self.cfg.run.keep_checkpoints
+        if keep_last is None:
+            return
+        committed = [s for s in self.store.checkpoint_steps() if s <= step]
+        keep = set(committed[-keep_last:])
+        if self.state.best_eval_step is not None:
+            keep.add(self.state.best_eval_step)
+        deleted = self.store.prune(keep)
+        if deleted:
+            logger.info(
+                "run.keep_checkpoints=%d: deleted checkpoint step(s) %s (kept %s)",
+                keep_last,
+                ", ".join(map(str, deleted)),
+                ", ".join(map(str, sorted(keep))),
+            )
 
     def _log_checkpoint_artifacts(self, folder: str) -> None:
         """Log a checkpoint folder to the MLflow run (copied through a temp dir if remote)."""

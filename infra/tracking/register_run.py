@@ -1,11 +1,12 @@
-"""Register a training run's final policy: export the checkpoint, log it, register it.
+"""Register a training run's policy: export the checkpoint, log it, register it.
 
-The latest committed checkpoint of the run is exported as an rlpipe model directory (model
-config with secrets masked), logged to the MLflow run as ``model/step_<step>`` (a resumed
-run that registers again keeps its earlier versions' files) and registered as a new
-version (see :mod:`infra.tracking.model_registry`). The version is scored with the run's
-last evaluation when that evaluation saw exactly these weights (its step is the
-checkpoint's step - 1); otherwise it gets no score and cannot take the ``best`` alias.
+A checkpoint of the run (its best, or its latest: ``tracking.register_checkpoint``) is
+exported as an rlpipe model directory (model config with secrets masked), logged to the
+MLflow run as ``model/step_<step>`` (a resumed run that registers again keeps its earlier
+versions' files) and registered as a new version (see
+:mod:`infra.tracking.model_registry`). The version is scored with the run's evaluation of
+exactly these weights (the evaluation logged at the checkpoint's step - 1); without one it
+gets no score and cannot take the ``best`` alias.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ logger = logging.getLogger(__name__)
 #: Run tags recording what the run registered (a rerun of a finished run skips it).
 REGISTERED_TAG = "rlpipe.registered_model"
 REGISTERED_STEP_TAG = "rlpipe.registered_step"
+
+
+def metric_at(client: Any, run_id: str, key: str, step: int) -> float | None:
+    """A metric's value logged at ``step`` (the latest one logged there), or None."""
+    at = [m for m in client.get_metric_history(run_id, key) if m.step == step]
+    return float(max(at, key=lambda m: m.timestamp).value) if at else None
 
 
 def last_metric(client: Any, run_id: str, key: str) -> tuple[float, int] | None:
@@ -56,8 +63,9 @@ def register_run_model(
     tags: dict[str, str],
     trust: bool = False,
     move_best: bool = True,
+    step: int | None = None,
 ) -> dict[str, Any]:
-    """Export, log and register the run's latest checkpoint (once per checkpoint step).
+    """Export, log and register a checkpoint of the run (once per checkpoint step).
 
     Args:
         tracker: The run's ``MlflowTracker``.
@@ -69,6 +77,7 @@ def register_run_model(
             (``model.trust_remote_code``; see ``locate_checkpoint``).
         move_best: Registration may move the ``best`` alias (``tracking.promotion:
             on_register``); False leaves it to the promote flow.
+        step: The checkpoint step to register (None: the latest committed one).
 
     Returns:
         ``registered_model`` (``models:/<name>/<version>``), ``version``, ``aliases``,
@@ -78,7 +87,7 @@ def register_run_model(
     from infra.checkpoint.reader import locate_checkpoint
 
     client, run_id = tracker.client, tracker.run_id
-    ref = locate_checkpoint(store_uri, trust=trust)
+    ref = locate_checkpoint(store_uri, step=step, trust=trust)
     step = int(ref.step)
     if client.get_run(run_id).data.tags.get(REGISTERED_STEP_TAG) == f"{name}:{step}":
         return {"skipped": f"checkpoint step {step} is already registered as {name}"}
@@ -88,13 +97,12 @@ def register_run_model(
         model_dir = Path(tmp) / ref.folder
         export_checkpoint_model(ref, model_dir, {**tags, "mlflow_run_id": run_id})
         tracker.log_artifacts(model_dir, artifact_path, config_files=())
-    last = last_metric(client, run_id, score_metric)
     version_tags = {**tags, "checkpoint_step": str(step), "eval_metric": score_metric}
-    score = None
-    if last is not None:
-        version_tags["eval_step"] = str(last[1])
-        if last[1] + 1 == step:
-            score = last[0]
+    score = metric_at(client, run_id, score_metric, step - 1)  # the evaluation of these weights
+    if score is not None:
+        version_tags["eval_step"] = str(step - 1)
+    elif (last := last_metric(client, run_id, score_metric)) is not None:
+        version_tags["eval_step"] = str(last[1])  # an evaluation of other weights: no score
     version = register_version(
         client,
         name,

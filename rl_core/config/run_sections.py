@@ -76,6 +76,19 @@ class RunConfig(Section):
         le=MAX_ITERATIONS,
         description="Iterations between checkpoints; 0 = only at the end.",
     )
+    checkpoint_best: bool = Field(
+        True,
+        description="Also checkpoint after each evaluation that beats every earlier one "
+        "(eval/return_mean), so the best weights exist to keep and to register.",
+    )
+    keep_checkpoints: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_ITERATIONS,
+        description="Keep the last N committed checkpoints plus the best one; older ones are "
+        "deleted after each commit (local stores). The one latest.json points at is never "
+        "deleted. None: keep all.",
+    )
     eval_interval: int = Field(
         5,
         ge=0,
@@ -208,6 +221,11 @@ class TrackingConfig(Section):
         "({task}: '<task>-<model type>' as in the default experiment name; {preset} and "
         "{run_name} are filled in too), with aliases 'newest' and 'best' (highest evaluation "
         "under the same evaluation protocol); None or '' = do not register.",
+    )
+    register_checkpoint: Literal["best", "latest"] = Field(
+        "best",
+        description="Which checkpoint a finished run registers: best (of its best evaluation, "
+        "kept by run.checkpoint_best; the latest when the run has no evaluation) or latest.",
     )
     promotion: Literal["on_register", "gated"] = Field(
         "on_register",

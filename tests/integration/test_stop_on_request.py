@@ -1,7 +1,8 @@
 """Ctrl-C in a terminal: the whole foreground process group gets SIGINT. The run finishes
-its iteration, commits a checkpoint, reports its final state to the Prefect API it started
-(which must survive the Ctrl-C) and exits 130; a rerun against another MLflow store
-resumes from that checkpoint in a new MLflow run linked to the first one.
+its iteration, commits a checkpoint, reports its final state (Cancelled) to the Prefect API
+it started (which must survive the Ctrl-C) and exits 130; a rerun against another MLflow
+store resumes from that checkpoint in a new MLflow run linked to the first one. SIGTERM
+(``kill``, Kubernetes) stops it the same way and exits 143.
 """
 
 from __future__ import annotations
@@ -79,10 +80,10 @@ def test_ctrl_c_commits_the_iteration_and_a_rerun_on_another_store_resumes(
 
     manifest = json.loads((tmp_path / "stopped" / "checkpoints" / "latest.json").read_text())
     step = manifest["step"]
-    assert 1 <= step < 6 and f"stopped on request after iteration {step}," in first
+    assert 1 <= step < 6 and f"stopped on request (SIGINT) after iteration {step}," in first
     assert (tmp_path / "stopped" / "checkpoints" / f"step_{step:06d}" / "COMPLETE").exists()
     states = _flow_run_states(home / "prefect.db")  # the API lived to record them
-    assert states.pop("train-stopped") == "COMPLETED", states
+    assert states.pop("train-stopped") == "CANCELLED", states
     assert sorted(states) == [f"iteration-{i}" for i in range(step)]
     assert set(states.values()) == {"COMPLETED"}
     deadline = time.monotonic() + 30
@@ -107,6 +108,42 @@ def test_ctrl_c_commits_the_iteration_and_a_rerun_on_another_store_resumes(
     assert run.data.tags["rlpipe.previous_mlflow_run_id"] == manifest["mlflow_run_id"]
     assert run.data.tags["rlpipe.previous_tracking_uri"] == manifest["mlflow_tracking_uri"]
     assert run.data.params["model.hf_token"] == "***"
+
+
+def test_sigterm_stops_the_run_like_ctrl_c_and_exits_143(
+    tmp_path: Path, train_env: dict[str, str]
+) -> None:
+    home = tmp_path / "prefect-home"
+    env = {k: v for k, v in train_env.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(home)
+    log = tmp_path / "run.log"
+    overrides = ("run.name=terminated", *OVERRIDES[1:])
+    proc = start_process(train_cmd(tmp_path, *overrides), env, log)
+    try:
+        _wait_for_text(log, r"iter 1/6", proc, timeout=480)
+        started = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)  # what kill, systemd and Kubernetes send
+        code = proc.wait(timeout=300)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            kill_process_group(proc)
+    text = log.read_text(errors="replace")
+    assert code == 143, text[-5000:]
+    manifest = json.loads((tmp_path / "terminated" / "checkpoints" / "latest.json").read_text())
+    step = manifest["step"]
+    words = " ".join(text.split())
+    assert 1 <= step < 6 and f"stopped on request (SIGTERM) after iteration {step}," in words
+    assert took < 60, f"SIGTERM took {took:.0f} s to stop the run"
+    states = _flow_run_states(home / "prefect.db")
+    assert states.pop("train-terminated") == "CANCELLED", states
+    assert set(states.values()) == {"COMPLETED"}  # every iteration it ran finished
+    lease = tmp_path / "terminated" / "checkpoints" / "lease.json"
+    assert not lease.exists(), "the run kept its lease"
+    deadline = time.monotonic() + 30
+    while session_pids(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert session_pids(proc.pid) == [], "the run left processes behind"
 
 
 def test_a_budget_stops_the_run_cleanly_and_a_larger_one_continues_it(

@@ -61,6 +61,7 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
         f"model.endpoint=https://models.invalid/x?sig={AWS_SECRET}",
     )
     assert "MLflow run id" in out and "checkpoint dir" in out
+    assert "registered from: the best checkpoint (step" in " ".join(out.split())
     client, run = _mlflow_run(tmp_path, "itest")
     flow_run_id = run.data.tags["prefect.flow_run_id"]
     assert run.data.tags["prefect.flow_run_url"].startswith("http://127.0.0.1:")
@@ -180,13 +181,17 @@ def _check_mlflow_depth(client: MlflowClient, run, output_dir: Path) -> None:
     for text in texts:
         assert AWS_SECRET not in text and CONFIG_TOKEN not in text
 
-    # --- model registry: version of the final checkpoint, aliases, loadable policy
+    # --- model registry: the checkpoint of the best evaluation, aliases, loadable policy
     tracking_uri = f"sqlite:///{output_dir / 'mlflow.db'}"
     registry = MlflowClient(tracking_uri, registry_uri=tracking_uri)
     name = f"rlpipe-{CARTPOLE_EXPERIMENT}"
     version = registry.get_model_version_by_alias(name, "best")
     assert set(version.aliases) == {"best", "newest"} and version.run_id == run_id
-    assert version.tags["checkpoint_step"] == "3" and version.tags["eval_step"] == "2"
+    evals = client.get_metric_history(run_id, "eval/return_mean")
+    assert sorted(m.step for m in evals) == [1, 2]
+    best = max(evals, key=lambda m: (m.value, -m.step))  # the first of equal bests
+    assert version.tags["checkpoint_step"] == str(best.step + 1)
+    assert version.tags["eval_step"] == str(best.step)
     assert version.tags["task"] == run.data.tags["rlpipe.task"] == "CartPole-v1"
     assert version.tags["eval_protocol"] == run.data.tags["rlpipe.eval_protocol"]
     # lineage: data, code, flow run, warm start (none here), config
@@ -197,12 +202,12 @@ def _check_mlflow_depth(client: MlflowClient, run, output_dir: Path) -> None:
     # a model-training experiment: the MLflow UI opens it in that view, not the GenAI one
     experiment = client.get_experiment(run.info.experiment_id)
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
-    evals = client.get_metric_history(run_id, "eval/return_mean")
-    assert float(version.tags["eval_score"]) == max(evals, key=lambda m: m.step).value
+    assert float(version.tags["eval_score"]) == best.value
     assert run.data.tags["rlpipe.registered_model"] == f"models:/{name}/{version.version}"
     policy, meta = load_registered_policy(f"models:/{name}@best", tracking_uri)
-    assert meta["source"]["step"] == 3 and meta["model"]["api_token"] == "***"
-    trained, _, _ = policy_from_checkpoint(locate_checkpoint(output_dir / "itest" / "checkpoints"))
+    assert meta["source"]["step"] == best.step + 1 and meta["model"]["api_token"] == "***"
+    store = output_dir / "itest" / "checkpoints"
+    trained, _, _ = policy_from_checkpoint(locate_checkpoint(store, step=best.step + 1))
     obs = {"states": np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)}
     with torch.no_grad():
         for mode in ("eval", "train"):

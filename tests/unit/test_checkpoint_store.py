@@ -143,14 +143,15 @@ def test_missing_file_read_is_checkpoint_error(tmp_path):
         store.read_bytes("step_000001/nothing.bin")
 
 
-def test_prune_keeps_latest_and_requested(tmp_path):
+def test_prune_keeps_latest_requested_and_the_one_being_written(tmp_path):
     store = LocalCheckpointStore(tmp_path)
     for step in (1, 2, 3):
         save(store, step)
-    save(store, 4, commit=False)
-    store.prune(keep_steps={1})
+    save(store, 4, commit=False)  # being written: no manifest points at it yet
+    assert store.checkpoint_steps() == [1, 2, 3, 4]
+    assert store.prune(keep_steps={1}) == [2]
     remaining = sorted(p.name for p in tmp_path.glob("step_*"))
-    assert remaining == ["step_000001", "step_000003"]
+    assert remaining == ["step_000001", "step_000003", "step_000004"]
     assert store.latest()["step"] == 3
 
 

@@ -1,4 +1,5 @@
-"""Exit codes of the train CLI: 0 finished, 1 failed, 2 bad input, 130 stopped on request.
+"""Exit codes of the train CLI: 0 finished, 1 failed, 2 bad input, 130 stopped by Ctrl-C,
+143 stopped by SIGTERM.
 
 The flow is replaced by a function (no Prefect, Ray or MLflow is started); the error line
 and the summary never show a secret.
@@ -13,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from flows.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FINISHED, EXIT_STOPPED, run_cli
+from flows.cli import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_FINISHED,
+    EXIT_STOPPED,
+    EXIT_TERMINATED,
+    run_cli,
+)
+from flows.stop_signals import reset_stop_request
 from infra.checkpoint.store import CheckpointError
 from infra.cluster import ray_cluster
 from infra.driver.session import STOP_REQUESTED
@@ -28,15 +37,16 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     # no Ray either: the flow is a function (a local cluster would cost seconds per test)
     monkeypatch.setattr(ray_cluster, "connect", lambda *args, **kwargs: {"CPU": 2.0})
     monkeypatch.setattr(ray_cluster, "shutdown", lambda: None)
-    handler = signal.getsignal(signal.SIGINT)
-    STOP_REQUESTED.clear()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    reset_stop_request()
 
     def run(flow: Any) -> int:
         return run_cli(flow, [f"run.output_dir={tmp_path}", "run.name=codes"])
 
     yield run
-    signal.signal(signal.SIGINT, handler)
-    STOP_REQUESTED.clear()
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+    reset_stop_request()
 
 
 def summary(**kwargs: Any) -> dict[str, Any]:
@@ -57,8 +67,29 @@ def test_ctrl_c_stops_after_the_iteration_with_130(cli, capsys) -> None:
 
     assert cli(interrupted) == EXIT_STOPPED
     err = capsys.readouterr().err
-    assert "stopped on request after iteration 3" in err and "rerun the same command" in err
+    assert "stopped on request (SIGINT) after iteration 3" in err
+    assert "rerun the same command" in err
     assert "rlpipe run stopped" in err and "run finished" not in err
+
+
+def test_sigterm_stops_like_ctrl_c_with_143(cli, capsys) -> None:
+    def terminated(**kwargs: Any) -> dict[str, Any]:
+        os.kill(os.getpid(), signal.SIGTERM)  # what kill, systemd and Kubernetes send
+        assert STOP_REQUESTED.is_set()  # not the default action: the process lives on
+        return summary()
+
+    assert cli(terminated) == EXIT_TERMINATED == 143
+    err = capsys.readouterr().err
+    assert "stopped on request (SIGTERM) after iteration 3" in err
+
+
+def test_a_failure_after_a_stop_signal_exits_with_the_signal_code(cli, capsys) -> None:
+    def stopped_warm_start(**kwargs: Any) -> dict[str, Any]:
+        os.kill(os.getpid(), signal.SIGINT)
+        raise RuntimeError("the warm start sft_arith stopped before finishing")
+
+    assert cli(stopped_warm_start) == EXIT_STOPPED
+    assert "error: the warm start sft_arith stopped before finishing" in capsys.readouterr().err
 
 
 def test_any_other_failure_exits_1_with_one_masked_line(cli, capsys, tmp_path) -> None:

@@ -137,3 +137,15 @@ def test_endpoint_variables_in_order(monkeypatch):
     assert s3_endpoint() == "http://aws"
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://s3")
     assert s3_endpoint() == "http://s3"
+
+
+def test_prune_deletes_old_step_folders_in_the_bucket(s3_bucket, s3):
+    store = open_store(f"s3://{s3_bucket}/ckpts/run")
+    for step in (1, 2, 3):
+        save(store, step)
+    save(store, 4, commit=False)  # being written
+    assert store.checkpoint_steps() == [1, 2, 3, 4]
+    assert store.prune(keep_steps={2}) == [1]
+    folders = {key.split("/")[2] for key in keys(s3, s3_bucket, "ckpts/run/step_")}
+    assert folders == {"step_000002", "step_000003", "step_000004"}
+    assert store.latest()["step"] == 3

@@ -24,7 +24,7 @@ def no_services(monkeypatch):
     monkeypatch.setattr(
         cli, "prefect_api", lambda output_dir, cluster=None: contextlib.nullcontext("api")
     )
-    monkeypatch.setattr(cli, "_install_stop_handlers", lambda: None)
+    monkeypatch.setattr(cli, "install_stop_handlers", lambda: None)
 
 
 @pytest.mark.parametrize("flag, trusted", [((), False), (("--trust-checkpoint",), True)])

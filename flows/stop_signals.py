@@ -1,0 +1,89 @@
+"""SIGINT and SIGTERM stop a run the same way: after the current iteration, with a checkpoint.
+
+Ctrl-C sends SIGINT; ``kill``, systemd, Kubernetes and container runtimes send SIGTERM. The
+first of either sets :data:`~infra.driver.session.STOP_REQUESTED`: the run loop finishes the
+iteration in progress (its steps stay exactly-once), commits a checkpoint, releases the
+run's lease and returns; the CLI then marks the Prefect flow run Cancelled and exits with
+128 + the signal number (130 for SIGINT, 143 for SIGTERM). A second signal aborts at once
+(the run resumes from its last committed checkpoint).
+
+Prefect's flow engine installs its own SIGTERM handler while a flow runs (it raises
+``TerminationSignal`` and the run ends Crashed); :func:`stop_signals_in_flow` puts this one
+back for the duration of the train flow's body.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from infra.driver.session import STOP_REQUESTED
+
+logger = logging.getLogger("rlpipe.signals")
+
+#: The signals that stop a run after its iteration.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_received: list[int] = []
+
+
+def stop_signal() -> int | None:
+    """The first stop signal this process received (None: none)."""
+    return _received[0] if _received else None
+
+
+def exit_code_of(signum: int) -> int:
+    """The shell's exit status of a process stopped by ``signum`` (128 + its number)."""
+    return 128 + int(signum)
+
+
+def request_stop(signum: int, frame: Any) -> None:
+    """Signal handler: the first signal asks for a stop, a second one aborts."""
+    if STOP_REQUESTED.is_set() and _received:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    _received.append(signum)
+    STOP_REQUESTED.set()
+    logger.warning(
+        "%s: stopping after this iteration (with a checkpoint); send it again to abort",
+        signal.Signals(signum).name,
+    )
+
+
+def install_stop_handlers() -> None:
+    """Make SIGINT and SIGTERM request a stop (main thread only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, request_stop)
+
+
+@contextmanager
+def stop_signals_in_flow() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM request a stop; the previous handlers after it.
+
+    Used by the train and SFT flows, whose engine replaced the SIGTERM handler when the
+    flow started. Outside the main thread (a flow run in a worker thread) it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    install_stop_handlers()
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+
+
+def reset_stop_request() -> None:
+    """Forget a received stop signal (tests; a process that runs several flows)."""
+    _received.clear()
+    STOP_REQUESTED.clear()

@@ -1,0 +1,40 @@
+"""SIGINT and SIGTERM request the same stop; the flow-level handlers are put back after."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+
+import pytest
+
+from flows.stop_signals import exit_code_of, reset_stop_request, stop_signal, stop_signals_in_flow
+from infra.driver.session import STOP_REQUESTED
+
+
+@pytest.fixture(autouse=True)
+def clean_signals() -> Iterator[None]:
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    reset_stop_request()
+    yield
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+    reset_stop_request()
+
+
+def test_sigterm_inside_a_flow_requests_a_stop_and_the_engine_handler_comes_back() -> None:
+    def engine_handler(signum: int, frame: object) -> None:  # stands for Prefect's bridge
+        raise AssertionError("the engine's handler must not run inside the block")
+
+    signal.signal(signal.SIGTERM, engine_handler)
+    with stop_signals_in_flow():
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert STOP_REQUESTED.is_set() and stop_signal() == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is engine_handler
+    assert exit_code_of(signal.SIGTERM) == 143 and exit_code_of(signal.SIGINT) == 130
+
+
+def test_the_first_signal_is_the_one_reported() -> None:
+    with stop_signals_in_flow():
+        os.kill(os.getpid(), signal.SIGINT)
+    assert stop_signal() == signal.SIGINT
