@@ -469,7 +469,8 @@ METRICS: tuple[MetricEntry, ...] = (
         "rollout/truncated_fraction",
         "fraction",
         "reasoning",
-        "Share of the batch's responses that did not finish (cut at `rollout.max_new_tokens`).",
+        "Share of the batch's responses that did not finish (cut at a token limit, such as "
+        "`rollout.max_new_tokens`).",
     ),
     MetricEntry(
         "rollout/generation_rounds",
@@ -765,13 +766,14 @@ METRICS: tuple[MetricEntry, ...] = (
         "cost/cpu_hours_per_1k_samples",
         "CPU-hours",
         "all",
-        "CPU-hours so far per 1 000 samples trained on (see `env/total_steps`).",
+        "`cost/cpu_hours_total` per 1 000 samples trained on (see `env/total_steps`); after "
+        "a resume the samples count from the resume.",
     ),
     MetricEntry(
         "cost/gpu_hours_per_1k_samples",
         "GPU-hours",
         "all",
-        "GPU-hours so far per 1 000 samples trained on, when the workers reserve GPUs.",
+        "`cost/gpu_hours_total` per 1 000 samples, likewise, when the workers reserve GPUs.",
     ),
     # -- agents ---------------------------------------------------------------------------
     MetricEntry(
