@@ -11,6 +11,7 @@ one plain progress line per iteration.
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import os
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,10 @@ PROGRESS_FIELD = "rlpipe_progress"
 PREFECT_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 #: Name of the run's log file in ``<run.output_dir>/<run.name>/``.
 LOG_FILE = "rlpipe.log"
+#: The run's log file rolls over at this size, keeping LOG_BACKUPS older files
+#: (rlpipe.log.1, ...): a run of any length keeps at most 4 x 32 MiB of logs.
+LOG_MAX_BYTES = 32 * 1024 * 1024
+LOG_BACKUPS = 3
 _OWN_LOGGERS = ("rlpipe", "infra", "flows", "tasks")
 
 
@@ -153,10 +158,16 @@ class Terminal:
         self._screen: logging.Handler | None = screen
 
     def open_log(self, output_dir: str | Path, run_name: str) -> Path:
-        """Append everything logged from now on to the run's log file; returns its path."""
+        """Append everything logged from now on to the run's log file; returns its path.
+
+        The file rolls over at :data:`LOG_MAX_BYTES` (``rlpipe.log.1`` ... ``.3`` keep the
+        older lines), so a long run's logs stay bounded.
+        """
         path = log_file_path(output_dir, run_name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(path, encoding="utf-8")
+        handler = logging.handlers.RotatingFileHandler(
+            path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+        )
         handler.setLevel(logging.DEBUG if self.verbose else logging.INFO)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
         logging.getLogger().addHandler(handler)

@@ -10,6 +10,7 @@ import os
 import pytest
 from rich.console import Console
 
+from flows import terminal as terminal_module
 from flows.terminal import (
     PROGRESS_FIELD,
     PROGRESS_LOGGER,
@@ -106,3 +107,18 @@ def test_workers_started_later_keep_prefect_lines_off_the_terminal(tmp_path):
     Terminal(Console(file=io.StringIO()), verbose=False).close()
     assert os.environ[WORKER_CONSOLE_LEVEL_VAR] == "WARNING"  # inherited by Ray workers
     assert logging.getLogger("mlflow").level == logging.WARNING
+
+
+def test_the_log_file_rolls_over_and_stays_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(terminal_module, "LOG_MAX_BYTES", 2000)
+    terminal = Terminal(Console(file=io.StringIO(), width=200), verbose=False)
+    path = terminal.open_log(tmp_path, "long-run")
+    try:
+        for i in range(400):  # about 40 kB of lines
+            logging.getLogger("rlpipe.test").info("line %04d %s", i, "x" * 40)
+    finally:
+        terminal.close()
+    files = sorted(p.name for p in path.parent.glob("rlpipe.log*"))
+    assert files == ["rlpipe.log", "rlpipe.log.1", "rlpipe.log.2", "rlpipe.log.3"]
+    assert sum(p.stat().st_size for p in path.parent.glob("rlpipe.log*")) <= 4 * 2000 + 200
+    assert "line 0399" in path.read_text()  # the newest lines are in rlpipe.log
