@@ -1,0 +1,191 @@
+"""Soak: does the 1,000th iteration cost what the 10th does, and does anything grow unbounded?
+
+Runs a cheap preset (``ppo_cartpole`` with 4 envs x 32 steps) for N iterations through the
+train flow, in this process, while a sampler thread records every ``--every`` seconds:
+driver RSS, the summed RSS of its child processes (Ray's GCS, raylet and workers), open
+file descriptors of the driver, and the sizes of the local Prefect database, the MLflow
+store (database and artifacts) and the run's output folder. Afterwards it reads the
+per-iteration ``time/orchestration`` back from MLflow and prints:
+
+* orchestration: median of the first 100 iterations (after 5 warm-up ones) against the
+  last 100, and their ratio (goal: at most 1.1);
+* RSS growth per 1,000 iterations, a least-squares slope over the second half of the run
+  (goal: under 50 MB for the driver and for the workers);
+* the stores' sizes and the driver's descriptors at the start and the end.
+
+Checkpoints use retention (``run.keep_checkpoints=2``), so the output folder stays bounded;
+everything else grows with the run and is reported as measured.
+
+Usage: python benchmarks/soak.py [--iterations 2000] [--every 2] [overrides...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from _runs import flow_run_metrics
+
+WARMUP = 5
+WINDOW = 100
+MB = 1024 * 1024
+
+
+@dataclass
+class Sample:
+    """One reading of the process tree and the stores."""
+
+    at: float
+    driver_rss: float
+    workers_rss: float
+    fds: int
+    prefect_db: float
+    mlflow_store: float
+    output_dir: float
+
+
+def folder_bytes(path: Path) -> float:
+    """Bytes of every file under ``path`` (0 when it does not exist)."""
+    if not path.exists():
+        return 0.0
+    total = 0
+    for child in path.rglob("*"):
+        try:
+            if child.is_file():
+                total += child.stat().st_size
+        except OSError:  # removed while walking (retention, rotation)
+            continue
+    return float(total)
+
+
+def sample(out: Path, run_name: str) -> Sample:
+    """Read the driver's and its children's memory, descriptors and the stores' sizes."""
+    me = psutil.Process()
+    rss = 0.0
+    for child in me.children(recursive=True):
+        try:
+            rss += child.memory_info().rss
+        except psutil.Error:
+            continue
+    return Sample(
+        at=time.time(),
+        driver_rss=float(me.memory_info().rss),
+        workers_rss=rss,
+        fds=me.num_fds(),
+        prefect_db=folder_bytes(out / ".prefect"),
+        mlflow_store=folder_bytes(out / "mlartifacts") + folder_bytes(out / "mlflow.db"),
+        output_dir=folder_bytes(out / run_name),
+    )
+
+
+def sampler(out: Path, run_name: str, every: float, stop: threading.Event) -> list[Sample]:
+    """Start a thread sampling until ``stop`` is set; returns the (growing) list."""
+    samples: list[Sample] = []
+
+    def loop() -> None:
+        while not stop.wait(every):
+            samples.append(sample(out, run_name))
+
+    threading.Thread(target=loop, name="soak-sampler", daemon=True).start()
+    return samples
+
+
+def slope_per_1000(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of ``(iteration, value)`` points, per 1,000 iterations."""
+    if len(points) < 2:
+        return float("nan")
+    xs, ys = zip(*points, strict=True)
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    if var == 0:
+        return float("nan")
+    return 1000 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
+
+
+def iteration_at(times: list[float], at: float) -> int:
+    """How many iterations had been logged by the wall-clock time ``at``."""
+    return sum(1 for t in times if t <= at)
+
+
+def main() -> None:
+    """Run the soak and print its figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--every", type=float, default=2.0, help="seconds between samples")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    run_name = "soak"
+    with tempfile.TemporaryDirectory(prefix="rlpipe-soak-") as tmp:
+        out = Path(tmp)
+        overrides = [
+            "env.num_envs=4",
+            "rollout.num_steps=32",
+            "run.eval_interval=0",
+            "run.checkpoint_interval=50",
+            "run.keep_checkpoints=2",
+            "run.stop_at_eval_return=null",
+            "tracking.system_metrics=false",
+            "tracking.learning_curve=false",
+            *args.overrides,
+            f"run.max_iterations={args.iterations}",
+            f"run.output_dir={tmp}",
+            f"run.name={run_name}",
+        ]
+        stop = threading.Event()
+        samples = sampler(out, run_name, args.every, stop)
+        started = time.perf_counter()
+        run = flow_run_metrics("ppo_cartpole", overrides, out, ("time/orchestration",))
+        wall = time.perf_counter() - started
+        stop.set()
+        stores = sample(out, run_name)  # the stores after the run (its processes are gone)
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(run["summary"]["tracking_uri"])
+        history = client.get_metric_history(run["summary"]["mlflow_run_id"], "time/iteration")
+        logged_at = sorted(m.timestamp / 1000 for m in history)
+        checkpoints = sorted(p.name for p in (out / run_name / "checkpoints").glob("step_*"))
+    final = samples[-1] if samples else stores  # the last reading while the run was up
+    orch = run["series"]["time/orchestration"]
+    n = len(orch)
+    first = orch[WARMUP : WARMUP + WINDOW]
+    last = orch[-WINDOW:]
+    med = statistics.median
+    print(f"\nsoak: ppo_cartpole, {n} iterations in {wall / 60:.1f} min")
+    print(
+        f"  orchestration, iterations {WARMUP + 1}-{WARMUP + len(first)}: "
+        f"{1000 * med(first):6.1f} ms (median)"
+    )
+    print(f"  orchestration, last {len(last)} iterations:   {1000 * med(last):6.1f} ms (median)")
+    print(f"  ratio last / first: {med(last) / med(first):.3f} (goal <= 1.1)")
+    half = [s for s in samples if iteration_at(logged_at, s.at) >= n // 2]
+    for name in ("driver_rss", "workers_rss"):
+        points = [(iteration_at(logged_at, s.at), getattr(s, name) / MB) for s in half]
+        start_mb = getattr(samples[0], name) / MB if samples else float("nan")
+        print(
+            f"  {name:<12} {start_mb:7.0f} MB at the first sample, "
+            f"{getattr(final, name) / MB:7.0f} MB at the end; "
+            f"growth {slope_per_1000(points):+.1f} MB / 1,000 iterations (second half; goal < 50)"
+        )
+    for name, label in (
+        ("prefect_db", "Prefect database"),
+        ("mlflow_store", "MLflow store"),
+        ("output_dir", "run folder"),
+    ):
+        start_mb = getattr(samples[0], name) / MB if samples else float("nan")
+        end_mb = getattr(stores, name) / MB
+        per_1000 = 1000 * (end_mb - start_mb) / max(n, 1)
+        print(
+            f"  {label:<17} {start_mb:8.1f} MB -> {end_mb:8.1f} MB ({per_1000:+.1f} MB / 1,000 it)"
+        )
+    print(f"  driver descriptors: {samples[0].fds if samples else '?'} -> {final.fds}")
+    print(f"  checkpoints kept: {', '.join(checkpoints)} (run.keep_checkpoints=2)")
+
+
+if __name__ == "__main__":
+    main()
