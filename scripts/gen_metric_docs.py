@@ -13,7 +13,6 @@ entry. ``tests/unit/test_metric_glossary.py`` checks the glossary against the co
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -35,6 +34,7 @@ from rl_core.metrics_glossary import (  # noqa: E402 - needs ROOT on sys.path
     TAGS,
     MetricEntry,
 )
+from scripts.generated_docs import write_or_check  # noqa: E402 - needs ROOT on sys.path
 
 _PLACEHOLDER = re.compile(r"<([a-z_]+)>")
 
@@ -188,30 +188,9 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write docs/metrics.md, or with ``--check`` report whether it is up to date."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--check", action="store_true", help="exit 1 if the file differs from the glossary"
+    return write_or_check(
+        argv, __doc__.splitlines()[0], OUTPUT, render(), "metric glossary", REGEN_COMMAND
     )
-    args = parser.parse_args(argv)
-    text = render()
-    current = OUTPUT.read_text() if OUTPUT.exists() else None
-    if args.check:
-        if current != text:
-            print(
-                f"{OUTPUT.relative_to(ROOT)} is out of date with the metric glossary; "
-                f"regenerate it with: {REGEN_COMMAND}",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"{OUTPUT.relative_to(ROOT)} is up to date")
-        return 0
-    if current != text:
-        OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-        OUTPUT.write_text(text)
-        print(f"wrote {OUTPUT.relative_to(ROOT)}")
-    else:
-        print(f"{OUTPUT.relative_to(ROOT)} already up to date")
-    return 0
 
 
 if __name__ == "__main__":
