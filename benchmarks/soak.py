@@ -3,8 +3,9 @@
 Runs a cheap preset (``ppo_cartpole`` with 4 envs x 32 steps) for N iterations through the
 train flow, in this process, while a sampler thread records every ``--every`` seconds:
 driver RSS, the summed RSS of its child processes (Ray's GCS, raylet and workers), open
-file descriptors of the driver, and the sizes of the local Prefect database, the MLflow
-store (database and artifacts) and the run's output folder. Afterwards it reads the
+file descriptors of the driver, and the sizes of the local Prefect database (the run's
+own ``PREFECT_HOME``), the MLflow store (database and artifacts) and the run's output
+folder. Afterwards it reads the
 per-iteration ``time/orchestration`` back from MLflow and prints:
 
 * orchestration: median of the first 100 iterations (after 5 warm-up ones) against the
@@ -22,6 +23,7 @@ Usage: python benchmarks/soak.py [--iterations 2000] [--every 2] [overrides...]
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import threading
@@ -51,7 +53,9 @@ class Sample:
 
 
 def folder_bytes(path: Path) -> float:
-    """Bytes of every file under ``path`` (0 when it does not exist)."""
+    """Bytes of the file ``path``, or of every file under the folder ``path`` (0: missing)."""
+    if path.is_file():
+        return float(path.stat().st_size)
     if not path.exists():
         return 0.0
     total = 0
@@ -78,7 +82,7 @@ def sample(out: Path, run_name: str) -> Sample:
         driver_rss=float(me.memory_info().rss),
         workers_rss=rss,
         fds=me.num_fds(),
-        prefect_db=folder_bytes(out / ".prefect"),
+        prefect_db=folder_bytes(out / "prefect-home"),
         mlflow_store=folder_bytes(out / "mlartifacts") + folder_bytes(out / "mlflow.db"),
         output_dir=folder_bytes(out / run_name),
     )
@@ -123,6 +127,9 @@ def main() -> None:
     run_name = "soak"
     with tempfile.TemporaryDirectory(prefix="rlpipe-soak-") as tmp:
         out = Path(tmp)
+        # the local Prefect API keeps its database in PREFECT_HOME: give this run its own
+        os.environ["PREFECT_HOME"] = str(out / "prefect-home")
+        os.environ.pop("PREFECT_API_URL", None)
         overrides = [
             "env.num_envs=4",
             "rollout.num_steps=32",

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -53,6 +54,24 @@ def _wait_for_text(log: Path, pattern: str, proc: subprocess.Popen, timeout: flo
     raise AssertionError(f"{pattern!r} not seen within {timeout}s")
 
 
+def _signal_after_first_iteration(
+    tmp_path: Path, env: dict[str, str], overrides: tuple[str, ...], log: Path, send: Any
+) -> tuple[int, float, str, int]:
+    """Start a run in its own process group (like a terminal's job), call ``send(pid)``
+    after its first iteration; the exit code, the seconds from the signal to the exit, the
+    log text up to its first iteration and the run's process id."""
+    proc = start_process(train_cmd(tmp_path, *overrides), env, log)
+    try:
+        text = _wait_for_text(log, r"iter 1/6", proc, timeout=480)
+        started = time.monotonic()
+        send(proc.pid)
+        code = proc.wait(timeout=300)
+        return code, time.monotonic() - started, text, proc.pid
+    finally:
+        if proc.poll() is None:
+            kill_process_group(proc)
+
+
 def _flow_run_states(db: Path) -> dict[str, str]:
     with sqlite3.connect(db) as conn:
         return dict(conn.execute("SELECT name, state_type FROM flow_run").fetchall())
@@ -65,16 +84,9 @@ def test_ctrl_c_commits_the_iteration_and_a_rerun_on_another_store_resumes(
     env = {k: v for k, v in train_env.items() if k != "PREFECT_API_URL"}  # as in a terminal
     env["PREFECT_HOME"] = str(home)
     log = tmp_path / "first.log"
-    # its own process group, like a terminal's job
-    proc = start_process(train_cmd(tmp_path, *OVERRIDES), env, log)
-    try:
-        text = _wait_for_text(log, r"iter 1/6", proc, timeout=480)
-        port = int(re.search(r"local Prefect API at http://127.0.0.1:(\d+)/api", text)[1])
-        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
-        code = proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            kill_process_group(proc)
+    ctrl_c = lambda pid: os.killpg(pid, signal.SIGINT)  # noqa: E731 - what Ctrl-C does
+    code, _, text, pid = _signal_after_first_iteration(tmp_path, env, OVERRIDES, log, ctrl_c)
+    port = int(re.search(r"local Prefect API at http://127.0.0.1:(\d+)/api", text)[1])
     first = log.read_text(errors="replace")
     assert code == 130, first[-5000:]
 
@@ -87,10 +99,10 @@ def test_ctrl_c_commits_the_iteration_and_a_rerun_on_another_store_resumes(
     assert sorted(states) == [f"iteration-{i}" for i in range(step)]
     assert set(states.values()) == {"COMPLETED"}
     deadline = time.monotonic() + 30
-    while (port_listening(port) or session_pids(proc.pid)) and time.monotonic() < deadline:
+    while (port_listening(port) or session_pids(pid)) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not port_listening(port), "the Prefect API outlived the run that started it"
-    assert session_pids(proc.pid) == [], "the run left processes behind"
+    assert session_pids(pid) == [], "the run left processes behind"
     for path in home.glob("prefect.db*"):
         assert TOKEN.encode() not in path.read_bytes(), f"the secret reached {path.name}"
     assert TOKEN not in first
@@ -118,16 +130,8 @@ def test_sigterm_stops_the_run_like_ctrl_c_and_exits_143(
     env["PREFECT_HOME"] = str(home)
     log = tmp_path / "run.log"
     overrides = ("run.name=terminated", *OVERRIDES[1:])
-    proc = start_process(train_cmd(tmp_path, *overrides), env, log)
-    try:
-        _wait_for_text(log, r"iter 1/6", proc, timeout=480)
-        started = time.monotonic()
-        os.kill(proc.pid, signal.SIGTERM)  # what kill, systemd and Kubernetes send
-        code = proc.wait(timeout=300)
-        took = time.monotonic() - started
-    finally:
-        if proc.poll() is None:
-            kill_process_group(proc)
+    kill = lambda pid: os.kill(pid, signal.SIGTERM)  # noqa: E731 - what kill and Kubernetes send
+    code, took, _, pid = _signal_after_first_iteration(tmp_path, env, overrides, log, kill)
     text = log.read_text(errors="replace")
     assert code == 143, text[-5000:]
     manifest = json.loads((tmp_path / "terminated" / "checkpoints" / "latest.json").read_text())
@@ -141,9 +145,9 @@ def test_sigterm_stops_the_run_like_ctrl_c_and_exits_143(
     lease = tmp_path / "terminated" / "checkpoints" / "lease.json"
     assert not lease.exists(), "the run kept its lease"
     deadline = time.monotonic() + 30
-    while session_pids(proc.pid) and time.monotonic() < deadline:
+    while session_pids(pid) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert session_pids(proc.pid) == [], "the run left processes behind"
+    assert session_pids(pid) == [], "the run left processes behind"
 
 
 def test_a_budget_stops_the_run_cleanly_and_a_larger_one_continues_it(
