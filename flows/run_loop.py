@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ from infra.provenance import git_commit
 from infra.tracking.register_run import last_metric
 from infra.tracking.secrets import install_log_redaction
 from rl_core.algorithms.naming import algorithm_name
-from rl_core.config import RLPipeConfig, load_config
+from rl_core.config import ConfigError, RLPipeConfig, load_config
+from rl_core.config.run_name_template import expand_run_name
 from tasks.learning_curve import learning_curve
 from tasks.register_model import register_model
 
@@ -51,6 +53,11 @@ def flow_run_namer(prefix: str) -> Callable[[], str]:
     def name() -> str:
         params = flow_run.parameters or {}
         run_name = params.get("run_name")
+        if run_name:
+            try:
+                run_name = scheduled_run_name(run_name)
+            except ConfigError:
+                pass  # the flow itself fails with the message
         for override in params.get("overrides") or []:
             if override.startswith("run.name="):
                 run_name = override.split("=", 1)[1]
@@ -58,6 +65,16 @@ def flow_run_namer(prefix: str) -> Callable[[], str]:
         return f"{prefix}-{run_name or (Path(preset).stem if preset else 'default')}"
 
     return name
+
+
+def scheduled_run_name(run_name: str) -> str:
+    """``run_name`` with ``{scheduled_date}``/``{scheduled_time}`` filled in.
+
+    The time is the flow run's scheduled start (a deployment's schedule), else now; see
+    :mod:`rl_core.config.run_name_template`.
+    """
+    when = flow_run.scheduled_start_time or datetime.now(timezone.utc)
+    return expand_run_name(run_name, when)
 
 
 @contextmanager
@@ -84,7 +101,7 @@ def train_session(
     install_log_redaction()
     load_extension_modules()  # deployments and scripts call the flows without the CLI
     warn_if_secret_parameters({"preset": preset, "overrides": overrides, "run_name": run_name})
-    extra = [f"run.name={run_name}"] if run_name else []
+    extra = [f"run.name={scheduled_run_name(run_name)}"] if run_name else []
     cfg = (prepare or prepare_model_files)(load_config(preset, [*(overrides or []), *extra]))
     tags = {
         "prefect.flow_run_id": str(flow_run.id or ""),
