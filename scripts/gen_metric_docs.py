@@ -1,4 +1,4 @@
-"""Generate docs/metrics.md from the metric glossary (rl_core/metrics_glossary.py).
+"""Generate docs/metrics.md from the metric glossary (rl_core/metrics_glossary/).
 
 Usage:
     .venv/bin/python scripts/gen_metric_docs.py           # (re)write docs/metrics.md

@@ -1,0 +1,86 @@
+"""The ``eval/`` metrics (but ``eval/agent/``): the evaluate step."""
+
+from __future__ import annotations
+
+from rl_core.metrics_glossary.entries import MetricEntry
+
+#: Metrics of the section, in the order of ``docs/metrics.md``.
+EVALUATION_METRICS: tuple[MetricEntry, ...] = (
+    MetricEntry(
+        "eval/return_mean",
+        "return",
+        "all",
+        "Embodied: mean return of the evaluation episodes; reasoning: mean reward of the "
+        "greedy responses to the held-out prompts. The score of embodied checkpoints; "
+        "`run.stop_at_eval_return` compares it.",
+    ),
+    MetricEntry(
+        "eval/return_std",
+        "return",
+        "embodied",
+        "Standard deviation of the evaluation episodes' returns.",
+    ),
+    MetricEntry(
+        "eval/return_min",
+        "return",
+        "embodied",
+        "Lowest return of the evaluation episodes.",
+    ),
+    MetricEntry(
+        "eval/return_max",
+        "return",
+        "embodied",
+        "Highest return of the evaluation episodes (evaluation runs of `flows/evaluate.py` only).",
+    ),
+    MetricEntry(
+        "eval/length_mean",
+        "env steps",
+        "embodied",
+        "Mean length of the evaluation episodes.",
+    ),
+    MetricEntry(
+        "eval/episodes",
+        "count",
+        "embodied",
+        "Evaluation episodes (`eval.num_episodes`; `--episodes` of `flows/evaluate.py`).",
+    ),
+    MetricEntry(
+        "eval/accuracy",
+        "fraction",
+        "reasoning",
+        "Share of greedy responses to the held-out prompts that the `eval.correct_when` "
+        "reward scores in full; the score of reasoning checkpoints.",
+    ),
+    MetricEntry(
+        "eval/accuracy/<kind>",
+        "fraction",
+        "reasoning",
+        "`eval/accuracy` of the held-out prompts of one kind.",
+    ),
+    MetricEntry(
+        "eval/pass_at_<k>",
+        "fraction",
+        "reasoning",
+        "Share of held-out prompts with at least one correct response among `eval.pass_k` "
+        "sampled ones.",
+    ),
+    MetricEntry(
+        "eval/response_length_mean",
+        "tokens",
+        "reasoning",
+        "Mean length of the greedy responses.",
+    ),
+    MetricEntry(
+        "eval/prompts",
+        "count",
+        "reasoning",
+        "Held-out prompts evaluated.",
+    ),
+    MetricEntry(
+        "eval/video_return",
+        "return",
+        "embodied",
+        "Return of the rendered evaluation episode (the first evaluation seed), when a "
+        "video was recorded (`eval.video`).",
+    ),
+)

@@ -1,0 +1,164 @@
+"""The ``rollout/``, ``env/`` and ``async/`` metrics: collecting the iteration's batch."""
+
+from __future__ import annotations
+
+from rl_core.metrics_glossary.entries import MetricEntry
+
+#: Metrics of the section, in the order of ``docs/metrics.md``.
+ROLLOUT_METRICS: tuple[MetricEntry, ...] = (
+    MetricEntry(
+        "rollout/reward_mean",
+        "reward",
+        "all",
+        "Embodied: mean per-step reward of the batch after `reward.reward_type`; "
+        "reasoning: mean reward of the scored responses, before the overlong penalty and "
+        "`agent.call_cost`.",
+    ),
+    MetricEntry(
+        "rollout/steps_per_second",
+        "env steps/s",
+        "embodied",
+        "Env steps collected per second of the rollout step.",
+    ),
+    MetricEntry(
+        "rollout/tokens_per_second",
+        "tokens/s",
+        "reasoning",
+        "Response tokens generated per second of the rollout step (the batch's response "
+        "tokens × `rollout/generation_rounds`).",
+    ),
+    MetricEntry(
+        "rollout/response_length_mean",
+        "tokens",
+        "reasoning",
+        "Mean response length of the batch (agent trajectories: with the tool output in them).",
+    ),
+    MetricEntry(
+        "rollout/truncated_fraction",
+        "fraction",
+        "reasoning",
+        "Share of the batch's responses that did not finish (cut at a token limit, such as "
+        "`rollout.max_new_tokens`).",
+    ),
+    MetricEntry(
+        "rollout/generation_rounds",
+        "count",
+        "reasoning",
+        "Rounds of sampling that made the batch: 1, up to `algorithm.max_num_gen_batches` "
+        "with DAPO's `algorithm.dynamic_sampling`.",
+    ),
+    MetricEntry(
+        "rollout/unscored_fraction",
+        "fraction",
+        "reasoning",
+        "Share of responses left out of training because nobody could score them (a NaN "
+        "reward, a tool's infrastructure failure).",
+    ),
+    MetricEntry(
+        "rollout/overlong_penalty_mean",
+        "reward",
+        "reasoning",
+        "DAPO's soft overlong penalty (≤ 0), mean over the scored responses, with "
+        "`algorithm.overlong_buffer_length` set.",
+    ),
+    MetricEntry(
+        "rollout/kl_to_ref",
+        "nats",
+        "reasoning",
+        "Mean per-token KL estimate between the trainer's policy and the reference model on "
+        "the batch, with a reference (`algorithm.kl_coef` > 0).",
+    ),
+    MetricEntry(
+        "rollout/logprob_mismatch",
+        "nats",
+        "reasoning",
+        "Mean |trainer − rollout engine| log-prob of the batch's trained tokens: how far "
+        "the engine's numerics (or weights) are from the trainer's.",
+    ),
+    MetricEntry(
+        "rollout/weight_sync_bytes",
+        "bytes",
+        "all",
+        "Bytes the weight sync sent to the rollout workers (0 with the hybrid engine, "
+        "which syncs in memory).",
+    ),
+    MetricEntry(
+        "rollout/weight_sync_buckets",
+        "count",
+        "embodied",
+        "Object-store buckets (`rollout.weight_sync_bucket_mb` each) the weights were sent "
+        "in; 0 with the hybrid engine.",
+    ),
+    MetricEntry(
+        "rollout/weight_sync_full",
+        "0 or 1",
+        "reasoning",
+        "1 when the weight sync sent the full weights, 0 when a patch of the changed "
+        "elements (`rollout.weight_sync_mode: patch`).",
+    ),
+    MetricEntry(
+        "env/episodes",
+        "count",
+        "embodied",
+        "Training episodes that ended during the rollout (all env workers).",
+    ),
+    MetricEntry(
+        "env/episode_return_mean",
+        "return",
+        "embodied",
+        "Mean return of those episodes (logged when at least one ended).",
+    ),
+    MetricEntry(
+        "env/episode_length_mean",
+        "env steps",
+        "embodied",
+        "Mean length of those episodes (logged when at least one ended).",
+    ),
+    MetricEntry(
+        "env/step_seconds",
+        "seconds",
+        "embodied",
+        "Longest time an env worker spent stepping its envs during the rollout (env steps "
+        "only, not the policy's inference).",
+    ),
+    MetricEntry(
+        "env/total_steps",
+        "count",
+        "all",
+        "Samples trained on so far: env steps (embodied), responses (reasoning RL), "
+        "prompt–answer pairs (SFT); a sweep's x axis.",
+    ),
+    MetricEntry(
+        "async/staleness_mean",
+        "weight versions",
+        "all",
+        "`run.mode: async`: weight versions the batch lags the trainer by (reasoning: mean "
+        "over its sampled tokens; embodied: the batch's, one value).",
+    ),
+    MetricEntry(
+        "async/staleness_max",
+        "weight versions",
+        "all",
+        "`run.mode: async`: the largest lag of the batch's samples (tokens), in weight versions.",
+    ),
+    MetricEntry(
+        "async/buffer_fill",
+        "fraction",
+        "all",
+        "`run.mode: async`: batches launched ahead and still waiting after this one was "
+        "taken, over `algorithm.max_staleness`.",
+    ),
+    MetricEntry(
+        "async/trainer_idle_seconds",
+        "seconds",
+        "all",
+        "`run.mode: async`: time the rollout step waited for its batch to be ready.",
+    ),
+    MetricEntry(
+        "async/rollout_idle_seconds",
+        "seconds",
+        "all",
+        "`run.mode: async`: longest pause of a rollout (env) worker between finishing its "
+        "previous batch and starting this one.",
+    ),
+)
