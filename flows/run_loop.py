@@ -159,33 +159,38 @@ def run_training(
         step_flow: The per-iteration child flow (default: the RL iteration flow).
     """
     cfg = session.cfg
-    finished_before = session.resumed_from is not None and _finished(session)
+    finished_before = already_finished(cfg, session.state, session.resumed_from)
     if finished_before:
-        logger.warning(
-            "run %s had already finished (%d of run.max_iterations=%d iterations%s): nothing "
-            "to train; to train more, raise run.max_iterations (continues this run) or start "
-            "a new run with another run.name",
-            cfg.run.name,
-            session.state.iteration,
-            cfg.run.max_iterations,
-            ", solved" if session.state.solved else "",
-        )
+        logger.warning("%s", finished_before)
     elif session.resumed_from is not None:
         logger.info("continuing %s from iteration %d", cfg.run.name, session.resumed_from)
     # Child flows get no heartbeat thread: joining it costs up to 1 s per iteration (it
     # sleeps in 1 s steps) and a 1 s flow needs no liveness pings; the train flow keeps its.
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         result = _iterate(session, first_attempt, step_flow or iteration_flow)
-    result["already_finished"] = finished_before
+    result["already_finished"] = finished_before is not None
     result["prefect_flow_run_id"] = str(flow_run.id) if flow_run.id else None
     result.update(finish_tracking(session, register=result["stopped"] is None))
     publish_summary(cfg, result, session.tracker.experiment_id if session.tracker else None)
     return result
 
 
-def _finished(session: TrainSession) -> bool:
-    """Whether the run has nothing left to train (its last iteration done, or solved)."""
-    return session.state.iteration >= session.cfg.run.max_iterations or session.state.solved
+def already_finished(cfg: RLPipeConfig, state: Any, resumed_from: int | None) -> str | None:
+    """Why a resumed run has nothing left to train (its last iteration done, or solved).
+
+    Returns:
+        The message for the user, or None when the run has iterations left (or is new).
+    """
+    if resumed_from is None:
+        return None
+    if state.iteration < cfg.run.max_iterations and not state.solved:
+        return None
+    return (
+        f"run {cfg.run.name} had already finished ({state.iteration} of "
+        f"run.max_iterations={cfg.run.max_iterations} iterations"
+        f"{', solved' if state.solved else ''}): nothing to train; to train more, raise "
+        "run.max_iterations (continues this run) or start a new run with another run.name"
+    )
 
 
 def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict[str, Any]:

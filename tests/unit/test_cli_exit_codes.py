@@ -120,3 +120,12 @@ def test_bad_config_is_bad_input_before_the_flow(cli, capsys) -> None:
 
     assert run_cli(never, ["actor.lr=-1", "run.name=codes"]) == EXIT_BAD_INPUT
     assert "actor.lr" in capsys.readouterr().err
+
+
+def test_a_finished_run_rerun_has_its_own_summary_title(cli, capsys) -> None:
+    def nothing_left(**kwargs: Any) -> dict[str, Any]:
+        return {**summary(), "already_finished": True}
+
+    assert cli(nothing_left) == EXIT_FINISHED
+    err = capsys.readouterr().err
+    assert "rlpipe run had already finished: nothing trained" in err
