@@ -104,6 +104,25 @@ def without_vars(names: tuple[str, ...]) -> Iterator[None]:
         os.environ.update(saved)
 
 
+@contextmanager
+def with_vars(values: dict[str, str]) -> Iterator[None]:
+    """Set ``values`` in this process's environment for the block (restored after).
+
+    For starting processes that must inherit them, such as a local Ray cluster's node
+    processes, whose workers inherit their environment.
+    """
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def limit_threads() -> None:
     """One compute thread in this process (torch, BLAS)."""
     apply_base_env()

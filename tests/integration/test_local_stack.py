@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -291,12 +292,16 @@ def check_mlflow(tracking_uri: str, home: Path, flow_run_id: str) -> str:
 
 
 def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> None:
-    """Deploy evaluate-latest on a 10 s interval; the scheduler's first run evaluates the run."""
+    """Deploy evaluate-latest on an hourly interval anchored a few seconds from now: the
+    scheduler's first run evaluates the run (one run only: a short interval would start a
+    new evaluation process every few seconds on a machine that is already busy)."""
     params = {"run_name": "deploy-retry", "output_dir": str(out), "episodes": 2}
+    anchor = datetime.now(timezone.utc) + timedelta(seconds=10)
     prefect_cli(
         [
             *("--no-prompt", "deploy", "--name", "evaluate-latest"),
-            *("--interval", "10", "--params", json.dumps(params)),
+            *("--interval", "3600", "--anchor-date", anchor.isoformat()),
+            *("--params", json.dumps(params)),
         ],
         env,
     )
@@ -319,7 +324,6 @@ def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> 
             assert not [r for r in runs if r.state and r.state.is_failed()], runs
             time.sleep(1)
         assert done, "no scheduled evaluate-latest run completed"
-        api.pause_deployment(deployment.id)  # no more runs while the stack stops
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
     evaluations = client.search_runs(
         [client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id],
