@@ -28,9 +28,9 @@ pytestmark = pytest.mark.integration
 #: (placement overrides, workers per group, GPU index of each group's workers).
 LAYOUTS = {
     "collocated": (
-        ["cluster.component_placement={env: 0, 'actor,rollout': 0-3}"],
-        {"env": 1, "rollout": 4, "actor": 4},
-        {"env": [0], "rollout": [0, 1, 2, 3], "actor": [0, 1, 2, 3]},
+        ["cluster.component_placement={env: 0, 'actor,rollout': 1-2}"],
+        {"env": 1, "rollout": 2, "actor": 2},
+        {"env": [0], "rollout": [1, 2], "actor": [1, 2]},
     ),
     "disaggregated": (
         ["cluster.component_placement={'env,rollout': 2-3, actor: 0-1}"],

@@ -4,7 +4,8 @@ a process worker and an MLflow server; a deployment run fails midway, is retried
 completes in the same MLflow run on the stack's MLflow server; ``evaluate-latest`` on an
 interval schedule is run by the worker and logs a child evaluation run; a sweep starts its
 runs as deployment runs; a ``python flows/train.py`` run started meanwhile uses the stack's
-Prefect API and MLflow server; ``down`` stops every process."""
+Prefect API and MLflow server; the MLflow server keeps artifacts in S3 (moto); ``down`` stops
+every process."""
 
 from __future__ import annotations
 
@@ -141,43 +142,23 @@ def running_stack(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator[d
     assert left == [], f"still running after down: {left}"
 
 
-def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(tmp_path):
-    env = base_env(tmp_path)
-    with running_stack(tmp_path, env) as state:
+def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(
+    tmp_path, s3_bucket, monkeypatch
+):
+    """The stack's MLflow server keeps artifacts in a bucket (``--artifacts s3://...``);
+    its clients need no S3 credentials: the server proxies artifact traffic."""
+    env = base_env(tmp_path)  # includes the moto endpoint and credentials, for the server
+    with running_stack(tmp_path, env, "--artifacts", f"s3://{s3_bucket}/mlflow") as state:
         home = Path(state["home"])
         env.update(stack_env(home, env))
         assert env["MLFLOW_TRACKING_URI"] == state["mlflow_ui"]
         flow_run_id = deploy_fail_and_retry(env, tmp_path / "out", state["prefect_ui"])
-        run_id = check_mlflow(env["MLFLOW_TRACKING_URI"], home, flow_run_id)
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "MLFLOW_S3_ENDPOINT_URL"):
+            monkeypatch.delenv(key)  # this client has no way to reach S3 itself
+        run_id = check_mlflow(env, s3_bucket, home, flow_run_id)
         scheduled_evaluation(env, tmp_path / "out", run_id)
         sweep_of_deployment_runs(env, tmp_path / "sweep-out")
         cli_run_uses_the_stack(base_env(tmp_path), home, state, tmp_path / "cli-out")
-
-
-def test_stack_keeps_mlflow_artifacts_on_s3(tmp_path, s3_bucket, monkeypatch):
-    """``--artifacts s3://...``: the server stores artifacts in the bucket; clients need no
-    S3 credentials because the server proxies artifact traffic."""
-    env = base_env(tmp_path)  # includes the moto endpoint and credentials, for the server
-    with running_stack(tmp_path, env, "--artifacts", f"s3://{s3_bucket}/mlflow") as state:
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "MLFLOW_S3_ENDPOINT_URL"):
-            monkeypatch.delenv(key)  # this client has no way to reach S3 itself
-        client = MlflowClient(state["mlflow_ui"])
-        run = client.create_run(client.create_experiment("stack-s3"))
-        client.log_text(run.info.run_id, "hello from the stack", "notes/hello.txt")
-        assert client.download_artifacts(run.info.run_id, "notes/hello.txt", str(tmp_path))
-    import boto3
-
-    keys = [
-        o["Key"]
-        for o in boto3.client(
-            "s3",
-            endpoint_url=env["MLFLOW_S3_ENDPOINT_URL"],
-            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-            region_name="us-east-1",
-        ).list_objects_v2(Bucket=s3_bucket)["Contents"]
-    ]
-    assert keys == [f"mlflow/1/{run.info.run_id}/artifacts/notes/hello.txt"], keys
 
 
 def cli_run_uses_the_stack(env: dict[str, str], home: Path, state: dict, out: Path) -> None:
@@ -274,20 +255,31 @@ def retry_in_the_ui(browser, url: str) -> None:
     button.click()
 
 
-def check_mlflow(tracking_uri: str, home: Path, flow_run_id: str) -> str:
-    """One FINISHED run on the stack's server, each step once, artifacts under the stack."""
-    client = MlflowClient(tracking_uri)
-    (run,) = client.search_runs(
-        [client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id],
-        "tags.`rlpipe.run_name` = 'deploy-retry'",
-    )
+def check_mlflow(env: dict[str, str], bucket: str, home: Path, flow_run_id: str) -> str:
+    """One FINISHED run on the stack's server, each step once, artifacts in the bucket."""
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    experiment_id = client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id
+    (run,) = client.search_runs([experiment_id], "tags.`rlpipe.run_name` = 'deploy-retry'")
     assert run.info.status == "FINISHED"
     assert run.data.tags["prefect.flow_run_id"] == flow_run_id
     steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "time/iteration"))
     assert steps == list(range(ITERATIONS))  # each iteration logged once, in one MLflow run
     assert run.info.artifact_uri.startswith("mlflow-artifacts:")  # proxied by the server
-    stored = list((home / "mlflow" / "artifacts").rglob("resolved_config.yaml"))
-    assert len(stored) == 1 and run.info.run_id in str(stored[0])
+    config = "config/resolved_config.yaml"
+    assert Path(client.download_artifacts(run.info.run_id, config, str(home.parent))).is_file()
+    import boto3
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=env["MLFLOW_S3_ENDPOINT_URL"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+    prefix = f"mlflow/{experiment_id}/{run.info.run_id}/artifacts/"
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
+    assert prefix + config in keys, keys
+    assert not list((home / "mlflow").rglob("resolved_config.yaml"))  # nothing kept locally
     return run.info.run_id
 
 

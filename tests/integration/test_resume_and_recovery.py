@@ -1,4 +1,5 @@
-"""Resume after SIGKILL ends bit-identical; killed workers are rebuilt and the run completes."""
+"""Resume after SIGKILL ends bit-identical, from checkpoints in S3 (moto_server on 127.0.0.1);
+killed workers are rebuilt and the run completes."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
+import boto3
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -35,45 +38,126 @@ COMMON = (
 )
 
 
-def _final_state(run_dir: Path, step: int) -> tuple[dict, dict]:
-    folder = run_dir / "checkpoints" / f"step_{step:06d}" / "actor_0"
-    weights = load_file(folder / "model.safetensors")
-    optim = torch.load(folder / "optimizer.pt", weights_only=True)
+#: Files of a committed checkpoint of this preset, in its folder.
+CHECKPOINT_FILES = {
+    "COMPLETE",
+    "actor_0/model.safetensors",
+    "actor_0/optimizer.pt",
+    "actor_0/trainer_state.pt",
+    "config.json",
+    "driver_rng.json",
+    "spaces.json",
+    "workers.pt",
+}
+
+
+def _bucket_keys(s3, bucket: str, prefix: str) -> list[str]:
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"][len(prefix) :] for page in pages for o in page.get("Contents", []))
+
+
+def _bucket_manifest(s3, bucket: str, key: str) -> dict | None:
+    try:
+        return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    except s3.exceptions.NoSuchKey:
+        return None
+
+
+def _wait_for_bucket_checkpoint(
+    s3, bucket: str, key: str, step: int, proc: subprocess.Popen, timeout: float = 300
+) -> dict:
+    """Wait until the manifest at ``key`` names a step of at least ``step``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"training exited early with {proc.returncode}")
+        manifest = _bucket_manifest(s3, bucket, key)
+        if manifest and manifest["step"] >= step:
+            return manifest
+        time.sleep(0.2)
+    raise AssertionError(f"no checkpoint at step {step} within {timeout}s")
+
+
+def _final_state(folder: Path) -> tuple[dict, dict]:
+    weights = load_file(folder / "actor_0" / "model.safetensors")
+    optim = torch.load(folder / "actor_0" / "optimizer.pt", weights_only=True)
     return weights, optim
 
 
-def test_sigkill_then_resume_is_bit_identical(tmp_path: Path, train_env) -> None:
-    run_train(tmp_path, train_env, "run.name=reference", *COMMON)
+def test_sigkill_then_resume_from_the_bucket_is_bit_identical(
+    tmp_path: Path, train_env, moto_s3, s3_bucket: str
+) -> None:
+    """A run whose checkpoints and MLflow artifacts live in S3 (moto) is SIGKILLed with its
+    whole process group after a checkpoint, rerun, resumes from the checkpoint committed in
+    the bucket, and ends bit-identical to an uninterrupted run of the same seed."""
+    reference_dir, resumed_dir = tmp_path / "reference", tmp_path / "resumed"
+    run_train(reference_dir, train_env, "run.name=reference", *COMMON)
 
+    env = {**train_env, **moto_s3.env()}
+    s3_args = (
+        "run.name=s3run",
+        *COMMON,
+        f"run.checkpoint_uri=s3://{s3_bucket}/ckpts",
+        f"tracking.artifact_location=s3://{s3_bucket}/mlflow",
+    )
+    s3 = boto3.client("s3", endpoint_url=moto_s3.url)
+    manifest_key = "ckpts/s3run/latest.json"
     proc = subprocess.Popen(
-        train_cmd(tmp_path, "run.name=resumed", *COMMON),
+        train_cmd(resumed_dir, *s3_args),
         cwd=ROOT,
-        env=train_env,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
-        first = wait_for_checkpoint(tmp_path / "resumed", 2, proc)
+        first = _wait_for_bucket_checkpoint(s3, s3_bucket, manifest_key, 2, proc)
     finally:
         kill_process_group(proc)
-    assert first["step"] in (2, 4)
-    assert not (tmp_path / "resumed" / "checkpoints" / "step_000005").exists()
+    assert first["step"] in (2, 4) and first["dir"] == f"step_{first['step']:06d}"
+    assert not (resumed_dir / "s3run" / "checkpoints").exists()  # nothing written locally
 
-    out = run_train(tmp_path, train_env, "run.name=resumed", *COMMON)
+    out = run_train(resumed_dir, env, *s3_args)
     assert f"resumed_from: {first['step']}" in out
-    manifest = json.loads((tmp_path / "resumed" / "checkpoints" / "latest.json").read_text())
-    assert manifest["step"] == 5
-    assert manifest["mlflow_run_id"] == first["mlflow_run_id"]  # same MLflow run continued
+    assert f"s3://{s3_bucket}/ckpts/s3run" in out  # the summary's checkpoint dir
+    final = _bucket_manifest(s3, s3_bucket, manifest_key)
+    assert (final["step"], final["dir"]) == (5, "step_000005")
+    assert final["mlflow_run_id"] == first["mlflow_run_id"]  # same MLflow run continued
+    stored = _bucket_keys(s3, s3_bucket, "ckpts/s3run/")
+    for step in ("step_000002", "step_000004", "step_000005"):
+        files = {k.removeprefix(f"{step}/") for k in stored if k.startswith(f"{step}/")}
+        assert files == CHECKPOINT_FILES, step
 
-    ref_w, ref_opt = _final_state(tmp_path / "reference", 5)
-    res_w, res_opt = _final_state(tmp_path / "resumed", 5)
+    # bit for bit: the final weights and optimizer state equal the uninterrupted run's
+    downloaded = tmp_path / "downloaded"
+    for name in ("model.safetensors", "optimizer.pt"):
+        (downloaded / "actor_0").mkdir(parents=True, exist_ok=True)
+        s3.download_file(
+            s3_bucket, f"ckpts/s3run/step_000005/actor_0/{name}", str(downloaded / "actor_0" / name)
+        )
+    ref_w, ref_opt = _final_state(reference_dir / "reference" / "checkpoints" / "step_000005")
+    res_w, res_opt = _final_state(downloaded)
     assert ref_w.keys() == res_w.keys()
     for name in ref_w:
         assert torch.equal(ref_w[name], res_w[name]), f"weight {name} differs after resume"
     for pid, state in ref_opt["state"].items():
         for key, value in state.items():
             assert torch.equal(value, res_opt["state"][pid][key]), f"optimizer {pid}.{key} differs"
+
+    # MLflow: the experiment's artifact root is in the bucket; config and final checkpoint
+    # were uploaded there (tracking itself stays on the local SQLite file).
+    client = MlflowClient(f"sqlite:///{resumed_dir / 'mlflow.db'}")
+    run = client.get_run(final["mlflow_run_id"])
+    assert run.info.status == "FINISHED"
+    experiment = client.get_experiment(run.info.experiment_id)
+    assert experiment.artifact_location == f"s3://{s3_bucket}/mlflow"
+    prefix = f"mlflow/{run.info.run_id}/artifacts/"
+    assert run.info.artifact_uri == f"s3://{s3_bucket}/{prefix.rstrip('/')}"
+    artifacts = _bucket_keys(s3, s3_bucket, prefix)
+    assert "config/resolved_config.yaml" in artifacts
+    assert "checkpoints/step_000005/actor_0/model.safetensors" in artifacts
+    listed = {a.path for a in client.list_artifacts(run.info.run_id)}  # MLflow reads S3 too
+    assert {"config", "checkpoints"} <= listed
 
 
 def test_killed_workers_are_rebuilt_and_run_completes(

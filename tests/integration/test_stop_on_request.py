@@ -2,7 +2,8 @@
 its iteration, commits a checkpoint, reports its final state (Cancelled) to the Prefect API
 it started (which must survive the Ctrl-C) and exits 130; a rerun against another MLflow
 store resumes from that checkpoint in a new MLflow run linked to the first one. SIGTERM
-(``kill``, Kubernetes) stops it the same way and exits 143.
+(``kill``, Kubernetes) stops it the same way and exits 143; a second CLI on a run being
+trained is refused (one writer per run). A budget stops a run the same clean way.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+from prefect.settings import PREFECT_API_URL, temporary_settings
 
+from infra.checkpoint.lease_holder import holder_text
 from infra.ops.processes import port_listening, session_pids
 from tests.integration.conftest import (
+    CARTPOLE_EXPERIMENT,
     kill_process_group,
     run_process,
     run_train,
@@ -122,32 +128,82 @@ def test_ctrl_c_commits_the_iteration_and_a_rerun_on_another_store_resumes(
     assert run.data.params["model.hf_token"] == "***"
 
 
-def test_sigterm_stops_the_run_like_ctrl_c_and_exits_143(
-    tmp_path: Path, train_env: dict[str, str]
+def test_a_second_cli_is_refused_and_sigterm_stops_the_first_like_ctrl_c(
+    tmp_path: Path, train_env: dict[str, str], prefect_api: str
 ) -> None:
-    home = tmp_path / "prefect-home"
-    env = {k: v for k, v in train_env.items() if k != "PREFECT_API_URL"}
-    env["PREFECT_HOME"] = str(home)
-    log = tmp_path / "run.log"
-    overrides = ("run.name=terminated", *OVERRIDES[1:])
-    kill = lambda pid: os.kill(pid, signal.SIGTERM)  # noqa: E731 - what kill and Kubernetes send
-    code, took, _, pid = _signal_after_first_iteration(tmp_path, env, overrides, log, kill)
+    """One writer per run: a second CLI on a run being trained exits 2 naming the first.
+    SIGTERM (``kill``, Kubernetes) then stops the first like Ctrl-C: it commits its
+    iteration, releases the lease, marks its flow run Cancelled and exits 143."""
+    run = "one-writer"
+    overrides = (f"run.name={run}", "run.max_iterations=40", *OVERRIDES[2:])
+    log = tmp_path / "first.log"
+    first = start_process(train_cmd(tmp_path, *overrides), train_env, log)
+    try:
+        lease_path = tmp_path / run / "checkpoints" / "lease.json"
+        holder = _wait_for_lease(lease_path, first.pid, first)
+        second = run_process(train_cmd(tmp_path, *overrides), train_env, timeout=300)
+        assert first.poll() is None, "the first run ended before the second was refused"
+        started = time.monotonic()
+        os.kill(first.pid, signal.SIGTERM)  # what kill and Kubernetes send
+        code = first.wait(timeout=300)
+        took = time.monotonic() - started
+    finally:
+        if first.poll() is None:
+            kill_process_group(first)
+
+    # the second: exit 2 with the one-line holder message, naming the first's flow run
+    out = second.stdout + second.stderr
+    assert second.returncode == 2, out[-6000:]
+    expected = f"error: run '{run}' is being trained by {holder_text(holder)}; "
+    assert expected + "wait for it to finish or stop it" in out, out[-4000:]
+    assert holder["prefect_flow_run_url"].startswith(prefect_api.removesuffix("/api"))
+
+    # the first: stopped after a committed iteration, within a minute, lease released
     text = log.read_text(errors="replace")
     assert code == 143, text[-5000:]
-    manifest = json.loads((tmp_path / "terminated" / "checkpoints" / "latest.json").read_text())
+    manifest = json.loads((tmp_path / run / "checkpoints" / "latest.json").read_text())
     step = manifest["step"]
     words = " ".join(text.split())
-    assert 1 <= step < 6 and f"stopped on request (SIGTERM) after iteration {step}," in words
+    assert 1 <= step < 40 and f"stopped on request (SIGTERM) after iteration {step}," in words
     assert took < 60, f"SIGTERM took {took:.0f} s to stop the run"
-    states = _flow_run_states(home / "prefect.db")
-    assert states.pop("train-terminated") == "CANCELLED", states
-    assert set(states.values()) == {"COMPLETED"}  # every iteration it ran finished
-    lease = tmp_path / "terminated" / "checkpoints" / "lease.json"
-    assert not lease.exists(), "the run kept its lease"
+    assert not lease_path.exists(), "the run kept its lease"
     deadline = time.monotonic() + 30
-    while session_pids(pid) and time.monotonic() < deadline:
+    while session_pids(first.pid) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert session_pids(pid) == [], "the run left processes behind"
+    assert session_pids(first.pid) == [], "the run left processes behind"
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name(CARTPOLE_EXPERIMENT)
+    runs = client.search_runs([experiment.experiment_id], f"tags.`rlpipe.run_name` = '{run}'")
+    assert [r.info.run_id for r in runs] == [manifest["mlflow_run_id"]]  # one MLflow run
+    assert runs[0].data.tags["prefect.flow_run_id"] == holder["prefect_flow_run_id"]
+
+    # Prefect: the first flow run was cancelled, the second failed with the same message
+    with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as api:
+        flow_runs = api.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[f"train-{run}"]))
+        )
+    states = {str(r.id): r.state for r in flow_runs}
+    assert len(states) == 2, states
+    assert states.pop(holder["prefect_flow_run_id"]).is_cancelled()
+    (refused,) = states.values()
+    assert refused.is_failed()
+    assert "is being trained by host" in (refused.message or ""), refused.message
+
+
+def _wait_for_lease(path: Path, pid: int, proc: subprocess.Popen, timeout: float = 180) -> dict:
+    """The lease record once process ``pid`` holds the lease at ``path``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"first training exited early with {proc.returncode}")
+        try:
+            record = json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            record = {}
+        if record.get("pid") == pid:
+            return record
+        time.sleep(0.1)
+    raise AssertionError(f"process {pid} did not take the lease {path} within {timeout}s")
 
 
 def test_a_budget_stops_the_run_cleanly_and_a_larger_one_continues_it(

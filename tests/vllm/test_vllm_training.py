@@ -1,14 +1,13 @@
 """GRPO through the train CLI with ``rollout.engine: vllm``: vLLM in the Ray rollout worker,
-weights synced from the trainer every iteration: bucket syncs from FSDP2, patch syncs from
-megatron at tensor parallel 2 (vLLM applying a patch is checked on its own in
-``test_vllm_engine.py``). The hybrid engine (vLLM inside the trainer ranks) is tested in
-``test_vllm_hybrid_engine.py``."""
+weights synced from the trainer every iteration, here patch syncs from megatron at tensor
+parallel 2 (vLLM applying a patch is checked on its own in ``test_vllm_engine.py``). Bucket
+syncs from FSDP2 ranks into separate vLLM rollout workers, and the hybrid engine (vLLM
+inside the trainer ranks), are tested in ``test_vllm_hybrid_engine.py``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
@@ -36,25 +35,21 @@ def write_preset(root: Path, mode: str) -> Path:
     return path
 
 
-BACKENDS = {
-    "fsdp": [],
-    "megatron": [
-        "actor.backend=megatron",
-        "actor.num_workers=2",
-        "actor.megatron.tensor_model_parallel_size=2",
-    ],
-}
+#: The trainer: megatron at tensor parallel 2 over two ranks.
+MEGATRON_TP2 = (
+    "actor.backend=megatron",
+    "actor.num_workers=2",
+    "actor.megatron.tensor_model_parallel_size=2",
+)
 
 
-@pytest.mark.parametrize(("mode", "backend"), [("bucket", "fsdp"), ("patch", "megatron")])
-def test_grpo_with_vllm_rollouts(
+def test_grpo_with_vllm_rollouts_and_patch_syncs_from_megatron(
     tmp_path: Path,
     train_env: dict[str, str],  # noqa: F811
-    mode: str,
-    backend: str,
 ) -> None:
+    mode = "patch"
     preset = write_preset(tmp_path, mode)
-    out = run_train(tmp_path, train_env, "--config", str(preset), *BACKENDS[backend])
+    out = run_train(tmp_path, train_env, "--config", str(preset), *MEGATRON_TP2)
     assert "accuracy" in out
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     run = find_run(client, f"vllm-{mode}")
@@ -70,6 +65,6 @@ def test_grpo_with_vllm_rollouts(
     assert len(mismatch) == ITERATIONS and max(mismatch) < 1e-3, mismatch
     moved = history("rollout/weight_sync_bytes")
     assert moved[0] > 0
-    if mode == "patch":  # (a sync right after an evaluation's sync has nothing to send)
-        assert history("rollout/weight_sync_full")[:2] == [1.0, 0.0]
-        assert moved[1] > 0  # a patch (every element moved at lr 1e-2: larger than a full sync)
+    # a full sync first, then patches (a sync right after an evaluation's has nothing to send)
+    assert history("rollout/weight_sync_full")[:2] == [1.0, 0.0]
+    assert moved[1] > 0  # a patch (every element moved at lr 1e-2: larger than a full sync)
