@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
+import importlib
+
 from rl_core.registry import Registry
 
+#: Kind → (module, name) of its registry, imported when first asked for.
+_REGISTRIES: dict[str, tuple[str, str]] = {
+    "model": ("rl_core.models.registry", "MODELS"),
+    "env": ("rl_core.envs.registry", "ENVS"),
+    "advantage": ("rl_core.algorithms.registry", "ADVANTAGES"),
+    "policy_loss": ("rl_core.algorithms.registry", "POLICY_LOSSES"),
+    "is_correction": ("rl_core.algorithms.off_policy", "IS_CORRECTIONS"),
+    "reward": ("rl_core.rewards.registry", "REWARDS"),
+    "kl_estimator": ("rl_core.algorithms.kl", "KL_ESTIMATORS"),
+    "loss_agg_mode": ("rl_core.algorithms.aggregation", "LOSS_AGG_MODES"),
+    "optimizer": ("rl_core.training.optim", "OPTIMIZERS"),
+    "lr_schedule": ("rl_core.training.schedules", "LR_SCHEDULES"),
+    "rollout_engine": ("rl_core.llm.implementations", "ROLLOUT_ENGINES"),
+    "trainer_backend": ("rl_core.llm.implementations", "TRAINER_BACKENDS"),
+    "tool": ("rl_core.agents.tools", "TOOLS"),
+    "tool_parser": ("rl_core.agents.parsers", "TOOL_PARSERS"),
+    "agent_loop": ("rl_core.agents.loops", "AGENT_LOOPS"),
+    "agent_context": ("rl_core.agents.context", "AGENT_CONTEXTS"),
+    "sandbox": ("rl_core.agents.sandbox", "SANDBOXES"),
+    "prompt_source": ("rl_core.data.sources", "PROMPT_SOURCES"),
+}
 #: The kinds :func:`registry_for` knows.
-KINDS = (
-    "model",
-    "env",
-    "advantage",
-    "policy_loss",
-    "is_correction",
-    "reward",
-    "kl_estimator",
-    "loss_agg_mode",
-    "optimizer",
-    "lr_schedule",
-    "rollout_engine",
-    "trainer_backend",
-    "tool",
-    "tool_parser",
-    "agent_loop",
-    "agent_context",
-    "sandbox",
-    "prompt_source",
-)
+KINDS = tuple(_REGISTRIES)
 
 
 def registry_for(kind: str) -> Registry:
@@ -36,44 +40,12 @@ def registry_for(kind: str) -> Registry:
     Raises:
         KeyError: ``kind`` is none of those.
     """
-    from rl_core.agents.context import AGENT_CONTEXTS
-    from rl_core.agents.loops import AGENT_LOOPS
-    from rl_core.agents.parsers import TOOL_PARSERS
-    from rl_core.agents.sandbox import SANDBOXES
-    from rl_core.agents.tools import TOOLS
-    from rl_core.algorithms.aggregation import LOSS_AGG_MODES
-    from rl_core.algorithms.kl import KL_ESTIMATORS
-    from rl_core.algorithms.off_policy import IS_CORRECTIONS
-    from rl_core.algorithms.registry import ADVANTAGES, POLICY_LOSSES
-    from rl_core.data.sources import PROMPT_SOURCES
-    from rl_core.envs.registry import ENVS
-    from rl_core.llm.implementations import ROLLOUT_ENGINES, TRAINER_BACKENDS
-    from rl_core.models.registry import MODELS
-    from rl_core.rewards.registry import REWARDS
-    from rl_core.training.optim import OPTIMIZERS
-    from rl_core.training.schedules import LR_SCHEDULES
-
-    registries: dict[str, Registry] = {
-        "model": MODELS,
-        "env": ENVS,
-        "advantage": ADVANTAGES,
-        "policy_loss": POLICY_LOSSES,
-        "is_correction": IS_CORRECTIONS,
-        "reward": REWARDS,
-        "kl_estimator": KL_ESTIMATORS,
-        "loss_agg_mode": LOSS_AGG_MODES,
-        "optimizer": OPTIMIZERS,
-        "lr_schedule": LR_SCHEDULES,
-        "rollout_engine": ROLLOUT_ENGINES,
-        "trainer_backend": TRAINER_BACKENDS,
-        "tool": TOOLS,
-        "tool_parser": TOOL_PARSERS,
-        "agent_loop": AGENT_LOOPS,
-        "agent_context": AGENT_CONTEXTS,
-        "sandbox": SANDBOXES,
-        "prompt_source": PROMPT_SOURCES,
-    }
-    registry = registries[kind]
+    try:
+        module, attribute = _REGISTRIES[kind]
+    except KeyError:
+        raise KeyError(f"no registry of {kind!r}; known kinds: {', '.join(KINDS)}") from None
+    # only the module of this kind: validating a CartPole config must not import transformers
+    registry: Registry = getattr(importlib.import_module(module), attribute)
     registry.load_builtins()
     return registry
 

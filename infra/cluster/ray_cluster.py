@@ -21,6 +21,10 @@ from infra.cluster.runtime_env import (
 
 logger = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: Modules every worker of a new local cluster imports when it starts, before it is given
+#: work: what every rlpipe worker imports (seconds of CPU), done while the driver imports
+#: and configures the run instead of after it created the workers.
+WORKER_PRELOAD_MODULES = ("torch", "gymnasium", "infra.cluster.worker_base")
 
 
 def resolve_address(configured: str | None) -> str:
@@ -76,7 +80,11 @@ def connect(
             # Keep idle task workers alive: by default Ray kills idle workers above one per
             # CPU after 1 s, and our actors already take those slots, so every fan-out
             # (evaluation, reward scoring) would pay a cold Python start (~3 s each).
-            kwargs["_system_config"] = {"num_workers_soft_limit": kwargs["num_cpus"] + 8}
+            kwargs["_system_config"] = {
+                "num_workers_soft_limit": kwargs["num_cpus"] + 8,
+                # the workers Ray starts ahead import these while the driver still starts
+                "preload_python_modules": list(WORKER_PRELOAD_MODULES),
+            }
         else:
             kwargs.pop("include_dashboard")
             kwargs["runtime_env"] = {"env_vars": env}

@@ -1,17 +1,35 @@
-"""Language-model pieces of the reasoning path: padding, sampling, token log-probs."""
+"""Language-model pieces of the reasoning path: padding, sampling, token log-probs.
 
-from rl_core.llm.batching import pad_left, pad_loss_masks, pad_right, sequences_from_padded
-from rl_core.llm.generation import GenerationResult, SamplingParams, hf_generate
-from rl_core.llm.logprobs import entropy_from_logits, logprobs_from_logits
+The names below are imported on first use (PEP 562): importing a submodule of this
+package, such as the registries of :mod:`rl_core.llm.implementations` that every config
+validation reads, does not import transformers.
+"""
 
-__all__ = [
-    "GenerationResult",
-    "SamplingParams",
-    "entropy_from_logits",
-    "hf_generate",
-    "logprobs_from_logits",
-    "pad_left",
-    "pad_loss_masks",
-    "pad_right",
-    "sequences_from_padded",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name → submodule that defines it.
+_EXPORTS = {
+    "GenerationResult": "generation",
+    "SamplingParams": "generation",
+    "hf_generate": "generation",
+    "entropy_from_logits": "logprobs",
+    "logprobs_from_logits": "logprobs",
+    "pad_left": "batching",
+    "pad_loss_masks": "batching",
+    "pad_right": "batching",
+    "sequences_from_padded": "batching",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
