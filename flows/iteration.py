@@ -20,6 +20,7 @@ from prefect.runtime import flow_run
 from prefect.states import Cancelled
 from prefect_ray import RayTaskRunner
 
+from infra.checkpoint.storage_full import CheckpointStorageFull
 from infra.driver.faults import RunAbortedByFault
 from infra.driver.guard import ITERATION_RETRIES, RewindLimitError
 from infra.driver.session import get_session
@@ -50,7 +51,7 @@ STEPS = (
 
 #: Errors that end the run at once: a retry of the iteration would fail the same way (or,
 #: after a rewind was refused, continue from rebuilt blank workers).
-FATAL_ERRORS = (RunAbortedByFault, RewindLimitError, SkippedUpdatesError)
+FATAL_ERRORS = (RunAbortedByFault, RewindLimitError, SkippedUpdatesError, CheckpointStorageFull)
 
 
 @dataclass

@@ -29,11 +29,13 @@ def step_method(method: _Method) -> _Method:
     @functools.wraps(method)
     def wrapper(self: WorkerBase, *args: Any, **kwargs: Any) -> Any:
         armed = self.__dict__.pop("_armed_fault", None)
-        if armed is not None:
-            from infra.driver.faults import fire
+        if armed is None:
+            return method(self, *args, **kwargs)
+        from infra.driver.faults import fault_scope
 
-            fire(armed[0], f"{self.group} worker {self.rank} {method.__name__} ({armed[1]})")
-        return method(self, *args, **kwargs)
+        where = f"{self.group} worker {self.rank} {method.__name__} ({armed[1]})"
+        with fault_scope(armed[0], where):
+            return method(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

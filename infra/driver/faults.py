@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import shutil
 import signal
 import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,9 @@ from rl_core.reliability import Fault, FaultPlan, parse_faults
 
 logger = logging.getLogger(__name__)
 ENV_VAR = "RLPIPE_FAULTS"
-WORKER_KINDS = ("raise", "kill", "hang")
+WORKER_KINDS = ("raise", "kill", "hang", "disk_full")
+#: What a process may still write during a ``disk_full`` fault: larger files fail (EFBIG).
+DISK_FULL_FILE_BYTES = 1024
 DRIVER_KINDS = ("kill_driver", "exit")
 
 
@@ -55,6 +60,31 @@ def fire(kind: str, where: str) -> None:
     if kind == "hang":
         threading.Event().wait()  # until the step's deadline kills this process
     raise ValueError(f"unknown fault kind {kind!r}")
+
+
+@contextmanager
+def fault_scope(kind: str, where: str) -> Iterator[None]:
+    """Carry out a fault around the step it strikes.
+
+    ``disk_full`` lowers this process's file-size limit (``RLIMIT_FSIZE``) for the step, so
+    its writes fail as on a full disk (``OSError`` EFBIG: Python ignores ``SIGXFSZ``); the
+    other kinds fire at the step's start (:func:`fire`).
+
+    Args:
+        kind: A worker fault kind (:data:`WORKER_KINDS`).
+        where: What is failing (for the log and the exception).
+    """
+    if kind != "disk_full":
+        fire(kind, where)
+        yield
+        return
+    logger.warning("injected fault %s in %s (pid %d)", kind, where, os.getpid())
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (DISK_FULL_FILE_BYTES, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
 def fire_once(fault: dict[str, str] | None, where: str) -> None:

@@ -25,7 +25,12 @@ import torch
 from infra.checkpoint.lease import RunLease
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
-from infra.checkpoint.store import CheckpointError, open_store
+from infra.checkpoint.storage_full import (
+    CheckpointStorageFull,
+    storage_full_cause,
+    storage_full_message,
+)
+from infra.checkpoint.store import CheckpointError, open_store, step_dir_name
 from infra.cluster import ray_cluster
 from infra.driver.faults import FaultInjector
 from infra.driver.guard import ITERATION_RETRIES, IterationGuard
@@ -265,6 +270,27 @@ class TrainSession:
         """
         self.lease.check()  # never write the run after another process took it over
         step = self.state.iteration
+        try:
+            saved, manifest = self._write_checkpoint(step)
+        except Exception as exc:
+            cause = storage_full_cause(exc)
+            if cause is None:
+                raise
+            self._drop_partial_checkpoint(step)
+            committed = self.manifest["step"] if self.manifest else None
+            raise CheckpointStorageFull(
+                storage_full_message(cause, step, committed, self.store_uri)
+            ) from exc
+        self.manifest = manifest
+        self._apply_retention(step)
+        result = StepResult(saved["seconds"], info={"dir": saved["dir"], "step": step})
+        if self.tracker and self._log_checkpoint_due(step):
+            self._log_checkpoint_artifacts(saved["dir"])
+            result.info["artifact_path"] = f"checkpoints/{saved['dir']}"
+        return result
+
+    def _write_checkpoint(self, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Every worker's state and the driver's files, then the manifest (the commit)."""
         saved = self.runtime.save_checkpoint(self.store_uri, step)
         self.store.write_bytes(f"{saved['dir']}/driver_rng.json", json.dumps(_rng_state()).encode())
         config_json = json.dumps(self.cfg.model_dump(mode="json"), indent=2)
@@ -283,13 +309,17 @@ class TrainSession:
                 "state": asdict(self.state),
             },
         )
-        self.manifest = manifest
-        self._apply_retention(step)
-        result = StepResult(saved["seconds"], info={"dir": saved["dir"], "step": step})
-        if self.tracker and self._log_checkpoint_due(step):
-            self._log_checkpoint_artifacts(saved["dir"])
-            result.info["artifact_path"] = f"checkpoints/{saved['dir']}"
-        return result
+        return saved, manifest
+
+    def _drop_partial_checkpoint(self, step: int) -> None:
+        """Delete what a failed write of ``step`` left (never a committed checkpoint)."""
+        if self.manifest is not None and self.manifest["step"] == step:
+            return  # committed by an earlier attempt: it stays
+        folder = step_dir_name(step)
+        try:
+            self.store.delete_folder(folder)
+        except Exception:  # noqa: BLE001 - the disk is full: deleting may fail too
+            logger.warning("could not delete the partial checkpoint %s", folder, exc_info=True)
 
     def _apply_retention(self, step: int) -> None:
         """Delete checkpoints beyond ``run.keep_checkpoints`` (the best one stays)."""

@@ -28,7 +28,7 @@ FAULT_STEPS = (
     "checkpoint",
 )
 #: Kinds of fault.
-FAULT_KINDS = ("raise", "kill", "hang", "kill_driver", "exit")
+FAULT_KINDS = ("raise", "kill", "hang", "disk_full", "kill_driver", "exit")
 _ENTRY = re.compile(r"^(?P<kind>[a-z_]+):(?P<step>[a-z_]+)@(?P<iteration>\d+)$")
 
 
@@ -119,6 +119,11 @@ def parse_faults(text: str | None) -> FaultPlan:
             raise FaultSpecError(
                 f"RLPIPE_FAULTS entry {entry!r}: unknown step {step!r}; allowed: "
                 f"{', '.join(FAULT_STEPS)}"
+            )
+        if kind == "disk_full" and step != "checkpoint":
+            raise FaultSpecError(
+                f"RLPIPE_FAULTS entry {entry!r}: disk_full strikes the checkpoint step only "
+                "(e.g. disk_full:checkpoint@3)"
             )
         fault = Fault(kind, step, int(match["iteration"]))
         if any(f.step == fault.step and f.iteration == fault.iteration for f in faults):

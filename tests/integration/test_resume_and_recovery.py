@@ -23,6 +23,7 @@ from tests.integration.conftest import (
     CARTPOLE_EXPERIMENT,
     ROOT,
     kill_process_group,
+    run_process,
     run_train,
     train_cmd,
     wait_for_checkpoint,
@@ -210,3 +211,38 @@ def test_killed_workers_are_rebuilt_and_run_completes(
         for child in retried:
             states = {s.name for s in api.read_flow_run_states(child.id)}
             assert "AwaitingRetry" in states and child.state.is_completed(), (child.name, states)
+
+
+def test_a_full_disk_stops_the_run_with_one_line_and_a_rerun_resumes(
+    tmp_path: Path, train_env
+) -> None:
+    """The trainer's checkpoint files of iteration 4 hit a file-size limit (``RLIMIT_FSIZE``,
+    as on a full disk): the run is not retried, it stops with one line naming the intact
+    checkpoint of iteration 2, and the same command then resumes from it."""
+    args = (
+        "run.name=full",
+        "run.max_iterations=4",
+        "run.checkpoint_interval=2",
+        "run.eval_interval=0",
+        "env.num_envs=4",
+        "rollout.num_steps=32",
+    )
+    env = {**train_env, "RLPIPE_FAULTS": "disk_full:checkpoint@3"}  # after iteration index 3
+    proc = run_process(train_cmd(tmp_path, *args), env, timeout=600)
+    out = proc.stdout + proc.stderr
+    words = " ".join(out.split())  # the terminal wraps long lines
+    assert proc.returncode == 1, out[-5000:]
+    assert "checkpoint of iteration 4 not written to" in words, out[-5000:]
+    assert "File too large" in words
+    assert (
+        "the checkpoint of iteration 2 is intact: free space and rerun the same command to "
+        "resume from it" in words
+    )
+    assert "Traceback" not in out  # the traceback is in the run's log file only
+    checkpoints = tmp_path / "full" / "checkpoints"
+    assert json.loads((checkpoints / "latest.json").read_text())["step"] == 2
+    assert not (checkpoints / "step_000004").exists()  # the partial folder was removed
+
+    rerun = run_train(tmp_path, env, *args)
+    assert "resumed_from: 2" in rerun
+    assert json.loads((checkpoints / "latest.json").read_text())["step"] == 4
