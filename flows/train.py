@@ -27,6 +27,10 @@ from flows.run_loop import flow_run_namer, prepare_model_files, run_training, tr
 from flows.sft import sft
 from flows.stop_signals import stop_signals_in_flow
 from infra.checkpoint.export import is_finished_export
+from infra.checkpoint.init_from import apply_init_from
+from infra.checkpoint.location import run_store_uri
+from infra.checkpoint.store import open_store
+from infra.driver.session import resolve_tracking_uri
 from infra.tracking.secrets import redacted_errors
 from rl_core.config import RLPipeConfig, load_config
 
@@ -68,7 +72,8 @@ def prepare_model(cfg: RLPipeConfig) -> RLPipeConfig:
 
     ``run.warm_start`` runs that SFT preset first (as a child flow) unless the export of a
     finished run of it exists (a stopped one resumes and finishes), and points
-    ``model.model_path`` at it; then :func:`prepare_model_files`.
+    ``model.model_path`` at it; ``run.init_from`` fetches the model a new run starts from
+    (:func:`infra.checkpoint.init_from.apply_init_from`); then :func:`prepare_model_files`.
 
     Raises:
         WarmStartError: The supervised run stopped again before finishing.
@@ -92,7 +97,16 @@ def prepare_model(cfg: RLPipeConfig) -> RLPipeConfig:
                 )
         model = cfg.model.model_copy(update={"model_path": str(model_dir.resolve())})
         cfg = cfg.model_copy(update={"model": model})
+    if cfg.run.init_from and not has_checkpoint(cfg):  # a resumed run has its weights
+        tracking_uri = resolve_tracking_uri(cfg.tracking.tracking_uri, Path(cfg.run.output_dir))
+        cfg = apply_init_from(cfg, tracking_uri)
     return prepare_model_files(cfg)
+
+
+def has_checkpoint(cfg: RLPipeConfig) -> bool:
+    """Whether the run has a committed checkpoint (a rerun resumes it)."""
+    uri = run_store_uri(cfg.run.output_dir, cfg.run.name, cfg.run.checkpoint_uri)
+    return open_store(uri).latest() is not None
 
 
 def main(argv: list[str] | None = None, prog: str = "python flows/train.py") -> int:

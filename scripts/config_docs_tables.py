@@ -55,6 +55,10 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ),
     ("algorithm", "is_correction"): "or `none` (no correction)",
     ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
+    (
+        "run",
+        "init_from",
+    ): "`models:/<name>@<alias>`, `models:/<name>/<version>`, `models:/<name>/latest` or a folder; not with `run.warm_start`",
     ("run", "name"): (
         "1 to 128 letters, digits, `.`, `_` or `-`, starting with a letter or digit (one "
         "folder name)"
@@ -120,6 +124,9 @@ FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
 #: The schema's model validators (cross-field rules), keyed by (model class, validator).
 CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
+    ("RunConfig", "_one_starting_model"): (
+        "`run.init_from` and `run.warm_start` both name the starting model: set one."
+    ),
     ("TimeoutsConfig", "_heartbeat_timeout_covers_interval"): (
         "`timeouts.heartbeat_timeout_s` must be at least `timeouts.heartbeat_interval_s`."
     ),

@@ -16,7 +16,6 @@ Load a version with :func:`load_registered_policy`::
 from __future__ import annotations
 
 import logging
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,8 @@ from typing import Any
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+
+from rl_core.config.naming import MODEL_URI
 
 logger = logging.getLogger(__name__)
 MODEL_ARTIFACT_DIR = "model"
@@ -33,9 +34,6 @@ SCORE_TAG = "eval_score"
 #: Version tag: the evaluation protocol its score was measured under (scores of different
 #: protocols are not compared).
 EVAL_PROTOCOL_TAG = "eval_protocol"
-_MODEL_URI = re.compile(
-    r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[\w\-]+)|/(?P<version>\d+|latest))$"
-)
 
 
 @dataclass(frozen=True)
@@ -162,7 +160,7 @@ def resolve_model_uri(client: MlflowClient, model_uri: str) -> Any:
         ValueError: Not such a URI.
         mlflow.exceptions.MlflowException: No such model, version or alias.
     """
-    match = _MODEL_URI.match(model_uri)
+    match = MODEL_URI.match(model_uri)
     if not match:
         raise ValueError(
             f"{model_uri!r} is not models:/<name>@<alias>, models:/<name>/<version> or "

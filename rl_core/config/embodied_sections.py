@@ -34,6 +34,12 @@ class EmbodiedModelConfig(ModelConfig):
         "clip", description="Continuous actions: Gaussian clipped to bounds, or tanh-squashed."
     )
     init_log_std: float = 0.0
+    init_weights: str | None = Field(
+        None,
+        min_length=1,
+        description="Folder of an exported model (rlpipe_model.json) whose weights the "
+        "policy starts from; run.init_from sets it to the model it downloads.",
+    )
     critic_hidden_sizes: list[int] | None = Field(
         None, description="mlp_sac: hidden widths of each critic (None: hidden_sizes)."
     )

@@ -18,6 +18,10 @@ from typing import Any
 
 #: Characters MLflow refuses in registered model names, replaced by "_".
 _MODEL_NAME_UNSAFE = re.compile(r"[/:\s]+")
+#: A registered model version: ``models:/<name>@<alias>``, ``/<version>`` or ``/latest``.
+MODEL_URI = re.compile(
+    r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[\w\-]+)|/(?P<version>\d+|latest))$"
+)
 
 
 def task_name(cfg: Any) -> str:

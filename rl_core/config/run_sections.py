@@ -16,6 +16,7 @@ from rl_core.config.limits import (
     MAX_ITERATIONS,
     MAX_WORKERS,
 )
+from rl_core.config.naming import MODEL_URI
 from rl_core.config.sections import Section
 
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
@@ -131,6 +132,16 @@ class RunConfig(Section):
         "model <output_dir>/<its run name>/model becomes model.model_path, and it is run "
         "first when that model does not exist yet.",
     )
+    init_from: str | None = Field(
+        None,
+        min_length=1,
+        description="Weights a new run starts from (a resumed run continues its checkpoint "
+        "instead): a registered model models:/<name>@<alias>, models:/<name>/<version> or "
+        "models:/<name>/latest of the tracking server's registry, or the folder of an exported "
+        "model (rlpipe_model.json). Its model type must be model.model_type. With run_name "
+        "placeholders, each scheduled run of a deployment trains a new run from the "
+        "registry's best (docs/deployments.md).",
+    )
     lease_ttl_s: float = Field(
         60.0,
         ge=2,
@@ -157,6 +168,24 @@ class RunConfig(Section):
     @classmethod
     def _checkpoint_uri_supported(cls, value: str | None) -> str | None:
         return check_storage_uri(value, ("s3",))
+
+    @field_validator("init_from")
+    @classmethod
+    def _init_from_form(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith("models:") and not MODEL_URI.match(value):
+            raise ValueError(
+                f"{value!r} is not models:/<name>@<alias>, models:/<name>/<version> or "
+                "models:/<name>/latest"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_starting_model(self) -> RunConfig:
+        if self.init_from and self.warm_start:
+            raise ValueError(
+                "run.init_from and run.warm_start both name the starting model: set one"
+            )
+        return self
 
 
 class EvalConfig(Section):

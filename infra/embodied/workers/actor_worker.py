@@ -9,6 +9,7 @@ import numpy as np
 import ray
 import torch
 
+from infra.checkpoint.init_from import start_from_init_weights
 from infra.checkpoint.serialize import (
     bytes_to_object,
     bytes_to_tensors,
@@ -50,6 +51,7 @@ class ActorWorker(WorkerBase):
         torch.manual_seed(seed)  # model init is reproducible from the run seed
         # built on the CPU (the same initial weights on any device), then moved
         self.policy = get_model(self.cfg.model, resolve(spaces)).to(self.device)
+        start_from_init_weights(self.policy, self.cfg.model)  # run.init_from
         actor = self.cfg.actor
         self.optimizer = build_optimizer(self.policy.parameters(), actor)
         # minibatch order is drawn on the CPU: the same on any device

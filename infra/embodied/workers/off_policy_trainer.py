@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra.checkpoint.init_from import start_from_init_weights
 from infra.cluster.worker_base import Stopwatch, WorkerBase, resolve, step_method
 from infra.embodied.workers.actor_worker import ActorWorker
 from rl_core.algorithms.actor_critic_family import actor_critic_spec
@@ -37,6 +38,7 @@ class OffPolicyActorWorker(ActorWorker):
         # built on the CPU (the same initial weights on any device), then moved: the
         # learner's optimizers, target critics and temperature are made on the device
         self.policy = get_model(self.cfg.model, resolve(spaces)).to(self.device)
+        start_from_init_weights(self.policy, self.cfg.model)  # run.init_from
         spec = actor_critic_spec(self.cfg.algorithm.loss_type)
         if spec is None:
             raise ValueError(f"{self.cfg.algorithm.loss_type!r} is not an off-policy algorithm")
