@@ -68,7 +68,7 @@ def flow_run_namer(prefix: str) -> Callable[[], str]:
 
 
 def scheduled_run_name(run_name: str) -> str:
-    """``run_name`` with ``{scheduled_date}``/``{scheduled_time}`` filled in.
+    """``run_name`` with its placeholders (``{scheduled_date}``, ...) filled in.
 
     The time is the flow run's scheduled start (a deployment's schedule), else now; see
     :mod:`rl_core.config.run_name_template`.

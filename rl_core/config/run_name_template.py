@@ -14,8 +14,15 @@ from datetime import datetime, timezone
 from rl_core.config.loader import ConfigError
 
 #: Placeholder → strftime format of the flow run's scheduled start (UTC).
-RUN_NAME_PLACEHOLDERS = {"scheduled_date": "%Y%m%d", "scheduled_time": "%Y%m%d-%H%M"}
-_ALLOWED = "{scheduled_date} (YYYYMMDD) and {scheduled_time} (YYYYMMDD-HHMM)"
+RUN_NAME_PLACEHOLDERS = {
+    "scheduled_date": "%Y%m%d",
+    "scheduled_time": "%Y%m%d-%H%M",
+    "scheduled_timestamp": "%Y%m%d-%H%M%S",
+}
+_ALLOWED = (
+    "{scheduled_date} (YYYYMMDD), {scheduled_time} (YYYYMMDD-HHMM) and {scheduled_timestamp} "
+    "(YYYYMMDD-HHMMSS)"
+)
 
 
 def expand_run_name(template: str, when: datetime) -> str:

@@ -18,6 +18,8 @@ def test_placeholders_take_the_scheduled_start_in_utc() -> None:
     paris = NIGHT.astimezone(timezone(timedelta(hours=1)))
     assert expand_run_name("n-{scheduled_time}", paris) == "n-20261128-0230"
     assert expand_run_name("fixed-name", NIGHT) == "fixed-name"
+    seconds = NIGHT + timedelta(seconds=40)  # a schedule of less than a minute
+    assert expand_run_name("t-{scheduled_timestamp}", seconds) == "t-20261128-023040"
     next_night = NIGHT + timedelta(days=1)  # two scheduled runs, two runs
     assert expand_run_name("n-{scheduled_date}", next_night) != expand_run_name(
         "n-{scheduled_date}", NIGHT
