@@ -23,11 +23,11 @@ pytestmark = pytest.mark.integration
 
 #: (placement overrides, workers per group, tensor-parallel size, GPU index of each worker).
 LAYOUTS = {
-    "collocated": (  # GPUs 1 and 2: the last of the first node, the first of the second
-        ["cluster.component_placement={env: 1, 'actor,rollout': 1-2}"],
-        {"env": 1, "rollout": 2, "actor": 2},
+    "collocated": (
+        ["cluster.component_placement={env: 0-3, 'actor,rollout': 0-3}"],
+        {"env": 2, "rollout": 4, "actor": 4},
         1,
-        {"env": [1], "rollout": [1, 2], "actor": [1, 2]},
+        {"env": [0, 1], "rollout": [0, 1, 2, 3], "actor": [0, 1, 2, 3]},
     ),
     "disaggregated": (
         ["cluster.component_placement={actor: 0-1, 'env,rollout': 2-3}"],

@@ -3,7 +3,8 @@ a process worker and an MLflow server; a deployment run fails midway, is retried
 **Retry** in the Prefect UI (headless Chromium), resumes from its last checkpoint and
 completes in the same MLflow run on the stack's MLflow server; ``evaluate-latest`` on an
 interval schedule is run by the worker and logs a child evaluation run; a sweep starts its
-runs as deployment runs; a ``python flows/train.py`` run started meanwhile uses the stack's
+runs as deployment runs; a schedule of two runs trains a new run at each scheduled time,
+each starting from the registry's best model; a ``python flows/train.py`` run started meanwhile uses the stack's
 Prefect API and MLflow server; the MLflow server keeps artifacts in S3 (moto); ``down`` stops
 every process."""
 
@@ -36,7 +37,12 @@ from selenium.webdriver.common.by import By
 from infra.ops.processes import free_port, pid_alive, signal_group
 from infra.ops.stack import read_state
 from tests.browser import chromium, click_text, screenshot, wait_for
-from tests.integration.conftest import CARTPOLE_EXPERIMENT, ROOT, kill_process_group
+from tests.integration.conftest import (
+    CARTPOLE_EXPERIMENT,
+    CARTPOLE_MODEL,
+    ROOT,
+    kill_process_group,
+)
 from tests.sweep_checks import check_sweep_report
 
 pytestmark = pytest.mark.integration
@@ -158,6 +164,7 @@ def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(
         run_id = check_mlflow(env, s3_bucket, home, flow_run_id)
         scheduled_evaluation(env, tmp_path / "out", run_id)
         sweep_of_deployment_runs(env, tmp_path / "sweep-out")
+        scheduled_training(env, tmp_path / "nightly-out")
         cli_run_uses_the_stack(base_env(tmp_path), home, state, tmp_path / "cli-out")
 
 
@@ -325,6 +332,69 @@ def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> 
         e.data.tags["mlflow.parentRunId"] == parent_run_id for e in evaluations
     )
     assert evaluations[0].data.metrics["eval/episodes"] == 2
+
+
+def scheduled_training(env: dict[str, str], out: Path) -> None:
+    """train-ppo-cartpole on a schedule of two runs 40 s apart, each a new run
+    (``run_name`` with ``{scheduled_timestamp}``) that starts from the registry's ``best``
+    (``run.init_from``): both train and register a new version."""
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    before = {v.version for v in client.search_model_versions(f"name = '{CARTPOLE_MODEL}'")}
+    start = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=10)
+    rrule = f"DTSTART:{start:%Y%m%dT%H%M%SZ}\nRRULE:FREQ=SECONDLY;INTERVAL=40;COUNT=2"
+    init_from = f"models:/{CARTPOLE_MODEL}@best"
+    params = {
+        "run_name": "nightly-{scheduled_timestamp}",
+        "overrides": [
+            f"run.output_dir={out}",
+            "run.max_iterations=1",
+            "run.eval_interval=1",
+            "rollout.num_steps=32",
+            "env.num_envs=4",
+            "eval.num_episodes=2",
+            f"run.init_from={init_from}",
+        ],
+    }
+    prefect_cli(
+        [
+            *("--no-prompt", "deploy", "--name", "train-ppo-cartpole"),
+            *("--rrule", rrule, "--params", json.dumps(params)),
+        ],
+        env,
+    )
+    with (
+        temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}),
+        get_client(sync_client=True) as api,
+    ):
+        deployment = api.read_deployment_by_name("train/train-ppo-cartpole")
+        deadline = time.monotonic() + 420
+        done: list = []
+        while len(done) < 2 and time.monotonic() < deadline:
+            runs = [
+                r
+                for r in api.read_flow_runs(
+                    flow_run_filter=FlowRunFilter(deployment_id={"any_": [deployment.id]})
+                )
+                if r.auto_scheduled
+            ]
+            done = [r for r in runs if r.state and r.state.is_completed()]
+            assert not [r for r in runs if r.state and r.state.is_failed()], runs
+            time.sleep(1)
+        assert len(done) == 2, f"scheduled runs not both completed: {runs}"
+    names = sorted(f"nightly-{r.expected_start_time:%Y%m%d-%H%M%S}" for r in done)
+    experiment_id = client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id
+    trained = {
+        r.data.tags["rlpipe.run_name"]: r
+        for r in client.search_runs([experiment_id], "tags.`rlpipe.run_name` LIKE 'nightly-%'")
+    }
+    assert sorted(trained) == names, (sorted(trained), names)  # a new run per scheduled time
+    for name, run in trained.items():
+        assert run.info.status == "FINISHED"
+        assert run.data.params["run.init_from"] == init_from
+        assert f"{name}/init_model" in run.data.params["model.init_weights"]  # downloaded
+    versions = client.search_model_versions(f"name = '{CARTPOLE_MODEL}'")
+    new = {v.run_id for v in versions if v.version not in before}
+    assert new == {r.info.run_id for r in trained.values()}  # each registered a version
 
 
 def sweep_of_deployment_runs(env: dict[str, str], out: Path) -> None:
