@@ -20,6 +20,7 @@ from prefect.runtime import flow_run
 from prefect.states import Cancelled
 from prefect_ray import RayTaskRunner
 
+from flows.stop_signals import stop_signals_in_flow
 from infra.checkpoint.storage_full import CheckpointStorageFull
 from infra.driver.faults import RunAbortedByFault
 from infra.driver.guard import ITERATION_RETRIES, RewindLimitError
@@ -85,6 +86,20 @@ def untagged_task_runs() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def child_flow_body() -> Iterator[None]:
+    """The body of a flow that the train or SFT flow runs as a child.
+
+    SIGINT and SIGTERM keep requesting a stop after the iteration (the engine of each child
+    flow run installs Prefect's own SIGTERM handler, which would end the run at once; a
+    signal in the engine's few milliseconds around the body reaches the run loop as
+    ``TerminationSignal``, see ``flows.run_loop``), and task runs carry no tags
+    (:func:`untagged_task_runs`).
+    """
+    with stop_signals_in_flow(), untagged_task_runs():
+        yield
+
+
 def root_cause(exc: BaseException) -> BaseException:
     """The exception a Ray worker raised (instead of Ray's wrapper with its traceback)."""
     cause = getattr(exc, "cause", None)  # RayTaskError (duck-typed: Ray may rebuild classes)
@@ -120,7 +135,7 @@ def iteration_flow(session_id: str, iteration: int) -> IterationResult:
     Returns:
         Each step's result (metrics and worker seconds) and the iteration's timing.
     """
-    with untagged_task_runs():
+    with child_flow_body():
         return _run_iteration(session_id, iteration)
 
 
@@ -159,7 +174,7 @@ def baseline_evaluation_flow(session_id: str) -> StepResult:
         The evaluate step's result (``eval/*`` metrics and worker seconds).
     """
     session = get_session(session_id)
-    with untagged_task_runs():
+    with child_flow_body():
         result = run_evaluation(session, -1)
     session.state.initial_eval_return = result.metrics["eval/return_mean"]
     return result

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import tags as prefect_tags
+from prefect.exceptions import TerminationSignal
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
@@ -202,12 +203,32 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
     progress.update(it)
     reruns: dict[int, int] = {}  # iterations run again by this loop (their retry was dropped)
     if cfg.eval.before_training and it == 0 and session.state.initial_eval_return is None:
-        _evaluate_before_training(session)
+        try:
+            _evaluate_before_training(session)
+        except TerminationSignal:
+            if not STOP_REQUESTED.is_set():
+                raise
+            logger.warning("SIGTERM during the evaluation before training")
     while it < cfg.run.max_iterations and not session.state.solved:
         started = time.perf_counter()
         samples_before = session.state.env_steps
+        if STOP_REQUESTED.is_set():  # (a signal between the evaluation and this loop)
+            stopped = _stop_on_request(session)
+            break
         try:
             result = step_flow(session.id, it)
+        except TerminationSignal:
+            # The signal reached the engine of the iteration's flow run in the moments
+            # around its body (the body itself stops after the iteration): the iteration
+            # ran completely, or not at all, or between two attempts (then steps of the
+            # failed attempt ran: back to the last checkpoint, which resumes exactly).
+            if not STOP_REQUESTED.is_set():
+                raise
+            journal = session.guard.journal
+            if session.state.iteration == it and journal.iteration == it and journal.started:
+                session.guard.rewind(it)
+            stopped = _stop_on_request(session)
+            break
         except Exception:
             fatal, session.fatal_error = session.fatal_error, None
             if fatal is not None:  # the iteration failed for good (not retried)
@@ -247,12 +268,9 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
         log_progress(cfg.run.max_iterations, it, {**metrics, **timing})
         more = it + 1 < cfg.run.max_iterations and not state.solved
         if STOP_REQUESTED.is_set():
-            stopped = "request"
-            logger.warning(
-                "stopped on request after iteration %d; rerun the same command to resume",
-                state.iteration,
-            )
-        elif more and meter.next_iteration_exceeds_budget():
+            stopped = _stop_on_request(session)
+            break
+        if more and meter.next_iteration_exceeds_budget():
             stopped = "budget"
             logger.warning(
                 "stopped after iteration %d: another would pass run.budget_hours (%.4g of "
@@ -262,9 +280,7 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
                 meter.budget_hours,
                 meter.budget_unit,
             )
-        if stopped:
-            if session.manifest is None or session.manifest["step"] != state.iteration:
-                session.checkpoint()
+            _commit_before_stopping(session)
             break
         it += 1
     state = session.state
@@ -285,6 +301,22 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
         "stopped": stopped,
         **meter.summary(),
     }
+
+
+def _stop_on_request(session: TrainSession) -> str:
+    """A stop signal arrived: commit the iterations run so far; the reason ``request``."""
+    logger.warning(
+        "stopped on request after iteration %d; rerun the same command to resume",
+        session.state.iteration,
+    )
+    _commit_before_stopping(session)
+    return "request"
+
+
+def _commit_before_stopping(session: TrainSession) -> None:
+    """Checkpoint the iterations run so far unless the last checkpoint holds them already."""
+    if session.manifest is None or session.manifest["step"] != session.state.iteration:
+        session.checkpoint()
 
 
 def cost_meter(session: TrainSession) -> CostMeter:

@@ -26,8 +26,8 @@ from prefect_ray import RayTaskRunner
 from flows.iteration import (
     CHILD_FLOW_OPTIONS,
     IterationResult,
+    child_flow_body,
     finish_iteration,
-    untagged_task_runs,
 )
 from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, run_training, train_session
@@ -53,10 +53,10 @@ def sft_iteration_flow(session_id: str, iteration: int) -> IterationResult:
     """
     body_started = time.perf_counter()
     session = get_session(session_id)
-    rewound = session.guard.begin(iteration, flow_run.run_count or 1)
-    if rewound is not None:
-        return IterationResult(rewound_to=rewound)
-    with untagged_task_runs():
+    with child_flow_body():
+        rewound = session.guard.begin(iteration, flow_run.run_count or 1)
+        if rewound is not None:
+            return IterationResult(rewound_to=rewound)
         steps = {
             "sft_update": session.guard.run("sft_update", lambda: sft_update(session_id, iteration))
         }

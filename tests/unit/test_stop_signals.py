@@ -38,3 +38,28 @@ def test_the_first_signal_is_the_one_reported() -> None:
     with stop_signals_in_flow():
         os.kill(os.getpid(), signal.SIGINT)
     assert stop_signal() == signal.SIGINT
+
+
+def test_a_child_flow_body_keeps_the_stop_under_prefects_own_handler() -> None:
+    """The train flow's body runs child flows, whose engines install Prefect's SIGTERM
+    bridge again; inside a child flow's body the signal still only requests a stop."""
+    from prefect.utilities.engine import capture_sigterm
+
+    from flows.iteration import child_flow_body
+
+    with stop_signals_in_flow(), capture_sigterm(), child_flow_body():
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert STOP_REQUESTED.is_set() and stop_signal() == signal.SIGTERM
+
+
+def test_sigterm_in_a_child_engine_outside_its_body_is_a_stop_not_an_abort() -> None:
+    """Around a child flow's body, Prefect's bridge raises TerminationSignal and sends the
+    signal on to the handler it replaced: the stop is requested once (the run loop then
+    stops after the iteration), and the process is not aborted by a "second" signal."""
+    from prefect.exceptions import TerminationSignal
+    from prefect.utilities.engine import capture_sigterm
+
+    with stop_signals_in_flow():
+        with pytest.raises(TerminationSignal), capture_sigterm():
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert STOP_REQUESTED.is_set() and stop_signal() == signal.SIGTERM
