@@ -37,12 +37,8 @@ LAYOUTS = {
         {"env": 2, "rollout": 2, "actor": 2},
         {"env": [2, 3], "rollout": [2, 3], "actor": [0, 1]},
     ),
-    "hybrid": (
-        ["cluster.component_placement={'env,rollout,actor': all}"],
-        {"env": 1, "actor": 4},
-        {"env": [0], "actor": [0, 1, 2, 3]},
-    ),
 }
+# (the hybrid engine's layout, one trainer rank per GPU: test_gpu_placement_two_nodes.py)
 
 
 @pytest.fixture(scope="module")

@@ -134,19 +134,25 @@ def seed_mlflow_store(output_dir: Path) -> None:
 #: (matplotlib, seconds of CPU per run). The tests that look at it pass
 #: ``tracking.learning_curve=true``.
 QUICK_RUN = ("tracking.learning_curve=false",)
+#: Also left out of runs of the default preset (its eval section has videos): the final
+#: evaluation's GIF, a task of its own (a Ray task worker started, pygame rendering). The
+#: test that looks at it passes ``eval.video=true``.
+QUICK_DEFAULT_PRESET_RUN = (*QUICK_RUN, "eval.video=false")
 
 
 def train_cmd(output_dir: Path, *overrides: str, seed_store: bool = True) -> list[str]:
     """Command line of a training run writing under ``output_dir`` (its MLflow store seeded
     by :func:`seed_mlflow_store`, unless ``seed_store`` is False: a test that checks that
-    a failing run wrote nothing), with :data:`QUICK_RUN` before ``overrides``."""
+    a failing run wrote nothing), with :data:`QUICK_RUN` (or, for the default preset,
+    :data:`QUICK_DEFAULT_PRESET_RUN`) before ``overrides``."""
     if seed_store:
         seed_mlflow_store(output_dir)
+    quick = QUICK_RUN if "--config" in overrides else QUICK_DEFAULT_PRESET_RUN
     return [
         sys.executable,
         str(ROOT / "flows" / "train.py"),
         f"run.output_dir={output_dir}",
-        *QUICK_RUN,
+        *quick,
         *overrides,
     ]
 

@@ -1,5 +1,5 @@
 """Exactly-once iterations under injected faults: a representative part of the fault matrix
-(a raised step, a killed worker, a hung worker; a killed driver is
+(a raised step, a killed worker; a killed driver is
 ``tests/integration/test_resume_and_recovery.py``).
 
 Each case trains a short run with ``RLPIPE_FAULTS`` and compares its final checkpoint with
@@ -40,18 +40,17 @@ def run_matrix(tmp_path: Path, env: dict[str, str], *args: str) -> list[dict]:
 
 def test_async_mode_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
     """Async mode: a failed rollout step forgets what it launched and puts the env and
-    sampling state back; a killed worker, and a hung one (killed at the step's deadline),
-    are replayed from the checkpoint, which carries the batches collected ahead."""
+    sampling state back; a killed worker is replayed from the checkpoint, which carries the
+    batches collected ahead. (A hung step killed at its deadline is replayed the same way;
+    deadlines themselves are ``tests/cluster/test_worker_deadlines.py``, and
+    ``benchmarks/chaos.py`` runs every kind at every step.)"""
     rows = run_matrix(
         tmp_path,
         train_env,
         "--presets=async_cartpole",
-        "--cases=raise:rollout@1+kill:rollout@2+hang:advantage@3+raise:update@3",
-        "--hang-timeout=10",  # the hung advantage step (milliseconds of work) ends after 10 s
+        "--cases=raise:rollout@1+kill:rollout@2+raise:update@3",
     )
-    assert [r["fault"] for r in rows] == [
-        "raise:rollout@1,kill:rollout@2,hang:advantage@3,raise:update@3"
-    ]
+    assert [r["fault"] for r in rows] == ["raise:rollout@1,kill:rollout@2,raise:update@3"]
 
 
 def test_off_policy_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:

@@ -1,8 +1,9 @@
 """The train CLI on a local cluster announcing one logical GPU (``cluster.num_gpus_per_node=1``):
 the run says its placement indices are GPUs, the trainer (with the hybrid engine's rollout
 policy) reserves GPU 0 and the env worker none, the GPU-hours of every phase are the
-reserved GPU times its wall time, and a placement naming a GPU the cluster lacks exits 2
-before any worker starts."""
+reserved GPU times its wall time. (A placement naming a GPU the cluster lacks is refused
+before any worker starts: ``tests/cluster/test_gpu_placement.py``; the CLI exits 2 on it:
+``tests/unit/test_cli_exit_codes.py``.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from infra.cluster.devices import ALLOW_LOGICAL_GPUS_VAR
-from tests.integration.conftest import find_run, run_process, run_train, train_cmd
+from tests.integration.conftest import find_run, run_train
 
 pytestmark = pytest.mark.integration
 
@@ -52,24 +53,3 @@ def test_a_run_on_one_gpu_places_the_trainer_there_and_bills_gpu_hours(
         for step, value in seconds.items():
             assert gpu_hours[step] == pytest.approx(value / 3600 * 1.0)  # one reserved GPU
     assert run.data.metrics["cost/gpu_hours_total"] > 0
-
-
-def test_a_gpu_the_cluster_lacks_is_refused_before_any_worker_starts(
-    tmp_path: Path, train_env
-) -> None:
-    env = train_env | {ALLOW_LOGICAL_GPUS_VAR: "1"}
-    cmd = train_cmd(
-        tmp_path,
-        "run.name=bad-gpu",
-        "cluster.num_gpus_per_node=1",
-        "cluster.component_placement={'env,rollout': 0, actor: 1}",
-    )
-    proc = run_process(cmd, env, timeout=300)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 2, out[-3000:]
-    assert (
-        "cluster.component_placement.actor uses GPU 1 (of 1) but the cluster has 1 GPU "
-        "(1 node(s) x 1); allowed 0-0" in out
-    )
-    log = (tmp_path / "bad-gpu" / "rlpipe.log").read_text()
-    assert "device " not in log  # no worker started

@@ -173,6 +173,7 @@ def cli_run_uses_the_stack(env: dict[str, str], home: Path, state: dict, out: Pa
     env.update(RLPIPE_STACK="auto", RLPIPE_STACK_HOME=str(home))
     cmd = [sys.executable, str(ROOT / "flows" / "train.py"), "run.name=cli-attached"]
     cmd += [f"run.output_dir={out}", "run.max_iterations=1", "rollout.num_steps=32"]
+    cmd += ["eval.video=false"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
@@ -199,6 +200,7 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path, ui: str) -> str:
         "run.checkpoint_interval=2",
         "run.eval_interval=0",
         "rollout.num_steps=32",
+        "eval.video=false",
     ]
     # fail at iteration 2, after the checkpoint of step 2 (off when the retry resumes)
     job_variables = {"env": {"RLPIPE_FAULTS": "exit:weight_sync@2"}}
@@ -352,6 +354,7 @@ def scheduled_training(env: dict[str, str], out: Path) -> None:
             "rollout.num_steps=32",
             "env.num_envs=4",
             "eval.num_episodes=2",
+            "eval.video=false",
             f"run.init_from={init_from}",
         ],
     }
@@ -405,7 +408,7 @@ def sweep_of_deployment_runs(env: dict[str, str], out: Path) -> None:
     cmd = [str(rlpipe), "sweep", "--seeds", "0", "--name", "dep"]
     cmd += ["--deployment", "train/train-ppo-cartpole", f"run.output_dir={out}"]
     cmd += ["run.max_iterations=1", "run.eval_interval=1", "rollout.num_steps=32"]
-    cmd += ["env.num_envs=4", "eval.num_episodes=2"]
+    cmd += ["env.num_envs=4", "eval.num_episodes=2", "eval.video=false"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     api_url = env["PREFECT_API_URL"]

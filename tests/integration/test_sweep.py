@@ -21,7 +21,8 @@ def test_a_seed_sweep_nests_its_runs_and_reports_them(
     rlpipe = Path(sys.executable).parent / "rlpipe"  # the console entry point
     cmd = [str(rlpipe), "sweep", "--config", "ppo_cartpole", "--seeds", "0-1", "--name", "two"]
     small = ["run.max_iterations=2", "run.eval_interval=1", "env.num_envs=4"]
-    small += ["rollout.num_steps=32", "eval.num_episodes=2", f"run.output_dir={tmp_path}"]
+    small += ["rollout.num_steps=32", "eval.num_episodes=2", "eval.video=false"]
+    small += [f"run.output_dir={tmp_path}"]
     proc = run_process([*cmd, *small], train_env, timeout=900)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-5000:]

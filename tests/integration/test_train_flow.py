@@ -57,6 +57,7 @@ def test_train_flow_records_flows_tasks_and_mlflow(tmp_path: Path, train_env, pr
         "eval.num_tasks=2",
         "tracking.system_metrics_interval=1",
         "tracking.learning_curve=true",
+        "eval.video=true",
         f"model.api_token={CONFIG_TOKEN}",
         f"model.endpoint=https://models.invalid/x?sig={AWS_SECRET}",
     )

@@ -25,6 +25,7 @@ from flows.cli import (
 from flows.stop_signals import reset_stop_request
 from infra.checkpoint.store import CheckpointError
 from infra.cluster import ray_cluster
+from infra.cluster.placement import PlacementError
 from infra.driver.session import STOP_REQUESTED
 
 SECRET_URI = "https://alice:pw-123456@mlflow.example.invalid"
@@ -112,6 +113,21 @@ def test_a_refused_checkpoint_is_bad_input(cli, capsys) -> None:
 
     assert cli(refused) == EXIT_BAD_INPUT
     assert "error: run 'codes' has no committed checkpoint" in capsys.readouterr().err
+
+
+def test_a_placement_the_cluster_cannot_host_is_bad_input(cli, capsys) -> None:
+    """(That ``place`` refuses it before any worker starts, naming the allowed GPUs, is
+    ``tests/cluster/test_gpu_placement.py``.)"""
+    message = (
+        "cluster.component_placement.actor uses GPU 1 (of 1) but the cluster has 1 GPU "
+        "(1 node(s) x 1); allowed 0-0"
+    )
+
+    def refused(**kwargs: Any) -> dict[str, Any]:
+        raise PlacementError(message)
+
+    assert cli(refused) == EXIT_BAD_INPUT
+    assert f"error: {message}" in " ".join(capsys.readouterr().err.split())
 
 
 def test_bad_config_is_bad_input_before_the_flow(cli, capsys) -> None:
