@@ -393,7 +393,7 @@ def scheduled_training(env: dict[str, str], out: Path) -> None:
     assert sorted(trained) == names, (sorted(trained), names)  # a new run per scheduled time
     for name, run in trained.items():
         assert run.info.status == "FINISHED"
-        assert run.data.params["run.init_from"] == init_from
+        assert json.loads(run.data.params["run.init_from"]) == init_from  # JSON-encoded
         assert f"{name}/init_model" in run.data.params["model.init_weights"]  # downloaded
     versions = client.search_model_versions(f"name = '{CARTPOLE_MODEL}'")
     new = {v.run_id for v in versions if v.version not in before}
