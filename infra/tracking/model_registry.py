@@ -24,7 +24,7 @@ from typing import Any
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from rl_core.config.naming import MODEL_URI
+from rl_core.config.naming import MODEL_URI, MODEL_URI_FORMS
 
 logger = logging.getLogger(__name__)
 MODEL_ARTIFACT_DIR = "model"
@@ -162,10 +162,7 @@ def resolve_model_uri(client: MlflowClient, model_uri: str) -> Any:
     """
     match = MODEL_URI.match(model_uri)
     if not match:
-        raise ValueError(
-            f"{model_uri!r} is not models:/<name>@<alias>, models:/<name>/<version> or "
-            "models:/<name>/latest"
-        )
+        raise ValueError(f"{model_uri!r} is not {MODEL_URI_FORMS}")
     name, alias, version = match["name"], match["alias"], match["version"]
     if alias:
         return client.get_model_version_by_alias(name, alias)

@@ -22,6 +22,8 @@ _MODEL_NAME_UNSAFE = re.compile(r"[/:\s]+")
 MODEL_URI = re.compile(
     r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[\w\-]+)|/(?P<version>\d+|latest))$"
 )
+#: The forms :data:`MODEL_URI` accepts, for error messages.
+MODEL_URI_FORMS = "models:/<name>@<alias>, models:/<name>/<version> or models:/<name>/latest"
 
 
 def task_name(cfg: Any) -> str:

@@ -16,7 +16,7 @@ from rl_core.config.limits import (
     MAX_ITERATIONS,
     MAX_WORKERS,
 )
-from rl_core.config.naming import MODEL_URI
+from rl_core.config.naming import MODEL_URI, MODEL_URI_FORMS
 from rl_core.config.sections import Section
 
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
@@ -173,10 +173,7 @@ class RunConfig(Section):
     @classmethod
     def _init_from_form(cls, value: str | None) -> str | None:
         if value is not None and value.startswith("models:") and not MODEL_URI.match(value):
-            raise ValueError(
-                f"{value!r} is not models:/<name>@<alias>, models:/<name>/<version> or "
-                "models:/<name>/latest"
-            )
+            raise ValueError(f"{value!r} is not {MODEL_URI_FORMS}")
         return value
 
     @model_validator(mode="after")

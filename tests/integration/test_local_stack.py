@@ -292,6 +292,34 @@ def check_mlflow(env: dict[str, str], bucket: str, home: Path, flow_run_id: str)
     return run.info.run_id
 
 
+def wait_for_scheduled_runs(
+    env: dict[str, str], deployment_name: str, count: int, timeout: float
+) -> list:
+    """The ``count`` runs the schedule of ``deployment_name`` created, once all completed
+    (a failed one fails the test at once)."""
+    with (
+        temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}),
+        get_client(sync_client=True) as api,
+    ):
+        deployment = api.read_deployment_by_name(deployment_name)
+        deadline = time.monotonic() + timeout
+        runs: list = []
+        while time.monotonic() < deadline:
+            runs = [
+                r
+                for r in api.read_flow_runs(
+                    flow_run_filter=FlowRunFilter(deployment_id={"any_": [deployment.id]})
+                )
+                if r.auto_scheduled  # created by the schedule, not by hand
+            ]
+            assert not [r for r in runs if r.state and r.state.is_failed()], runs
+            done = [r for r in runs if r.state and r.state.is_completed()]
+            if len(done) >= count:
+                return done
+            time.sleep(1)
+    raise AssertionError(f"{count} scheduled {deployment_name} runs not completed: {runs}")
+
+
 def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> None:
     """Deploy evaluate-latest on an hourly interval anchored a few seconds from now: the
     scheduler's first run evaluates the run (one run only: a short interval would start a
@@ -306,25 +334,7 @@ def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> 
         ],
         env,
     )
-    with (
-        temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}),
-        get_client(sync_client=True) as api,
-    ):
-        deployment = api.read_deployment_by_name("evaluate/evaluate-latest")
-        deadline = time.monotonic() + 240
-        done = []
-        while not done and time.monotonic() < deadline:
-            runs = [
-                r
-                for r in api.read_flow_runs(
-                    flow_run_filter=FlowRunFilter(deployment_id={"any_": [deployment.id]})
-                )
-                if r.auto_scheduled  # created by the schedule, not by hand
-            ]
-            done = [r for r in runs if r.state and r.state.is_completed()]
-            assert not [r for r in runs if r.state and r.state.is_failed()], runs
-            time.sleep(1)
-        assert done, "no scheduled evaluate-latest run completed"
+    wait_for_scheduled_runs(env, "evaluate/evaluate-latest", 1, timeout=240)
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
     evaluations = client.search_runs(
         [client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id],
@@ -365,25 +375,7 @@ def scheduled_training(env: dict[str, str], out: Path) -> None:
         ],
         env,
     )
-    with (
-        temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}),
-        get_client(sync_client=True) as api,
-    ):
-        deployment = api.read_deployment_by_name("train/train-ppo-cartpole")
-        deadline = time.monotonic() + 420
-        done: list = []
-        while len(done) < 2 and time.monotonic() < deadline:
-            runs = [
-                r
-                for r in api.read_flow_runs(
-                    flow_run_filter=FlowRunFilter(deployment_id={"any_": [deployment.id]})
-                )
-                if r.auto_scheduled
-            ]
-            done = [r for r in runs if r.state and r.state.is_completed()]
-            assert not [r for r in runs if r.state and r.state.is_failed()], runs
-            time.sleep(1)
-        assert len(done) == 2, f"scheduled runs not both completed: {runs}"
+    done = wait_for_scheduled_runs(env, "train/train-ppo-cartpole", 2, timeout=420)
     names = sorted(f"nightly-{r.expected_start_time:%Y%m%d-%H%M%S}" for r in done)
     experiment_id = client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id
     trained = {
