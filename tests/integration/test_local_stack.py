@@ -3,8 +3,8 @@ a process worker and an MLflow server; a deployment run fails midway, is retried
 **Retry** in the Prefect UI (headless Chromium), resumes from its last checkpoint and
 completes in the same MLflow run on the stack's MLflow server; ``evaluate-latest`` on an
 interval schedule is run by the worker and logs a child evaluation run; a sweep starts its
-runs as deployment runs; a schedule of two runs trains a new run at each scheduled time,
-each starting from the registry's best model; a ``python flows/train.py`` run started meanwhile uses the stack's
+runs as deployment runs; two scheduled runs each train a new run (named by the scheduled
+time), starting from the registry's best model; a ``python flows/train.py`` run started meanwhile uses the stack's
 Prefect API and MLflow server; the MLflow server keeps artifacts in S3 (moto); ``down`` stops
 every process."""
 
@@ -32,6 +32,7 @@ from prefect.client.schemas.filters import (
     FlowRunFilterParentFlowRunId,
 )
 from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.states import Scheduled
 from selenium.webdriver.common.by import By
 
 from infra.ops.processes import free_port, pid_alive, signal_group
@@ -347,15 +348,15 @@ def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> 
 
 
 def scheduled_training(env: dict[str, str], out: Path) -> None:
-    """train-ppo-cartpole on a schedule of two runs 40 s apart, each a new run
-    (``run_name`` with ``{scheduled_timestamp}``) that starts from the registry's ``best``
-    (``run.init_from``): both train and register a new version."""
+    """Two scheduled runs of train-ppo-cartpole, 40 s apart, whose ``run_name`` has
+    ``{scheduled_timestamp}`` and whose overrides start from the registry's ``best``
+    (``run.init_from``): each trains a new run and registers a new version. (The runs are
+    scheduled through the API, at fixed times: that Prefect's scheduler creates runs from
+    a deployment's schedule is the scheduled evaluation above.)"""
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
     before = {v.version for v in client.search_model_versions(f"name = '{CARTPOLE_MODEL}'")}
-    start = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=10)
-    rrule = f"DTSTART:{start:%Y%m%dT%H%M%SZ}\nRRULE:FREQ=SECONDLY;INTERVAL=40;COUNT=2"
     init_from = f"models:/{CARTPOLE_MODEL}@best"
-    params = {
+    parameters = {
         "run_name": "nightly-{scheduled_timestamp}",
         "overrides": [
             f"run.output_dir={out}",
@@ -368,14 +369,22 @@ def scheduled_training(env: dict[str, str], out: Path) -> None:
             f"run.init_from={init_from}",
         ],
     }
-    prefect_cli(
-        [
-            *("--no-prompt", "deploy", "--name", "train-ppo-cartpole"),
-            *("--rrule", rrule, "--params", json.dumps(params)),
-        ],
-        env,
-    )
-    done = wait_for_scheduled_runs(env, "train/train-ppo-cartpole", 2, timeout=420)
+    start = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=5)
+    with (
+        temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}),
+        get_client(sync_client=True) as api,
+    ):
+        deployment = api.read_deployment_by_name("train/train-ppo-cartpole")
+        ids = [
+            api.create_flow_run_from_deployment(
+                deployment.id,
+                parameters=parameters,
+                state=Scheduled(scheduled_time=start + timedelta(seconds=40 * k)),
+            ).id
+            for k in range(2)
+        ]
+        done = [wait_state(api, i, lambda s: s.is_final()) for i in ids]
+    assert all(r.state.is_completed() for r in done), [r.state for r in done]
     names = sorted(f"nightly-{r.expected_start_time:%Y%m%d-%H%M%S}" for r in done)
     experiment_id = client.get_experiment_by_name(CARTPOLE_EXPERIMENT).experiment_id
     trained = {
