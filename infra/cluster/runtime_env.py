@@ -91,17 +91,30 @@ def worker_env_vars() -> dict[str, str]:
 
 
 @contextmanager
+def _restored(names: tuple[str, ...]) -> Iterator[None]:
+    """Put ``names`` back in this process's environment as they were, after the block."""
+    saved = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
 def without_vars(names: tuple[str, ...]) -> Iterator[None]:
     """Remove ``names`` from this process's environment for the block (restored after).
 
     For starting processes that must not inherit them, such as a local Ray cluster's
     node processes, whose workers inherit their environment.
     """
-    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
-    try:
+    with _restored(names):
+        for name in names:
+            os.environ.pop(name, None)
         yield
-    finally:
-        os.environ.update(saved)
 
 
 @contextmanager
@@ -111,16 +124,9 @@ def with_vars(values: dict[str, str]) -> Iterator[None]:
     For starting processes that must inherit them, such as a local Ray cluster's node
     processes, whose workers inherit their environment.
     """
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
+    with _restored(tuple(values)):
+        os.environ.update(values)
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def limit_threads() -> None:
