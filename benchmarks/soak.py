@@ -17,12 +17,18 @@ per-iteration ``time/orchestration`` back from MLflow and prints:
 Checkpoints use retention (``run.keep_checkpoints=2``), so the output folder stays bounded;
 everything else grows with the run and is reported as measured.
 
-Usage: python benchmarks/soak.py [--iterations 2000] [--every 2] [overrides...]
+With ``PREFECT_API_URL`` set, the run uses that Prefect server, and ``PREFECT_HOME`` names the
+folder of its database; otherwise it starts a temporary server with a database of its own.
+``tests/integration/test_soak.py`` runs 200 iterations of it through an MLflow outage and a
+Prefect server restart.
+
+Usage: python benchmarks/soak.py [--iterations 2000] [--every 2] [--json FILE] [overrides...]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -68,7 +74,7 @@ def folder_bytes(path: Path) -> float:
     return float(total)
 
 
-def sample(out: Path, run_name: str) -> Sample:
+def sample(out: Path, run_name: str, prefect_home: Path) -> Sample:
     """Read the driver's and its children's memory, descriptors and the stores' sizes."""
     me = psutil.Process()
     rss = 0.0
@@ -82,19 +88,21 @@ def sample(out: Path, run_name: str) -> Sample:
         driver_rss=float(me.memory_info().rss),
         workers_rss=rss,
         fds=me.num_fds(),
-        prefect_db=folder_bytes(out / "prefect-home"),
+        prefect_db=folder_bytes(prefect_home),
         mlflow_store=folder_bytes(out / "mlartifacts") + folder_bytes(out / "mlflow.db"),
         output_dir=folder_bytes(out / run_name),
     )
 
 
-def sampler(out: Path, run_name: str, every: float, stop: threading.Event) -> list[Sample]:
+def sampler(
+    out: Path, run_name: str, prefect_home: Path, every: float, stop: threading.Event
+) -> list[Sample]:
     """Start a thread sampling until ``stop`` is set; returns the (growing) list."""
     samples: list[Sample] = []
 
     def loop() -> None:
         while not stop.wait(every):
-            samples.append(sample(out, run_name))
+            samples.append(sample(out, run_name, prefect_home))
 
     threading.Thread(target=loop, name="soak-sampler", daemon=True).start()
     return samples
@@ -117,19 +125,16 @@ def iteration_at(times: list[float], at: float) -> int:
     return sum(1 for t in times if t <= at)
 
 
-def main() -> None:
-    """Run the soak and print its figures."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=2000)
-    parser.add_argument("--every", type=float, default=2.0, help="seconds between samples")
-    parser.add_argument("overrides", nargs="*")
-    args = parser.parse_args()
+def soak(iterations: int, every: float, overrides: list[str]) -> dict:
+    """Run the soak; returns its figures (what :func:`report` prints)."""
     run_name = "soak"
     with tempfile.TemporaryDirectory(prefix="rlpipe-soak-") as tmp:
         out = Path(tmp)
-        # the local Prefect API keeps its database in PREFECT_HOME: give this run its own
-        os.environ["PREFECT_HOME"] = str(out / "prefect-home")
-        os.environ.pop("PREFECT_API_URL", None)
+        if os.environ.get("PREFECT_API_URL"):  # that server; PREFECT_HOME names its folder
+            prefect_home = Path(os.environ.get("PREFECT_HOME", out / "unknown-prefect-home"))
+        else:  # a temporary server with its database in a PREFECT_HOME of its own
+            prefect_home = out / "prefect-home"
+            os.environ["PREFECT_HOME"] = str(prefect_home)
         overrides = [
             "env.num_envs=4",
             "rollout.num_steps=32",
@@ -139,59 +144,104 @@ def main() -> None:
             "run.stop_at_eval_return=null",
             "tracking.system_metrics=false",
             "tracking.learning_curve=false",
-            *args.overrides,
-            f"run.max_iterations={args.iterations}",
+            *overrides,
+            f"run.max_iterations={iterations}",
             f"run.output_dir={tmp}",
             f"run.name={run_name}",
         ]
         stop = threading.Event()
-        samples = sampler(out, run_name, args.every, stop)
+        samples = sampler(out, run_name, prefect_home, every, stop)
         started = time.perf_counter()
         run = flow_run_metrics("ppo_cartpole", overrides, out, ("time/orchestration",))
         wall = time.perf_counter() - started
         stop.set()
-        stores = sample(out, run_name)  # the stores after the run (its processes are gone)
+        stores = sample(out, run_name, prefect_home)  # after the run (its processes are gone)
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(run["summary"]["tracking_uri"])
         history = client.get_metric_history(run["summary"]["mlflow_run_id"], "time/iteration")
         logged_at = sorted(m.timestamp / 1000 for m in history)
         checkpoints = sorted(p.name for p in (out / run_name / "checkpoints").glob("step_*"))
-    final = samples[-1] if samples else stores  # the last reading while the run was up
+    samples = samples or [stores]
+    final = samples[-1]  # the last reading while the run was up
     orch = run["series"]["time/orchestration"]
     n = len(orch)
-    first = orch[WARMUP : WARMUP + WINDOW]
-    last = orch[-WINDOW:]
+    first, last = orch[WARMUP : WARMUP + WINDOW], orch[-WINDOW:]
     med = statistics.median
-    print(f"\nsoak: ppo_cartpole, {n} iterations in {wall / 60:.1f} min")
-    print(
-        f"  orchestration, iterations {WARMUP + 1}-{WARMUP + len(first)}: "
-        f"{1000 * med(first):6.1f} ms (median)"
-    )
-    print(f"  orchestration, last {len(last)} iterations:   {1000 * med(last):6.1f} ms (median)")
-    print(f"  ratio last / first: {med(last) / med(first):.3f} (goal <= 1.1)")
     half = [s for s in samples if iteration_at(logged_at, s.at) >= n // 2]
-    for name in ("driver_rss", "workers_rss"):
-        points = [(iteration_at(logged_at, s.at), getattr(s, name) / MB) for s in half]
-        start_mb = getattr(samples[0], name) / MB if samples else float("nan")
+    growth = {
+        name: slope_per_1000([(iteration_at(logged_at, s.at), getattr(s, name) / MB) for s in half])
+        for name in ("driver_rss", "workers_rss")
+    }
+    warm = [s for s in samples if iteration_at(logged_at, s.at) > WARMUP]
+    return {
+        "iterations": n,
+        "logged_steps": sorted(m.step for m in history),
+        "wall_s": wall,
+        "orch_first_ms": 1000 * med(first),
+        "orch_last_ms": 1000 * med(last),
+        "orch_ratio": med(last) / med(first),
+        "first_window": [WARMUP + 1, WARMUP + len(first)],
+        "last_window": len(last),
+        "mb": {
+            name: [getattr(samples[0], name) / MB, getattr(final, name) / MB]
+            for name in ("driver_rss", "workers_rss")
+        },
+        "growth_mb_per_1000": growth,
+        "stores_mb": {
+            name: [getattr(samples[0], name) / MB, getattr(stores, name) / MB]
+            for name in ("prefect_db", "mlflow_store", "output_dir")
+        },
+        "fds": [samples[0].fds, warm[0].fds if warm else samples[0].fds, final.fds],
+        "checkpoints": checkpoints,
+    }
+
+
+def report(f: dict) -> None:
+    """Print the figures of :func:`soak`."""
+    n = f["iterations"]
+    print(f"\nsoak: ppo_cartpole, {n} iterations in {f['wall_s'] / 60:.1f} min")
+    a, b = f["first_window"]
+    print(f"  orchestration, iterations {a}-{b}: {f['orch_first_ms']:6.1f} ms (median)")
+    print(
+        f"  orchestration, last {f['last_window']} iterations:   {f['orch_last_ms']:6.1f} ms (median)"
+    )
+    print(f"  ratio last / first: {f['orch_ratio']:.3f} (goal <= 1.1)")
+    for name, (start_mb, end_mb) in f["mb"].items():
         print(
-            f"  {name:<12} {start_mb:7.0f} MB at the first sample, "
-            f"{getattr(final, name) / MB:7.0f} MB at the end; "
-            f"growth {slope_per_1000(points):+.1f} MB / 1,000 iterations (second half; goal < 50)"
+            f"  {name:<12} {start_mb:7.0f} MB at the first sample, {end_mb:7.0f} MB at the end; "
+            f"growth {f['growth_mb_per_1000'][name]:+.1f} MB / 1,000 iterations "
+            "(second half; goal < 50)"
         )
-    for name, label in (
-        ("prefect_db", "Prefect database"),
-        ("mlflow_store", "MLflow store"),
-        ("output_dir", "run folder"),
-    ):
-        start_mb = getattr(samples[0], name) / MB if samples else float("nan")
-        end_mb = getattr(stores, name) / MB
+    labels = {
+        "prefect_db": "Prefect database",
+        "mlflow_store": "MLflow store",
+        "output_dir": "run folder",
+    }
+    for name, (start_mb, end_mb) in f["stores_mb"].items():
         per_1000 = 1000 * (end_mb - start_mb) / max(n, 1)
         print(
-            f"  {label:<17} {start_mb:8.1f} MB -> {end_mb:8.1f} MB ({per_1000:+.1f} MB / 1,000 it)"
+            f"  {labels[name]:<17} {start_mb:8.1f} MB -> {end_mb:8.1f} MB ({per_1000:+.1f} MB / 1,000 it)"
         )
-    print(f"  driver descriptors: {samples[0].fds if samples else '?'} -> {final.fds}")
-    print(f"  checkpoints kept: {', '.join(checkpoints)} (run.keep_checkpoints=2)")
+    first, warm, end = f["fds"]
+    print(
+        f"  driver descriptors: {first} at the first sample, {warm} after warm-up, {end} at the end"
+    )
+    print(f"  checkpoints kept: {', '.join(f['checkpoints'])} (run.keep_checkpoints=2)")
+
+
+def main() -> None:
+    """Run the soak and print its figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--every", type=float, default=2.0, help="seconds between samples")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    figures = soak(args.iterations, args.every, args.overrides)
+    report(figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,15 @@ logger = logging.getLogger(__name__)
 #: Client settings for a server started here (CSRF protection is off on it): without them
 #: every new API client (one per child flow run) first asks the server for a CSRF token.
 CLIENT_SETTINGS = {"PREFECT_CLIENT_CSRF_SUPPORT_ENABLED": "false"}
+#: History a server started here keeps: once an hour it deletes events older than
+#: ``PREFECT_SERVER_EVENTS_RETENTION_PERIOD`` (Prefect's default: 7 days) and, with these,
+#: finished flow runs (their task runs, logs and artifacts) older than 30 days. A long run
+#: adds about 0.2 MB of history per iteration, mostly events. A variable already set in the
+#: environment wins.
+HISTORY_RETENTION = {
+    "PREFECT_SERVER_SERVICES_DB_VACUUM_ENABLED": '["events", "flow_runs"]',
+    "PREFECT_SERVER_SERVICES_DB_VACUUM_RETENTION_PERIOD": str(30 * 24 * 3600),
+}
 
 
 class LocalPrefectServer:
@@ -55,6 +64,7 @@ class LocalPrefectServer:
             str(self.port),
         ]
         env = {
+            **HISTORY_RETENTION,
             **os.environ,
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_UI_ENABLED": "true",

@@ -2,7 +2,9 @@
 
 The fluent API's active run is thread-local (None inside Prefect task threads), so every
 call here names the run id. Metric batches are logged asynchronously so tracking stays
-off the iteration's critical path; :meth:`MlflowTracker.flush` waits for them.
+off the iteration's critical path; :meth:`MlflowTracker.flush` waits for them. While a
+tracking server does not answer, the batches wait in MLflow's queue and its client retries
+them (:mod:`infra.tracking.outage`), so training goes on through a short outage.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from infra.tracking.outage import install_retry_notice, mlflow_retry_budget_s
 from infra.tracking.secrets import MASK, redact_config, redact_text, redacted_json_files
 from infra.tracking.system_metrics import start_system_metrics
 
@@ -84,6 +87,8 @@ class MlflowTracker:
         previous_tracking_uri: str | None = None,
     ) -> None:
         self.tracking_uri = tracking_uri
+        if tracking_uri.startswith(("http://", "https://")):
+            install_retry_notice()
         self.client = MlflowClient(tracking_uri)
         experiment = self.client.get_experiment_by_name(experiment_name)
         if experiment is None:
@@ -178,16 +183,46 @@ class MlflowTracker:
             )
             if op is not None:
                 self._pending.append(op)
+        self._drop_sent()
 
     def last_logged_step(self, key: str = "time/iteration") -> int:
         """The highest step at which ``key`` was logged in this run (-1 if never)."""
         history = self.client.get_metric_history(self.run_id, metric_name(key))
         return max((m.step for m in history), default=-1)
 
-    def flush(self) -> None:
-        """Wait for asynchronously logged metrics."""
+    def _drop_sent(self) -> None:
+        """Forget batches already sent (a long run queues one per iteration)."""
+        still_queued = []
         for op in self._pending:
+            futures = getattr(op, "_operation_futures", None)
+            if futures is None or not all(f.done() for f in futures):
+                still_queued.append(op)
+            else:
+                self._wait_for(op)
+        self._pending = still_queued
+
+    def _wait_for(self, op: Any) -> None:
+        """Wait for one queued batch; one that failed is logged, not raised."""
+        try:
             op.wait()
+        except MlflowException as exc:
+            logger.error(
+                "metrics could not be sent to MLflow at %s after retrying for about %.0f s; "
+                "they are missing from the run: %s",
+                self.masked_tracking_uri,
+                mlflow_retry_budget_s(),
+                redact_text(str(exc))[:500],
+            )
+
+    def flush(self) -> None:
+        """Wait for asynchronously logged metrics.
+
+        A batch that could not be sent (the server did not answer for longer than MLflow's
+        client retries) is logged as an error: the training it describes is already
+        committed, so the run is not failed for it.
+        """
+        for op in self._pending:
+            self._wait_for(op)
         self._pending.clear()
 
     def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
