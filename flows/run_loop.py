@@ -119,7 +119,7 @@ def train_session(
     try:
         with prefect_tags(*ui_tags):  # child flows and task runs carry them too
             yield session
-        status = "FINISHED"
+        status = "KILLED" if session.stopped_on_request else "FINISHED"
     finally:
         closing = time.perf_counter()
         session.close(status)
@@ -310,6 +310,7 @@ def _stop_on_request(session: TrainSession) -> str:
         session.state.iteration,
     )
     _commit_before_stopping(session)
+    session.stopped_on_request = True
     return "request"
 
 

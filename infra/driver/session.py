@@ -169,6 +169,9 @@ class TrainSession:
         self.resumed_from: int | None = None
         #: An error that ended an iteration for good (set by the iteration flow).
         self.fatal_error: BaseException | None = None
+        #: A stop signal (Ctrl-C, SIGTERM, a cancellation) ended the run: its MLflow run
+        #: ends ``KILLED`` (a resume sets it ``RUNNING`` again).
+        self.stopped_on_request = False
         #: Last step whose metrics are in the MLflow run (a replay does not log it again).
         self.logged_through = -1
         if self.manifest:

@@ -1,7 +1,8 @@
 """The local stack end to end: ``scripts/stack.py up`` starts a Prefect server, the work pool,
 a process worker and an MLflow server; a deployment run fails midway, is retried by pressing
 **Retry** in the Prefect UI (headless Chromium), resumes from its last checkpoint and
-completes in the same MLflow run on the stack's MLflow server; ``evaluate-latest`` on an
+completes in the same MLflow run on the stack's MLflow server; another is stopped by pressing
+**Cancel** (it commits its checkpoint and ends Cancelled); ``evaluate-latest`` on an
 interval schedule is run by the worker and logs a child evaluation run; a sweep starts its
 runs as deployment runs; two scheduled runs each train a new run (named by the scheduled
 time), starting from the registry's best model; a ``python flows/train.py`` run started meanwhile uses the stack's
@@ -163,6 +164,7 @@ def test_stack_runs_a_deployment_that_fails_is_retried_and_logs_to_its_mlflow(
         for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "MLFLOW_S3_ENDPOINT_URL"):
             monkeypatch.delenv(key)  # this client has no way to reach S3 itself
         run_id = check_mlflow(env, s3_bucket, home, flow_run_id)
+        cancel_in_the_ui(env, tmp_path / "out", state["prefect_ui"])
         scheduled_evaluation(env, tmp_path / "out", run_id)
         sweep_of_deployment_runs(env, tmp_path / "sweep-out")
         scheduled_training(env, tmp_path / "nightly-out")
@@ -251,6 +253,52 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path, ui: str) -> str:
             ("iteration-3", "COMPLETED"),
         ], runs
     return str(flow_run.id)
+
+
+def cancel_in_the_ui(env: dict[str, str], out: Path, ui: str) -> None:
+    """A deployment run cancelled with the UI's Cancel button stops like SIGTERM: its worker
+    signals the process, which commits its checkpoint, releases its lease, marks its MLflow run
+    KILLED and exits; the flow run ends Cancelled."""
+    overrides = [
+        f"run.output_dir={out}",
+        "run.max_iterations=500",  # far more than it gets to run
+        "run.checkpoint_interval=2",
+        "run.eval_interval=0",
+        "rollout.num_steps=32",
+        "eval.video=false",
+    ]
+    api_url = env["PREFECT_API_URL"]
+    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as api:
+        deployment = api.read_deployment_by_name("train/train-ppo-cartpole")
+        flow_run = api.create_flow_run_from_deployment(
+            deployment.id, parameters={"overrides": overrides, "run_name": "deploy-cancel"}
+        )
+        checkpoints = out / "deploy-cancel" / "checkpoints"
+        deadline = time.monotonic() + 300
+        while not (checkpoints / "latest.json").exists():
+            assert time.monotonic() < deadline, "the run to cancel wrote no checkpoint"
+            assert not api.read_flow_run(flow_run.id).state.is_final()
+            time.sleep(0.5)
+        page = f"{ui}/runs/flow-run/{flow_run.id}"
+        with chromium() as browser:
+            browser.get(page)
+            wait_for(browser, lambda t: "train-deploy-cancel" in t and "Running" in t, "the run")
+            click_text(browser, "Cancel")
+            wait_for(browser, lambda t: "Cancel Flow Run" in t, "the cancel dialog")
+            screenshot(browser, "prefect-cancel-deployment-run")
+            confirm = "//*[@role='dialog']//button[normalize-space(.)='Confirm']"
+            (button,) = [b for b in browser.find_elements(By.XPATH, confirm) if b.is_displayed()]
+            button.click()
+            cancelled_at = time.monotonic()
+        done = wait_state(api, flow_run.id, lambda s: s.is_final(), timeout=180)
+        assert done.state.is_cancelled(), done.state
+        took = time.monotonic() - cancelled_at
+        assert took < 90, f"the cancelled run took {took:.0f} s to stop"
+    manifest = json.loads((checkpoints / "latest.json").read_text())
+    assert (checkpoints / f"step_{manifest['step']:06d}" / "COMPLETE").exists()
+    assert not (checkpoints / "lease.json").exists(), "the cancelled run kept its lease"
+    run = MlflowClient(env["MLFLOW_TRACKING_URI"]).get_run(manifest["mlflow_run_id"])
+    assert run.info.status == "KILLED", run.info.status
 
 
 def retry_in_the_ui(browser, url: str) -> None:

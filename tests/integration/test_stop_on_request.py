@@ -175,6 +175,7 @@ def test_a_second_cli_is_refused_and_sigterm_stops_the_first_like_ctrl_c(
     experiment = client.get_experiment_by_name(CARTPOLE_EXPERIMENT)
     runs = client.search_runs([experiment.experiment_id], f"tags.`rlpipe.run_name` = '{run}'")
     assert [r.info.run_id for r in runs] == [manifest["mlflow_run_id"]]  # one MLflow run
+    assert runs[0].info.status == "KILLED"  # stopped by a signal (a resume makes it RUNNING)
     assert runs[0].data.tags["prefect.flow_run_id"] == holder["prefect_flow_run_id"]
 
     # Prefect: the first flow run was cancelled, the second failed with the same message
