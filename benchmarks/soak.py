@@ -2,7 +2,8 @@
 
 Runs a cheap preset (``ppo_cartpole`` with 4 envs x 32 steps) for N iterations through the
 train flow, in this process, while a sampler thread records every ``--every`` seconds:
-driver RSS, the summed RSS of its child processes (Ray's GCS, raylet and workers), open
+driver RSS, the summed RSS of its child processes in three groups (Ray's worker processes;
+Ray's GCS, raylet, dashboard and monitors; the temporary Prefect server), open
 file descriptors of the driver, and the sizes of the local Prefect database (the run's
 own ``PREFECT_HOME``), the MLflow store (database and artifacts) and the run's output
 folder. Afterwards it reads the
@@ -41,6 +42,15 @@ import psutil
 from _runs import flow_run_metrics
 
 WARMUP = 5
+#: Orchestration and its parts, per iteration (see docs/performance.md).
+ORCHESTRATION_PARTS = (
+    "time/orchestration",
+    "time/orch_flow_start",
+    "time/orch_tasks",
+    "time/orch_flow_end_and_tracking",
+)
+#: The process groups whose memory is followed (the goal applies to the driver and workers).
+RSS_GROUPS = ("driver_rss", "workers_rss", "ray_system_rss", "prefect_rss")
 WINDOW = 100
 MB = 1024 * 1024
 
@@ -52,6 +62,9 @@ class Sample:
     at: float
     driver_rss: float
     workers_rss: float
+    ray_system_rss: float
+    prefect_rss: float
+    by_process: dict[str, float]
     fds: int
     prefect_db: float
     mlflow_store: float
@@ -77,21 +90,52 @@ def folder_bytes(path: Path) -> float:
 def sample(out: Path, run_name: str, prefect_home: Path) -> Sample:
     """Read the driver's and its children's memory, descriptors and the stores' sizes."""
     me = psutil.Process()
-    rss = 0.0
+    rss = {"workers": 0.0, "ray_system": 0.0, "prefect": 0.0}
+    by_process: dict[str, float] = {}
     for child in me.children(recursive=True):
         try:
-            rss += child.memory_info().rss
+            group, label = process_group(child)
+            used = child.memory_info().rss
         except psutil.Error:
             continue
+        rss[group] += used
+        by_process[label] = by_process.get(label, 0.0) + used
     return Sample(
         at=time.time(),
         driver_rss=float(me.memory_info().rss),
-        workers_rss=rss,
+        workers_rss=rss["workers"],
+        ray_system_rss=rss["ray_system"],
+        prefect_rss=rss["prefect"],
+        by_process=by_process,
         fds=me.num_fds(),
         prefect_db=folder_bytes(prefect_home),
         mlflow_store=folder_bytes(out / "mlartifacts") + folder_bytes(out / "mlflow.db"),
         output_dir=folder_bytes(out / run_name),
     )
+
+
+#: Ray's own processes that carry a ``ray::`` title like the workers do.
+RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def process_group(process: psutil.Process) -> tuple[str, str]:
+    """The group of a child process and its label.
+
+    Groups: ``prefect`` (the temporary Prefect server), ``workers`` (Ray's worker processes,
+    which host rlpipe's actors and tasks) or ``ray_system`` (GCS, raylet, dashboard, agents,
+    monitors). Labels: the ``ray::`` title, the executable's or Python script's name.
+    """
+    for proc in (process, *process.parents()):
+        cmdline = proc.cmdline()
+        if "prefect" in " ".join(cmdline[:4]) and "server" in cmdline:
+            return "prefect", "prefect server"
+    cmdline = process.cmdline()
+    title = cmdline[0] if cmdline else process.name()
+    if title.startswith("ray::"):
+        return ("ray_system" if title in RAY_AGENTS else "workers"), title.split(".")[0]
+    scripts = [Path(arg).name for arg in cmdline[1:3] if arg.endswith(".py")]
+    label = scripts[0] if scripts else Path(title).name
+    return ("workers" if label == "default_worker.py" else "ray_system"), label
 
 
 def sampler(
@@ -118,6 +162,13 @@ def slope_per_1000(points: list[tuple[float, float]]) -> float:
     if var == 0:
         return float("nan")
     return 1000 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
+
+
+def deciles_ms(values: list[float]) -> list[float]:
+    """The median of each tenth of ``values`` (in order), in milliseconds."""
+    tenth = max(1, len(values) // 10)
+    chunks = [values[i : i + tenth] for i in range(0, len(values), tenth)][:10]
+    return [round(1000 * statistics.median(chunk), 1) for chunk in chunks if chunk]
 
 
 def iteration_at(times: list[float], at: float) -> int:
@@ -152,7 +203,7 @@ def soak(iterations: int, every: float, overrides: list[str]) -> dict:
         stop = threading.Event()
         samples = sampler(out, run_name, prefect_home, every, stop)
         started = time.perf_counter()
-        run = flow_run_metrics("ppo_cartpole", overrides, out, ("time/orchestration",))
+        run = flow_run_metrics("ppo_cartpole", overrides, out, ORCHESTRATION_PARTS)
         wall = time.perf_counter() - started
         stop.set()
         stores = sample(out, run_name, prefect_home)  # after the run (its processes are gone)
@@ -163,15 +214,24 @@ def soak(iterations: int, every: float, overrides: list[str]) -> dict:
         logged_at = sorted(m.timestamp / 1000 for m in history)
         checkpoints = sorted(p.name for p in (out / run_name / "checkpoints").glob("step_*"))
     samples = samples or [stores]
-    final = samples[-1]  # the last reading while the run was up
+    # the last reading while the run was still iterating
+    final = ([s for s in samples if s.at <= logged_at[-1]] or samples)[-1]
     orch = run["series"]["time/orchestration"]
     n = len(orch)
     first, last = orch[WARMUP : WARMUP + WINDOW], orch[-WINDOW:]
     med = statistics.median
-    half = [s for s in samples if iteration_at(logged_at, s.at) >= n // 2]
+    # the second half of the iterations, not the shutdown after them (processes leave then)
+    half = [s for s in samples if iteration_at(logged_at, s.at) >= n // 2 and s.at <= logged_at[-1]]
     growth = {
         name: slope_per_1000([(iteration_at(logged_at, s.at), getattr(s, name) / MB) for s in half])
-        for name in ("driver_rss", "workers_rss")
+        for name in RSS_GROUPS
+    }
+    labels = sorted({label for s in half for label in s.by_process})
+    by_process = {
+        label: slope_per_1000(
+            [(iteration_at(logged_at, s.at), s.by_process.get(label, 0.0) / MB) for s in half]
+        )
+        for label in labels
     }
     warm = [s for s in samples if iteration_at(logged_at, s.at) > WARMUP]
     return {
@@ -184,16 +244,19 @@ def soak(iterations: int, every: float, overrides: list[str]) -> dict:
         "first_window": [WARMUP + 1, WARMUP + len(first)],
         "last_window": len(last),
         "mb": {
-            name: [getattr(samples[0], name) / MB, getattr(final, name) / MB]
-            for name in ("driver_rss", "workers_rss")
+            name: [getattr(samples[0], name) / MB, getattr(final, name) / MB] for name in RSS_GROUPS
         },
         "growth_mb_per_1000": growth,
+        "growth_by_process_mb_per_1000": by_process,
         "stores_mb": {
             name: [getattr(samples[0], name) / MB, getattr(stores, name) / MB]
             for name in ("prefect_db", "mlflow_store", "output_dir")
         },
         "fds": [samples[0].fds, warm[0].fds if warm else samples[0].fds, final.fds],
         "checkpoints": checkpoints,
+        # per iteration, for finding where a drift comes from (seconds)
+        "series": run["series"],
+        "orch_deciles_ms": deciles_ms(orch),
     }
 
 
@@ -207,11 +270,18 @@ def report(f: dict) -> None:
         f"  orchestration, last {f['last_window']} iterations:   {f['orch_last_ms']:6.1f} ms (median)"
     )
     print(f"  ratio last / first: {f['orch_ratio']:.3f} (goal <= 1.1)")
+    print(f"  orchestration by tenth of the run (medians, ms): {f['orch_deciles_ms']}")
     for name, (start_mb, end_mb) in f["mb"].items():
         print(
-            f"  {name:<12} {start_mb:7.0f} MB at the first sample, {end_mb:7.0f} MB at the end; "
+            f"  {name:<14} {start_mb:7.0f} MB at the first sample, {end_mb:7.0f} MB at the end; "
             f"growth {f['growth_mb_per_1000'][name]:+.1f} MB / 1,000 iterations "
             "(second half; goal < 50)"
+        )
+    growing = {k: v for k, v in f["growth_by_process_mb_per_1000"].items() if abs(v) >= 5}
+    if growing:
+        print(
+            "  by process (>= 5 MB / 1,000 iterations): "
+            + ", ".join(f"{k} {v:+.1f}" for k, v in sorted(growing.items(), key=lambda kv: -kv[1]))
         )
     labels = {
         "prefect_db": "Prefect database",

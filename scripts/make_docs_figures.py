@@ -1,12 +1,15 @@
 """Run the documented runs once and write their numbers and plots into the docs.
 
-    .venv/bin/python scripts/make_docs_figures.py [--skip-sft]
+    .venv/bin/python scripts/make_docs_figures.py [--skip-sft] [--skip-rl]
 
 Runs, each fresh in a temporary folder with its own Prefect home (no local stack, no
 ``PREFECT_API_URL``), exactly the commands a user types:
 
 - ``python flows/train.py`` (the default preset, ``ppo_cartpole``);
-- ``python flows/sft.py`` (the ``sft_arith`` preset).
+- ``python flows/sft.py`` (the ``sft_arith`` preset);
+- ``python flows/train.py --config PRESET`` for each RL preset on arithmetic
+  (:data:`docs_figure_text.RL_PRESETS`), in the same folder, so each warm-starts from the
+  export of the ``sft_arith`` run just made (about 15 minutes on 2 cores).
 
 It reads each run's summary (the command's output) and metrics (its MLflow store), then
 rewrites the marked blocks (``<!-- figures:NAME -->`` ... ``<!-- /figures:NAME -->``) listed
@@ -39,7 +42,9 @@ SCREENSHOTS = ROOT / "outputs" / "ui-screenshots"
 DOC_BLOCKS: dict[str, tuple[str, ...]] = {
     "README.md": ("default-run",),
     "docs/quickstart.md": ("default-run-summary",),
-    "docs/presets.md": ("default-run", "sft-arith"),
+    "docs/presets.md": ("default-run", "sft-arith", "rl-arith"),
+    "docs/reasoning.md": ("grpo-arith-learning",),
+    "docs/megatron.md": ("megatron-learning",),
 }
 #: Variables that would point a run at services other than its own.
 FOREIGN_SERVICES = ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")
@@ -59,8 +64,8 @@ class RunResult:
     curve: Path | None = None
 
 
-def run_command(script: str, workdir: Path) -> RunResult:
-    """Run ``python <script> --fresh`` in ``workdir`` and read what it printed.
+def run_command(script: str, workdir: Path, *args: str) -> RunResult:
+    """Run ``python <script> [args] --fresh`` in ``workdir`` and read what it printed.
 
     Raises:
         RuntimeError: The command failed (its output is in the message).
@@ -75,7 +80,7 @@ def run_command(script: str, workdir: Path) -> RunResult:
     )
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, str(ROOT / script), "--fresh"],
+        [sys.executable, str(ROOT / script), *args, "--fresh"],
         cwd=workdir,
         env=env,
         stdout=subprocess.PIPE,
@@ -90,7 +95,7 @@ def run_command(script: str, workdir: Path) -> RunResult:
     print(output, file=sys.stderr)
     summary_text, summary = text.parse_summary(output)
     return RunResult(
-        command=f"python {script}",
+        command=" ".join(("python", script, *args)),
         seconds=seconds,
         summary=summary,
         last_line=text.last_iteration_line(output),
@@ -124,10 +129,24 @@ def copy_images(default: RunResult, sft: RunResult | None) -> None:
             shutil.copyfile(shot, IMAGES / shot.name)
 
 
+def rl_runs(workdir: Path) -> dict[str, RunResult]:
+    """Each RL preset on arithmetic, warm-started from the ``sft_arith`` export in ``workdir``."""
+    results = {}
+    for preset in text.RL_PRESETS:
+        result = run_command("flows/train.py", workdir, "--config", preset)
+        read_mlflow(result, workdir, ("time/iteration",))
+        result.metrics["accuracy"] = text.iteration_values(result.output, "accuracy")
+        results[preset] = result
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the documented commands and rewrite the docs' figure blocks."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-sft", action="store_true", help="leave the sft-arith block")
+    parser.add_argument(
+        "--skip-sft", action="store_true", help="leave the sft-arith and RL preset blocks"
+    )
+    parser.add_argument("--skip-rl", action="store_true", help="leave the RL preset blocks")
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="rlpipe-docs-") as tmp:
@@ -139,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             sft = run_command("flows/sft.py", workdir)
             read_mlflow(sft, workdir, ("time/iteration",))
             sft.metrics["accuracy"] = text.iteration_values(sft.output, "accuracy")
+        rl = {} if sft is None or args.skip_rl else rl_runs(workdir)
         copy_images(default, sft)
     blocks = {
         "README.md": {"default-run": text.default_run(default, cores, "docs/images/")},
@@ -147,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     if sft is not None:
         blocks["docs/presets.md"]["sft-arith"] = text.sft_arith(sft, cores, "images/")
+    if rl:
+        blocks["docs/presets.md"]["rl-arith"] = text.rl_arith(rl, sft, cores)
+        blocks["docs/reasoning.md"] = {"grpo-arith-learning": text.grpo_arith_learning(rl, cores)}
+        blocks["docs/megatron.md"] = {"megatron-learning": text.megatron_learning(rl, cores)}
     for name, file_blocks in blocks.items():
         changed = rewrite_file(ROOT / name, file_blocks)
         print(f"{name}: {'updated' if changed else 'unchanged'}")

@@ -27,6 +27,10 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WORKER_PRELOAD_MODULES = ("torch", "gymnasium", "infra.cluster.worker_base")
 
 
+#: Task and actor-call event records the GCS of a local cluster keeps (the newest ones).
+GCS_TASK_EVENTS_KEPT = 10_000
+
+
 def resolve_address(configured: str | None) -> str:
     """``cluster.address`` if set, else ``RAY_ADDRESS``, else ``"local"`` (new local cluster)."""
     return configured or os.environ.get("RAY_ADDRESS") or "local"
@@ -84,6 +88,10 @@ def connect(
                 "num_workers_soft_limit": kwargs["num_cpus"] + 8,
                 # the workers Ray starts ahead import these while the driver still starts
                 "preload_python_modules": list(WORKER_PRELOAD_MODULES),
+                # The GCS keeps an event record of every task and actor call for the
+                # dashboard (100,000 by default): a long run's GCS grew by ~110 MB per
+                # 1,000 iterations of ppo_cartpole until that cap. rlpipe starts no dashboard.
+                "task_events_max_num_task_in_gcs": GCS_TASK_EVENTS_KEPT,
             }
         else:
             kwargs.pop("include_dashboard")

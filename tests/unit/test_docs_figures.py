@@ -127,3 +127,41 @@ def test_block_texts_carry_the_run_numbers():
     assert "| iteration | 5 | 7 |" in body and "| held-out accuracy | 50.0% | 70.0% |" in body
     assert "Stopped at iteration 7 with 72.5%" in body and "1 min 50 s" in body
     assert f"images/{text.SFT_CURVE}" in body
+
+
+RL_OUTPUT = """\
+03:30:00 | INFO    | before training | eval 0.660
+03:30:05 | INFO    | iter 10/120 | reward 0.700 | accuracy 0.795 | orch 300 ms
+03:30:09 | INFO    | iter 20/120 | reward 0.800 | accuracy 0.830 | orch 300 ms
+03:30:30 | INFO    | iter 120/120 | reward 0.900 | accuracy 0.845 | orch 300 ms
+"""
+
+
+def test_rl_tables_read_before_each_column_and_the_best():
+    assert text.before_training(RL_OUTPUT) == 0.66
+    assert text.before_training("no evaluation before training") is None
+
+    def result(command: str) -> SimpleNamespace:
+        return SimpleNamespace(
+            command=command,
+            seconds=130.0,
+            output=RL_OUTPUT,
+            metrics={
+                "time/iteration": [(0, 40.0), (1, 30.0)],
+                "accuracy": text.iteration_values(RL_OUTPUT, "accuracy"),
+            },
+        )
+
+    results = {
+        preset: result(f"python flows/train.py --config {preset}") for preset in text.RL_PRESETS
+    }
+    table = text.rl_arith(results, None, 2)
+    row = "| `grpo_arith` | 66.0% | 79.5% | 83.0% | – | – | – | – | 84.5% | 84.5% | 1 min 10 s | 2 min 10 s |"
+    assert row in table.splitlines(), table
+    assert blocks.REPRODUCE in table and table.count("\n| `") == len(text.RL_PRESETS)
+    paragraph = text.grpo_arith_learning(results, 2)
+    assert "66.0% held-out accuracy" in paragraph and "79.5% after 10 iterations" in paragraph
+    assert "84.5% after 120 (best 84.5%), **+18.5 points**" in paragraph
+    megatron = text.megatron_learning(results, 2)
+    assert "| `grpo_arith_megatron` (TP 2) | 66.0% | 79.5%" in megatron
+    assert blocks.REPRODUCE in paragraph and blocks.REPRODUCE in megatron
