@@ -23,6 +23,7 @@ from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settin
 from flows.iteration import STEPS, IterationResult, baseline_evaluation_flow, iteration_flow
 from flows.masked_flow import warn_if_secret_parameters
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
+from flows.stop_signals import note_termination
 from flows.terminal import PROGRESS_FIELD, PROGRESS_LOGGER
 from infra.cluster.runtime_env import apply_base_env
 from infra.cost import TOTAL_CPU, TOTAL_GPU, CostMeter, reserved_resources
@@ -205,9 +206,8 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
     if cfg.eval.before_training and it == 0 and session.state.initial_eval_return is None:
         try:
             _evaluate_before_training(session)
-        except TerminationSignal:
-            if not STOP_REQUESTED.is_set():
-                raise
+        except TerminationSignal as exc:
+            note_termination(exc)
             logger.warning("SIGTERM during the evaluation before training")
     while it < cfg.run.max_iterations and not session.state.solved:
         started = time.perf_counter()
@@ -217,13 +217,12 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
             break
         try:
             result = step_flow(session.id, it)
-        except TerminationSignal:
+        except TerminationSignal as exc:
             # The signal reached the engine of the iteration's flow run in the moments
             # around its body (the body itself stops after the iteration): the iteration
             # ran completely, or not at all, or between two attempts (then steps of the
             # failed attempt ran: back to the last checkpoint, which resumes exactly).
-            if not STOP_REQUESTED.is_set():
-                raise
+            note_termination(exc)
             journal = session.guard.journal
             if session.state.iteration == it and journal.iteration == it and journal.started:
                 session.guard.rewind(it)

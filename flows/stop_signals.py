@@ -55,6 +55,25 @@ def request_stop(signum: int, frame: Any) -> None:
     )
 
 
+def note_termination(exc: BaseException) -> None:
+    """Treat a ``TerminationSignal`` from Prefect's own handler as a stop request.
+
+    Prefect's bridge (installed by a flow engine around a child flow's body) normally passes
+    the signal on to this module's handler. When the Prefect runner announced the signal
+    first, as it does for a cancellation from the Prefect UI or API, the bridge only raises:
+    the run then stops here as if the handler had received it.
+    """
+    if STOP_REQUESTED.is_set():
+        return
+    signum = int(getattr(exc, "signal", signal.SIGTERM))
+    _received.append(signum)
+    STOP_REQUESTED.set()
+    logger.warning(
+        "%s through Prefect (a cancellation): stopping after this iteration (with a checkpoint)",
+        signal.Signals(signum).name,
+    )
+
+
 def install_stop_handlers() -> None:
     """Make SIGINT and SIGTERM request a stop (main thread only; elsewhere a no-op)."""
     if threading.current_thread() is not threading.main_thread():

@@ -63,3 +63,16 @@ def test_sigterm_in_a_child_engine_outside_its_body_is_a_stop_not_an_abort() -> 
         with pytest.raises(TerminationSignal), capture_sigterm():
             os.kill(os.getpid(), signal.SIGTERM)
         assert STOP_REQUESTED.is_set() and stop_signal() == signal.SIGTERM
+
+
+def test_a_termination_prefect_kept_for_itself_is_a_stop_request() -> None:
+    """A cancellation from the Prefect UI: the runner announces it before its SIGTERM, and
+    Prefect's bridge then raises TerminationSignal without passing the signal on."""
+    from prefect.exceptions import TerminationSignal
+
+    from flows.stop_signals import note_termination
+
+    note_termination(TerminationSignal(signal.SIGTERM))
+    assert STOP_REQUESTED.is_set() and stop_signal() == signal.SIGTERM
+    note_termination(TerminationSignal(signal.SIGINT))  # a stop already requested stays
+    assert stop_signal() == signal.SIGTERM
