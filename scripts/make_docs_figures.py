@@ -126,7 +126,8 @@ def copy_images(default: RunResult, sft: RunResult | None) -> None:
             shutil.copyfile(result.curve, IMAGES / name)
     if SCREENSHOTS.is_dir():
         for shot in sorted(SCREENSHOTS.glob("*.png")):
-            shutil.copyfile(shot, IMAGES / shot.name)
+            if not shot.name.startswith("failed-"):  # what a failing UI test saw
+                shutil.copyfile(shot, IMAGES / shot.name)
 
 
 def rl_runs(workdir: Path) -> dict[str, RunResult]:
