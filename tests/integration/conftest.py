@@ -214,10 +214,11 @@ def wait_for_checkpoint(
     raise AssertionError(f"no checkpoint at step {step} within {timeout}s")
 
 
-def kill_process_group(proc: subprocess.Popen) -> None:
-    """SIGKILL a run started with ``start_new_session`` and everything it started."""
+def kill_process_group(proc: subprocess.Popen, signum: int = signal.SIGKILL) -> None:
+    """SIGKILL (or ``signum``) a process started with ``start_new_session`` and everything
+    it started; wait for it."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signum)
     except ProcessLookupError:
         pass
     proc.wait(timeout=30)

@@ -43,15 +43,6 @@ def start_mlflow(folder: Path, port: int) -> subprocess.Popen:
         )
 
 
-def stop_mlflow(proc: subprocess.Popen) -> None:
-    """SIGTERM the server and its workers (its own process group); wait for it."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=60)
-
-
 def wait_until(check, what: str, timeout: float = 180.0, proc=None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -116,7 +107,7 @@ def test_200_iterations_ride_out_a_prefect_restart_and_a_minute_without_mlflow(t
         server.wait_healthy(timeout=120)
 
         wait_until(lambda: iterations_done(log) >= MLFLOW_DOWN_AT, "iteration 20", proc=soak)
-        stop_mlflow(mlflow)
+        kill_process_group(mlflow, signal.SIGTERM)
         down_at = iterations_done(log)
         time.sleep(MLFLOW_DOWN_S)
         assert iterations_done(log) > down_at + 5, "training stopped while MLflow was down"
@@ -163,5 +154,5 @@ def test_200_iterations_ride_out_a_prefect_restart_and_a_minute_without_mlflow(t
         assert expected <= {t.name for t in tasks}, sorted(expected - {t.name for t in tasks})[:10]
         assert {t.state.type.value for t in tasks} == {"COMPLETED"}
     finally:
-        stop_mlflow(mlflow)
+        kill_process_group(mlflow, signal.SIGTERM)
         server.stop()
