@@ -169,8 +169,7 @@ class TrainSession:
         self.resumed_from: int | None = None
         #: An error that ended an iteration for good (set by the iteration flow).
         self.fatal_error: BaseException | None = None
-        #: A stop signal (Ctrl-C, SIGTERM, a cancellation) ended the run: its MLflow run
-        #: ends ``KILLED`` (a resume sets it ``RUNNING`` again).
+        #: A stop signal ended the run: its MLflow run ends KILLED (a resume: RUNNING).
         self.stopped_on_request = False
         #: Last step whose metrics are in the MLflow run (a replay does not log it again).
         self.logged_through = -1
