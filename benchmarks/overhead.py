@@ -49,25 +49,30 @@ def main() -> None:
         base = bare_loop(args.config, common, args.iterations)[WARMUP:]
         run = flow_run_metrics(args.config, common, Path(tmp), KEYS)
         flow = {k: v[WARMUP:] for k, v in run["series"].items()}
-    med = statistics.median
+    med, mean = statistics.median, statistics.mean
     base_it, flow_it = med(base), med(flow["time/iteration"])
     orch = med(flow["time/orchestration"])
     print(
-        f"\n{args.config}: {args.iterations} iterations, medians after {WARMUP} warm-up iterations"
+        f"\n{args.config}: {args.iterations} iterations after {WARMUP} warm-up iterations, "
+        "ms per iteration"
     )
-    print(f"  bare loop (no Prefect/MLflow)     {1000 * base_it:8.1f} ms / iteration")
-    print(f"  rlpipe iteration flow             {1000 * flow_it:8.1f} ms / iteration")
-    print(f"    worker compute                  {1000 * med(flow['time/compute']):8.1f} ms")
+    print(f"  {'':34}{'median':>8}{'mean':>9}")
+
+    def row(label: str, values: list[float]) -> None:
+        print(f"  {label:<34}{1000 * med(values):8.1f}{1000 * mean(values):9.1f}")
+
+    row("bare loop (no Prefect/MLflow)", base)
+    row("rlpipe iteration flow", flow["time/iteration"])
+    row("  worker compute", flow["time/compute"])
+    row("  orchestration", flow["time/orchestration"])
+    row("    child flow start (API)", flow["time/orch_flow_start"])
+    row("    tasks (engine, between steps)", flow["time/orch_tasks"])
+    row("    child flow end + MLflow log", flow["time/orch_flow_end_and_tracking"])
     print(
-        f"    orchestration                   {1000 * orch:8.1f} ms "
-        f"({100 * orch / flow_it:.1f}% of the iteration; target <= 3% and <= 150 ms)"
+        f"  orchestration: {100 * orch / flow_it:.1f}% of the iteration (medians; "
+        "target <= 3% and <= 150 ms); a mean well above the median means pauses"
     )
-    print(f"      child flow start (API)        {1000 * med(flow['time/orch_flow_start']):8.1f} ms")
-    print(f"      tasks (engine, between steps) {1000 * med(flow['time/orch_tasks']):8.1f} ms")
-    print(
-        f"      child flow end + MLflow log   {1000 * med(flow['time/orch_flow_end_and_tracking']):8.1f} ms"
-    )
-    print(f"  ratio rlpipe / bare loop          {flow_it / base_it:8.2f}x")
+    print(f"  ratio rlpipe / bare loop (medians) {flow_it / base_it:7.2f}x")
 
 
 if __name__ == "__main__":

@@ -6,13 +6,14 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
 
 from infra.cluster.runtime_env import all_store_access_vars
 from infra.ops.prefect_profile import running_profile_api
-from infra.ops.processes import die_with_parent, executable, free_port, signal_group
+from infra.ops.processes import die_with_parent, free_port, signal_group
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,10 @@ HISTORY_RETENTION = {
 
 class LocalPrefectServer:
     """A ``prefect server start`` subprocess on 127.0.0.1 (stopped by :meth:`stop`).
+
+    It runs through :mod:`infra.ops.prefect_server_main`, whose SQLite write transactions
+    wait for each other instead of answering 503 (a 2 s client retry), and it logs any
+    request that still answers 503 ("Encountered retryable exception") to ``log_path``.
 
     The server runs in its own session, so a Ctrl-C in the terminal (sent to the whole
     foreground process group) does not stop it while the run finishes its iteration and
@@ -55,7 +60,9 @@ class LocalPrefectServer:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         cmd = [
-            executable("prefect"),
+            sys.executable,
+            "-m",
+            "infra.ops.prefect_server_main",  # `prefect` with write transactions that wait
             "server",
             "start",
             "--host",
@@ -65,6 +72,7 @@ class LocalPrefectServer:
         ]
         env = {
             **HISTORY_RETENTION,
+            "PREFECT_API_LOG_RETRYABLE_ERRORS": "true",
             **os.environ,
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_UI_ENABLED": "true",

@@ -2,7 +2,8 @@
 server of the test's own, while the Prefect server is restarted and MLflow does not answer
 for a minute. The run rides both out: every iteration runs once, as one Completed flow run,
 and logs its metrics once; the log says what happened in a few lines; descriptors do not
-leak and retention keeps two checkpoints.
+leak and retention keeps two checkpoints; no request to the Prefect server after the restart
+answers 503 (which costs the client a 2 s retry).
 """
 
 from __future__ import annotations
@@ -126,6 +127,11 @@ def test_200_iterations_ride_out_a_prefect_restart_and_a_minute_without_mlflow(t
         notices = output.count(f"127.0.0.1:{mlflow_port} does not answer")
         assert 1 <= notices <= 3, output[-6000:]
         assert "Retrying (Retry(" not in output
+        # the server's SQLite writes waited for each other: no 503 and 2 s client retry
+        # (the first server is left out: requests cut by its stop may log retryable errors)
+        assert "Encountered retryable exception" not in (tmp_path / "prefect-2.log").read_text()
+        slow = [i for i, s in enumerate(figures["series"]["time/orchestration"]) if s > 1.5]
+        assert len(slow) <= ITERATIONS // 20, slow  # the restart costs a few, not 1 in 6
         first, after_warm_up, end = figures["fds"]
         assert end <= after_warm_up + 8, figures["fds"]  # no descriptor leaks
         assert figures["checkpoints"] == ["step_000150", "step_000200"]  # retention
