@@ -26,6 +26,7 @@ from infra.driver.faults import RunAbortedByFault
 from infra.driver.guard import ITERATION_RETRIES, RewindLimitError
 from infra.driver.session import get_session
 from infra.driver.step_runtime import StepResult
+from rl_core.llm.sync_probe import SyncProbeError
 from rl_core.training.nonfinite import SkippedUpdatesError
 from tasks.advantage import advantage
 from tasks.checkpoint import checkpoint
@@ -52,7 +53,13 @@ STEPS = (
 
 #: Errors that end the run at once: a retry of the iteration would fail the same way (or,
 #: after a rewind was refused, continue from rebuilt blank workers).
-FATAL_ERRORS = (RunAbortedByFault, RewindLimitError, SkippedUpdatesError, CheckpointStorageFull)
+FATAL_ERRORS = (
+    RunAbortedByFault,
+    RewindLimitError,
+    SkippedUpdatesError,
+    CheckpointStorageFull,
+    SyncProbeError,
+)
 
 
 @dataclass

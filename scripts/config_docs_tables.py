@@ -48,6 +48,9 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
         "`actor.num_workers`; YAML `true`/`false` read as `on`/`off`"
     ),
     ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
+    ("actor.lora", "target_modules"): (
+        "non-empty names of linear layers (`q_proj`, `v_proj`, ...), or `[all-linear]` alone"
+    ),
     ("model", "hidden_sizes"): "non-empty, each from 1 to {max_layer_width}",
     ("model", "critic_hidden_sizes"): "None, or non-empty with each from 1 to {max_layer_width}",
     ("algorithm", "loss_type"): (
@@ -132,6 +135,12 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ),
     ("EmbodiedConfig", "_advantage_fits_model"): (
         "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer worker."
+    ),
+    ("ReasoningActorConfig", "_lora_fits_backend"): (
+        "`actor.lora.rank` above 0 needs `actor.backend: fsdp`."
+    ),
+    ("ReasoningConfig", "_engine_applies_lora"): (
+        "`actor.lora.rank` above 0 needs a `rollout.engine` that applies LoRA adapters (`hf`)."
     ),
     ("ReasoningConfig", "_advantage_fits_model"): (
         "Reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "

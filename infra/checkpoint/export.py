@@ -13,6 +13,7 @@ Layout of an exported directory::
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import shutil
@@ -36,10 +37,14 @@ from rl_core.envs import EnvSpaces, probe_spaces
 from rl_core.envs.spaces import env_spaces_from_dict, env_spaces_to_dict
 from rl_core.kinds.kind import model_section_class
 from rl_core.models import MODELS, BasePolicy, get_model
+from rl_core.models.lora import base_fingerprint, load_adapter_state, merged_model, with_lora
 from rl_core.registry import Registry
 
 logger = logging.getLogger(__name__)
 META_FILE = "rlpipe_model.json"
+#: Where the export of a LoRA run keeps the adapter alone (PEFT format), beside the merged
+#: model.
+ADAPTER_DIR = "adapter"
 EXPORT_FORMAT_VERSION = 1
 
 
@@ -87,7 +92,11 @@ def _load_state_dict(policy: BasePolicy, directory: Path) -> None:
 
 
 def _save_hf_pretrained(policy: BasePolicy, directory: Path) -> None:
-    policy.pretrained_model().save_pretrained(str(directory), safe_serialization=True)
+    model = policy.pretrained_model()
+    if getattr(policy, "adapter_only", False):  # LoRA: the adapter alone, then merged
+        model.save_pretrained(str(directory / ADAPTER_DIR))
+        model = merged_model(copy.deepcopy(model))
+    model.save_pretrained(str(directory), safe_serialization=True)
     tokenizer = policy.pretrained_tokenizer()
     if tokenizer is not None:
         tokenizer.save_pretrained(str(directory))
@@ -128,9 +137,13 @@ def policy_from_checkpoint(
     else:  # checkpoints written before spaces.json existed: ask the env
         spaces = probe_spaces(cfg.env)
     policy = get_model(cfg.model, spaces)
+    lora = getattr(getattr(cfg, "actor", None), "lora", None)
     try:
-        policy.load_state_dict(read_policy_weights(ref), strict=True)
-    except RuntimeError as exc:
+        if lora is not None and lora.enabled:  # the checkpoint holds the adapters alone
+            load_adapter_state(with_lora(policy, lora), read_policy_weights(ref))
+        else:
+            policy.load_state_dict(read_policy_weights(ref), strict=True)
+    except (RuntimeError, ValueError) as exc:
         raise CheckpointError(
             f"weights in {ref.location} do not fit model type {cfg.model.model_type!r}: {exc}"
         ) from None
@@ -183,7 +196,10 @@ def export_policy(
         "model": model_config,
         "spaces": env_spaces_to_dict(spaces) if spaces is not None else None,
         "source": source or {},
+        "weights": "full",
     }
+    if getattr(policy, "adapter_only", False):
+        meta.update(lora_export_meta(policy))
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -202,6 +218,31 @@ def export_policy(
         raise
     logger.info("exported %s policy to %s", meta["model_type"], out)
     return out
+
+
+def lora_export_meta(policy: BasePolicy) -> dict[str, Any]:
+    """What the export of a LoRA policy records.
+
+    The top-level weights are merged, the adapter alone is in :data:`ADAPTER_DIR`, and the
+    base model it fits is named by its path and fingerprint.
+    """
+    peft_cfg = policy.pretrained_model().peft_config["default"]
+    base = str(peft_cfg.base_model_name_or_path or "")
+    targets = peft_cfg.target_modules
+    return {
+        "weights": "merged",
+        "adapter": {
+            "dir": ADAPTER_DIR,
+            "format": "peft",
+            "rank": int(peft_cfg.r),
+            "alpha": float(peft_cfg.lora_alpha),
+            "target_modules": sorted(targets) if isinstance(targets, set) else targets,
+        },
+        "base_model": {
+            "model_path": base,
+            "fingerprint": base_fingerprint(base) if base and Path(base).is_dir() else None,
+        },
+    }
 
 
 def read_export_meta(directory: str | Path) -> dict[str, Any]:

@@ -114,16 +114,36 @@ def shard_model(model: torch.nn.Module, wrap_policy: Any) -> int:
     return len(units) + 1
 
 
-def full_state_dict(model: torch.nn.Module, every_rank: bool = False) -> dict[str, torch.Tensor]:
+def trainable_names(model: torch.nn.Module) -> set[str]:
+    """State-dict names of the parameters that train (with LoRA: adapters and heads)."""
+    return {name for name, p in model.named_parameters() if p.requires_grad}
+
+
+def _model_state(
+    model: torch.nn.Module, options: StateDictOptions, trainable_only: bool
+) -> dict[str, torch.Tensor]:
+    """``get_model_state_dict``; only the trainable parameters' entries if asked."""
+    if not trainable_only:
+        return get_model_state_dict(model, options=options)
+    options = StateDictOptions(**{**options.__dict__, "ignore_frozen_params": True})
+    keep = trainable_names(model)  # a frozen weight tied to another can still appear
+    return {k: v for k, v in get_model_state_dict(model, options=options).items() if k in keep}
+
+
+def full_state_dict(
+    model: torch.nn.Module, every_rank: bool = False, trainable_only: bool = False
+) -> dict[str, torch.Tensor]:
     """The unsharded state dict (collective: every rank calls).
 
     Args:
         model: The sharded model.
         every_rank: Every rank gets the whole state dict on the model's device; otherwise
             rank 0 gets it on the CPU (other ranks get an empty dict).
+        trainable_only: Only the parameters that train (LoRA: frozen base weights are
+            neither gathered nor returned).
     """
     options = StateDictOptions(full_state_dict=True, cpu_offload=not every_rank)
-    return get_model_state_dict(model, options=options)
+    return _model_state(model, options, trainable_only)
 
 
 def load_full_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
@@ -131,20 +151,35 @@ def load_full_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor])
     set_model_state_dict(model, dict(state), options=StateDictOptions(full_state_dict=True))
 
 
-def save_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path: Path) -> None:
+def save_sharded(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    path: Path,
+    trainable_only: bool = False,
+) -> None:
     """Write model and optimizer shards with torch.distributed.checkpoint (collective).
 
     The folder's metadata is signed (:mod:`infra.checkpoint.signed_dcp`).
+
+    Args:
+        model: The sharded model.
+        optimizer: Its optimizer.
+        path: The DCP folder.
+        trainable_only: Leave frozen parameters out (LoRA: the adapters alone).
     """
     state = {
-        "model": get_model_state_dict(model),
+        "model": _model_state(model, StateDictOptions(), trainable_only),
         "optim": get_optimizer_state_dict(model, optimizer),
     }
     signed_dcp.save(state, path)
 
 
 def load_sharded(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, path: Path, trust: bool = False
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    path: Path,
+    trust: bool = False,
+    trainable_only: bool = False,
 ) -> None:
     """Restore what :func:`save_sharded` wrote (collective).
 
@@ -153,16 +188,18 @@ def load_sharded(
         optimizer: Its optimizer.
         path: The DCP folder.
         trust: Load metadata not signed with this user's key (with a warning).
+        trainable_only: The folder holds the trainable parameters alone (LoRA); the
+            frozen ones keep the values they have.
 
     Raises:
         CheckpointError: The metadata's signature is missing or wrong (without ``trust``).
     """
     state = {
-        "model": get_model_state_dict(model),
+        "model": _model_state(model, StateDictOptions(), trainable_only),
         "optim": get_optimizer_state_dict(model, optimizer),
     }
     signed_dcp.load(state, path, trust)
-    set_model_state_dict(model, state["model"])
+    set_model_state_dict(model, state["model"], options=StateDictOptions(strict=not trainable_only))
     set_optimizer_state_dict(model, optimizer, state["optim"])
 
 

@@ -53,6 +53,15 @@ class RolloutEngine(abc.ABC):
     ) -> None:
         """Overwrite the named parameters (names as in the trainer's HF state dict)."""
 
+    def logprobs_of(self, prompt_ids: list[int], response_ids: list[int]) -> list[float] | None:
+        """Log-probs of ``response_ids`` after ``prompt_ids`` under the loaded weights.
+
+        The weight-sync parity probe (:mod:`rl_core.llm.sync_probe`) compares them with the
+        trainer's. None (the default): this engine cannot score a given text, and the probe
+        skips it.
+        """
+        return None
+
     def sleep(self) -> None:  # noqa: B027 - optional for engines that hold no device memory
         """Release device memory until :meth:`wake` (no-op by default and on the CPU).
 

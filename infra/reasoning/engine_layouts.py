@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,6 +17,9 @@ import numpy as np
 
 from infra.cluster.worker_group import WorkerGroup
 from infra.reasoning.worker_groups import ReasoningGroups
+from rl_core.llm.sync_probe import check_probe
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -33,6 +37,41 @@ class SyncedWeights:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class SyncProbe:
+    """The weight-sync parity probe of a run (:mod:`rl_core.llm.sync_probe`).
+
+    Attributes:
+        tokens: ``{"prompt_ids", "response_ids"}`` of the probe text.
+        atol: The largest allowed log-prob difference.
+        adapters: The run syncs LoRA adapters (named in the error).
+    """
+
+    tokens: dict[str, list[int]]
+    atol: float
+    adapters: bool = False
+
+    def check(self, trainer: list[float], engines: list[list[float] | None], version: int) -> dict:
+        """The probe's metric; raises :class:`SyncProbeError` past the tolerance."""
+        if all(lp is None for lp in engines):
+            _warn_unscored()
+            return {}
+        worst = check_probe(trainer, engines, self.atol, version, self.adapters)
+        return {"rollout/sync_probe_max_diff": worst}
+
+
+_warned: list[bool] = []
+
+
+def _warn_unscored() -> None:
+    if not _warned:
+        _warned.append(True)
+        logger.warning(
+            "the rollout engines cannot score the weight-sync probe (their logprobs_of "
+            "returns None): rollout.sync_probe checks nothing"
+        )
+
+
 class Engines(Protocol):
     """The rollout engines and reference model of a reasoning run, and how weights reach them.
 
@@ -46,8 +85,12 @@ class Engines(Protocol):
     rollout: WorkerGroup
     groups: list[WorkerGroup]
 
-    def sync_weights(self, timeout: float) -> SyncedWeights:
-        """Give the rollout engines the trainer's current weights."""
+    def sync_weights(self, timeout: float, probe: SyncProbe | None = None) -> SyncedWeights:
+        """Give the rollout engines the trainer's current weights (and check the probe).
+
+        Raises:
+            SyncProbeError: An engine's log-probs of the probe differ from the trainer's.
+        """
         ...
 
     def reference_logprobs(
@@ -78,12 +121,18 @@ class HybridEngines:
         self.rollout = groups.actor
         self.groups = groups.all
 
-    def sync_weights(self, timeout: float) -> SyncedWeights:
+    def sync_weights(self, timeout: float, probe: SyncProbe | None = None) -> SyncedWeights:
         """Each trainer rank wakes its engine and loads its weights into it (no bytes sent)."""
-        metas = self.actor.call_within("weight_sync", timeout, "sync_rollout_weights")
+        tokens = probe.tokens if probe is not None else None
+        metas = self.actor.call_within("weight_sync", timeout, "sync_rollout_weights", tokens)
+        version = int(metas[0]["version"])
+        metrics = {"rollout/weight_sync_bytes": 0.0, "rollout/weight_sync_full": 1.0}
+        if probe is not None:
+            engines = [m["engine_probe_logprobs"] for m in metas]
+            metrics.update(probe.check(metas[0]["probe_logprobs"], engines, version))
         return SyncedWeights(
-            int(metas[0]["version"]),
-            {"rollout/weight_sync_bytes": 0.0, "rollout/weight_sync_full": 1.0},
+            version,
+            metrics,
             {"version": metas[0]["version"], "rollout_versions": [m["version"] for m in metas]},
         )
 
@@ -109,19 +158,23 @@ class SeparateEngines:
         self.ref = groups.ref
         self.groups = groups.all
 
-    def sync_weights(self, timeout: float) -> SyncedWeights:
+    def sync_weights(self, timeout: float, probe: SyncProbe | None = None) -> SyncedWeights:
         """Rank 0 publishes a full or patch payload; every rollout worker loads it."""
-        pairs = [h.sync_payload.options(num_returns=2).remote() for h in self.actor.handles]
+        tokens = probe.tokens if probe is not None else None
+        pairs = [h.sync_payload.options(num_returns=2).remote(tokens) for h in self.actor.handles]
         payload = pairs[0][1]
         meta = self.actor.get([p[0] for p in pairs], timeout, "weight_sync")[0]
         versions = self.rollout.call_within("weight_sync", timeout, "load_weights", payload)
+        version = int(meta["version"])
+        metrics = {
+            "rollout/weight_sync_bytes": float(meta["nbytes"]),
+            "rollout/weight_sync_full": float(meta["mode"] == "full"),
+        }
+        if probe is not None:
+            engines = self.rollout.call_within("weight_sync", timeout, "probe_logprobs", tokens)
+            metrics.update(probe.check(meta["probe_logprobs"], engines, version))
         return SyncedWeights(
-            int(meta["version"]),
-            {
-                "rollout/weight_sync_bytes": float(meta["nbytes"]),
-                "rollout/weight_sync_full": float(meta["mode"] == "full"),
-            },
-            {"version": meta["version"], "rollout_versions": versions},
+            version, metrics, {"version": meta["version"], "rollout_versions": versions}
         )
 
     def reference_logprobs(

@@ -25,7 +25,9 @@ from rl_core.agents.lockstep import GenerationRequest
 from rl_core.agents.loops import Generation
 from rl_core.llm.generation import GenerationResult, SamplingParams, hf_generate
 from rl_core.llm.implementations import ROLLOUT_ENGINES, resolve
+from rl_core.llm.logprobs import logprobs_from_logits
 from rl_core.models.causal_lm import load_causal_lm
+from rl_core.models.lora import add_lora
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +40,8 @@ class HFEngine(RolloutEngine):
         rollout_cfg: The ``rollout`` section (unused: ``generate`` takes the sampling).
         device: The device to generate on (the worker's).
         collocated: Unused: on a GPU :meth:`sleep` always moves the weights to the CPU.
+        lora: The ``actor.lora`` section when the trainer trains LoRA adapters: the model
+            gets the same (PEFT) adapters, and weight syncs carry the adapters alone.
     """
 
     def __init__(
@@ -46,8 +50,11 @@ class HFEngine(RolloutEngine):
         rollout_cfg: Any = None,
         device: torch.device | str = "cpu",
         collocated: bool = False,
+        lora: Any = None,
     ) -> None:
         self.model, self.tokenizer = load_causal_lm(model_cfg)
+        if lora is not None:
+            self.model = add_lora(self.model, lora)
         self.model.eval()
         self.device = torch.device(device)
         self.model.to(self.device)
@@ -103,6 +110,14 @@ class HFEngine(RolloutEngine):
             self._params[name].copy_(tensor.to(self._params[name].dtype))
         self.version = version
 
+    @torch.no_grad()
+    def logprobs_of(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]:
+        """See :meth:`RolloutEngine.logprobs_of` (one forward pass, temperature 1)."""
+        ids = torch.tensor([list(prompt_ids) + list(response_ids)], device=self.device)
+        logits = self.model(input_ids=ids, use_cache=False).logits[:, len(prompt_ids) - 1 : -1]
+        target = ids[:, len(prompt_ids) :]
+        return logprobs_from_logits(logits.float(), target, 1.0)[0].tolist()
+
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Current weights (tests compare them with the trainer's)."""
         return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
@@ -123,7 +138,14 @@ class HFEngine(RolloutEngine):
 #: engine's module (it imports vllm) is imported only when that engine is built.
 ENGINES = ROLLOUT_ENGINES
 
-__all__ = ["ENGINES", "HFEngine", "RolloutEngine", "check_rollout_engine", "make_engine"]
+__all__ = [
+    "ENGINES",
+    "HFEngine",
+    "RolloutEngine",
+    "check_rollout_engine",
+    "lora_section",
+    "make_engine",
+]
 
 
 def _accepted(factory: Callable[..., Any], names: tuple[str, ...]) -> set[str]:
@@ -138,12 +160,19 @@ def _accepted(factory: Callable[..., Any], names: tuple[str, ...]) -> set[str]:
     return {p.name for p in params if p.kind in keywords and p.name in names}
 
 
+def lora_section(cfg: Any) -> Any:
+    """The ``actor.lora`` section of a run that trains LoRA adapters, else None."""
+    lora = getattr(getattr(cfg, "actor", None), "lora", None)
+    return lora if lora is not None and lora.enabled else None
+
+
 def make_engine(
     name: str,
     model_cfg: Any,
     rollout_cfg: Any,
     device: torch.device | str,
     collocated: bool = False,
+    lora: Any = None,
 ) -> RolloutEngine:
     """Build the engine registered as ``name`` on ``device``.
 
@@ -154,6 +183,11 @@ def make_engine(
         device: The device Ray assigned the worker (``WorkerBase.device``).
         collocated: The engine shares its process and device with a trainer rank (the
             hybrid engine): :meth:`RolloutEngine.sleep` must free its device memory.
+        lora: The ``actor.lora`` section of a LoRA run (None otherwise); passed to the
+            factory, which must take it (engines in ``LORA_ROLLOUT_ENGINES``).
+
+    Raises:
+        ValueError: A LoRA run's engine factory takes no ``lora`` keyword.
 
     A factory that takes no ``device`` keyword (the earlier ``factory(model_cfg,
     rollout_cfg)`` form) is still called, without it, and chooses its device itself: a
@@ -171,7 +205,15 @@ def make_engine(
             name,
             device,
         )
-    return factory(model_cfg, rollout_cfg, **{k: v for k, v in wanted.items() if k in accepted})
+    kwargs = {k: v for k, v in wanted.items() if k in accepted}
+    if lora is not None:
+        if not _accepted(factory, ("lora",)):
+            raise ValueError(
+                f"rollout engine {name!r} cannot apply LoRA adapters (its factory takes no "
+                "`lora` keyword); use rollout.engine: hf, or actor.lora.rank: 0"
+            )
+        kwargs["lora"] = lora
+    return factory(model_cfg, rollout_cfg, **kwargs)
 
 
 def check_rollout_engine(cfg: Any) -> None:

@@ -34,7 +34,7 @@ from infra.driver.step_runtime import (
 )
 from infra.reasoning.advantage_step import advantage_step
 from infra.reasoning.agent_traces import trace_rows
-from infra.reasoning.engine_layouts import Engines, engines_for
+from infra.reasoning.engine_layouts import Engines, SyncProbe, engines_for
 from infra.reasoning.engines import check_rollout_engine
 from infra.reasoning.evaluation import evaluate_heldout
 from infra.reasoning.pipelined_generation import PipelinedGeneration
@@ -50,6 +50,7 @@ from rl_core.agents.metrics import trajectory_metrics_by_kind
 from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
 from rl_core.llm.prompting import encode_prompts, load_task_samples
+from rl_core.llm.sync_probe import probe_atol, probe_tokens
 from rl_core.training.parallel_layout import ParallelLayout
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,11 @@ class ReasoningRuntime(StepRuntime):
         self.eval_prompts = encode_prompts(held, cfg.data, self.tokenizer)
         self.sampler = PromptSampler(len(train), cfg.data.prompts_per_batch, seed=cfg.run.seed)
         self.timeouts = cfg.timeouts
+        self.sync_probe = (
+            SyncProbe(probe_tokens(self.tokenizer), probe_atol(cfg), cfg.actor.lora.enabled)
+            if cfg.rollout.sync_probe
+            else None
+        )
         workers = start_reasoning_groups(cfg, self.config_dict)
         self.cluster_placement = workers.placement
         self.engines: Engines = engines_for(workers)  # hybrid engine or separate workers
@@ -152,7 +158,7 @@ class ReasoningRuntime(StepRuntime):
         """Trainer → rollout engines: in memory (hybrid engine) or through the object store."""
         start = time.perf_counter()
         self.faults.arm("weight_sync", iteration, self.actor[0])
-        synced = self.engines.sync_weights(self.timeouts.weight_sync)
+        synced = self.engines.sync_weights(self.timeouts.weight_sync, self.sync_probe)
         self.published_version = synced.version
         return StepResult(time.perf_counter() - start, synced.metrics, info=synced.info)
 

@@ -232,6 +232,16 @@ class VLLMEngine(RolloutEngine):
         chosen = [float(step[tok].logprob) for tok, step in zip(tokens, steps, strict=True)]
         return tokens, chosen
 
+    def logprobs_of(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]:
+        """See :meth:`RolloutEngine.logprobs_of` (vLLM's prompt log-probs of the whole text)."""
+        ids = list(prompt_ids) + list(response_ids)
+        params = self._vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False)
+        if self.sleeping:
+            raise RuntimeError("vLLM engine is asleep; call wake() before scoring")
+        (out,) = self.llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)
+        steps = out.prompt_logprobs[len(prompt_ids) :]
+        return [float(step[tok].logprob) for tok, step in zip(response_ids, steps, strict=True)]
+
     def generate(
         self, prompt_ids: list[list[int]], sampling: SamplingParams, seed: int | None
     ) -> GenerationResult:

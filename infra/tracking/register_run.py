@@ -41,9 +41,15 @@ def last_metric(client: Any, run_id: str, key: str) -> tuple[float, int] | None:
     return float(last.value), int(last.step)
 
 
-def export_checkpoint_model(ref: Any, out_dir: Path, source: dict[str, Any]) -> None:
-    """Export the checkpoint ``ref`` (a ``CheckpointRef``) as a model directory ``out_dir``."""
-    from infra.checkpoint.export import export_policy, policy_from_checkpoint
+def export_checkpoint_model(ref: Any, out_dir: Path, source: dict[str, Any]) -> dict[str, str]:
+    """Export the checkpoint ``ref`` (a ``CheckpointRef``) as a model directory ``out_dir``.
+
+    Returns:
+        Version tags saying what the directory holds: ``weights`` (``full``, or ``merged``
+        for a LoRA run, whose adapter alone is in ``adapter/``) and, for LoRA, the base
+        model's fingerprint.
+    """
+    from infra.checkpoint.export import export_policy, policy_from_checkpoint, read_export_meta
 
     policy, config, spaces = policy_from_checkpoint(ref)
     export_policy(
@@ -53,6 +59,12 @@ def export_checkpoint_model(ref: Any, out_dir: Path, source: dict[str, Any]) -> 
         out_dir,
         source={**source, "step": ref.step, "checkpoint": ref.location},
     )
+    meta = read_export_meta(out_dir)
+    tags = {"weights": str(meta.get("weights", "full"))}
+    if "adapter" in meta:
+        tags["adapter"] = f"{meta['adapter']['dir']}/ ({meta['adapter']['format']})"
+        tags["base_model_fingerprint"] = str(meta["base_model"]["fingerprint"])
+    return tags
 
 
 def register_run_model(
@@ -95,9 +107,9 @@ def register_run_model(
     artifact_path = f"{MODEL_ARTIFACT_DIR}/{ref.folder}"
     with tempfile.TemporaryDirectory(prefix="rlpipe-register-") as tmp:
         model_dir = Path(tmp) / ref.folder
-        export_checkpoint_model(ref, model_dir, {**tags, "mlflow_run_id": run_id})
+        weights = export_checkpoint_model(ref, model_dir, {**tags, "mlflow_run_id": run_id})
         tracker.log_artifacts(model_dir, artifact_path, config_files=())
-    version_tags = {**tags, "checkpoint_step": str(step), "eval_metric": score_metric}
+    version_tags = {**tags, **weights, "checkpoint_step": str(step), "eval_metric": score_metric}
     score = metric_at(client, run_id, score_metric, step - 1)  # the evaluation of these weights
     if score is not None:
         version_tags["eval_step"] = str(step - 1)

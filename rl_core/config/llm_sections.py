@@ -97,6 +97,56 @@ class FSDPConfig(Section):
     wrap_policy: WrapPolicyConfig = Field(default_factory=lambda: WrapPolicyConfig())
 
 
+#: ``actor.lora.target_modules`` value that adapts every linear layer but the output head.
+ALL_LINEAR = "all-linear"
+
+
+class LoraConfig(Section):
+    """LoRA adapters of the reasoning trainer (PEFT): only the adapters train.
+
+    With ``rank`` above 0, every targeted linear layer gets a low-rank update ``B @ A``
+    scaled by ``alpha / rank``; the base weights stay frozen, are not in the optimizer,
+    and are not written to checkpoints (they are read again from ``model.model_path``).
+    Weight syncs send only the adapters.
+    """
+
+    rank: int = Field(
+        0,
+        ge=0,
+        le=4096,
+        description="LoRA rank r (0 = off: full fine-tuning). 8-64 is usual.",
+    )
+    alpha: float = Field(
+        16.0, gt=0.0, le=1e6, description="LoRA scale numerator: updates are scaled by alpha/rank."
+    )
+    dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Dropout on the adapters' input while training."
+    )
+    target_modules: list[str] = Field(
+        default_factory=lambda: [ALL_LINEAR],
+        min_length=1,
+        description="Names (suffixes) of the linear layers to adapt, e.g. [q_proj, v_proj]; "
+        "[all-linear] adapts every linear layer except the output head.",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the trainer trains adapters instead of all weights."""
+        return self.rank > 0
+
+    @field_validator("target_modules")
+    @classmethod
+    def _targets_named(cls, value: list[str]) -> list[str]:
+        if ALL_LINEAR in value and len(value) > 1:
+            raise ValueError(
+                f"{value}: 'all-linear' already names every linear layer; give either it "
+                "alone or a list of module names"
+            )
+        if any(not name.strip() for name in value):
+            raise ValueError(f"{value}: module names must not be empty")
+        return value
+
+
 class MegatronConfig(Section):
     """megatron-core settings of the reasoning trainer (``actor.backend: megatron``).
 

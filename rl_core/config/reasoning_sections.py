@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from rl_core.config.limits import (
     MAX_EPOCHS,
@@ -20,7 +20,7 @@ from rl_core.config.limits import (
     MAX_TOKENS,
     MAX_WORKERS,
 )
-from rl_core.config.llm_sections import FSDPConfig, MegatronConfig, VLLMConfig
+from rl_core.config.llm_sections import FSDPConfig, LoraConfig, MegatronConfig, VLLMConfig
 from rl_core.config.policy_sections import ModelConfig
 from rl_core.config.run_sections import EvalConfig
 from rl_core.config.sections import check_regex, check_registered, check_registered_name
@@ -93,6 +93,18 @@ class ReasoningRolloutConfig(RolloutConfig):
         ge=1,
         le=MAX_ITERATIONS,
         description="patch mode: a full sync every this many syncs.",
+    )
+    sync_probe: bool = Field(
+        True,
+        description="After every weight sync, compare the rollout engines' log-probs of a "
+        "fixed probe text with the trainer's; a difference above sync_probe_atol fails the "
+        "iteration (the engine is not sampling from the trained weights).",
+    )
+    sync_probe_atol: float | None = Field(
+        None,
+        gt=0.0,
+        description="Largest allowed log-prob difference of the probe (None: 1e-3 when the "
+        "model computes in float32 with the hf engine and weights travel uncast, else 0.1).",
     )
 
     @field_validator("engine")
@@ -180,6 +192,7 @@ class ReasoningActorConfig(ActorConfig):
     )
     fsdp_config: FSDPConfig = Field(default_factory=lambda: FSDPConfig())
     megatron: MegatronConfig = Field(default_factory=lambda: MegatronConfig())
+    lora: LoraConfig = Field(default_factory=lambda: LoraConfig())
 
     @property
     def tensor_parallel_size(self) -> int:
@@ -202,6 +215,16 @@ class ReasoningActorConfig(ActorConfig):
     @classmethod
     def _known_backend(cls, value: str) -> str:
         return check_registered_name("trainer_backend", value)
+
+    @model_validator(mode="after")
+    def _lora_fits_backend(self) -> ReasoningActorConfig:
+        if self.lora.enabled and self.backend != "fsdp":
+            raise ValueError(
+                f"actor.lora.rank = {self.lora.rank} with actor.backend = {self.backend!r}: "
+                "LoRA adapters train with the fsdp backend only (allowed: actor.backend: fsdp, "
+                "or actor.lora.rank: 0 for full fine-tuning)"
+            )
+        return self
 
 
 class ReasoningEvalConfig(EvalConfig):

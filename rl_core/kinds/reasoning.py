@@ -28,6 +28,7 @@ from rl_core.config.reasoning_sections import (
 from rl_core.config.schema import RLPipeConfig
 from rl_core.data.sources import PROMPT_SOURCES
 from rl_core.kinds.kind import Kind, register_kind
+from rl_core.llm.implementations import LORA_ROLLOUT_ENGINES
 
 _CHUNK = 1 << 20
 
@@ -139,6 +140,17 @@ class ReasoningConfig(RLPipeConfig):
         problems = megatron_problems(self) if self.actor.backend == "megatron" else []
         if problems:
             raise ValueError("actor.backend = 'megatron': " + "; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _engine_applies_lora(self) -> ReasoningConfig:
+        engine = self.rollout.engine
+        if self.actor.lora.enabled and engine not in LORA_ROLLOUT_ENGINES:
+            raise ValueError(
+                f"actor.lora.rank = {self.actor.lora.rank} with rollout.engine = {engine!r}: "
+                "that engine cannot apply LoRA adapters (allowed: "
+                f"{', '.join(LORA_ROLLOUT_ENGINES.names())}, or actor.lora.rank: 0)"
+            )
         return self
 
     @model_validator(mode="after")

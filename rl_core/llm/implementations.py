@@ -20,6 +20,12 @@ ROLLOUT_ENGINES: Registry[Any] = Registry("rollout engine")
 ROLLOUT_ENGINES.register("hf", "infra.reasoning.engines:HFEngine")
 ROLLOUT_ENGINES.register("vllm", "infra.reasoning.vllm_engine:VLLMEngine")
 
+#: Rollout engines that apply LoRA adapters (``actor.lora``): their factory takes a ``lora``
+#: keyword (the ``actor.lora`` section) and their ``update_weights`` accepts the adapters'
+#: tensors alone. The value says how, for the docs.
+LORA_ROLLOUT_ENGINES: Registry[str] = Registry("rollout engine that applies LoRA adapters")
+LORA_ROLLOUT_ENGINES.register("hf", "PEFT adapters on the Hugging Face model")
+
 #: ``actor.backend`` → trainer backend class (or its ``"module:attribute"`` reference).
 TRAINER_BACKENDS: Registry[Any] = Registry("trainer backend")
 TRAINER_BACKENDS.register("fsdp", "infra.reasoning.trainer_backends:FSDPBackend")

@@ -90,6 +90,14 @@ ROLLOUT_METRICS: tuple[MetricEntry, ...] = (
         "in; 0 with the hybrid engine.",
     ),
     MetricEntry(
+        "rollout/sync_probe_max_diff",
+        "nats",
+        "reasoning",
+        "After the weight sync: the largest difference between a rollout engine's log-probs "
+        "of a fixed probe text and the trainer's (`rollout.sync_probe`); above "
+        "`rollout.sync_probe_atol` the iteration fails.",
+    ),
+    MetricEntry(
         "rollout/weight_sync_full",
         "0 or 1",
         "reasoning",

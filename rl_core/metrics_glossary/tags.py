@@ -153,6 +153,27 @@ TAGS: tuple[TagEntry, ...] = (
         "The checkpoint exported (`model/step_<n>/`).",
     ),
     TagEntry(
+        "weights",
+        "model version",
+        "`full` or `merged`",
+        "What the version's model directory holds: the trained weights (`full`), or for a "
+        "LoRA run (`actor.lora.rank` above 0) the base weights with the adapter merged in (`merged`).",
+    ),
+    TagEntry(
+        "adapter",
+        "model version",
+        "`adapter/ (peft)`",
+        "LoRA runs: where the adapter alone is, in PEFT's format (`peft` loads it onto the "
+        "base model).",
+    ),
+    TagEntry(
+        "base_model_fingerprint",
+        "model version",
+        "12 hex digits",
+        "LoRA runs: hash of the base model's weights and config the adapter was trained on "
+        "(an adapter fits that base only).",
+    ),
+    TagEntry(
         "data_fingerprint",
         "model version",
         "12 hex digits",

@@ -21,6 +21,7 @@ from rl_core.llm.batching import pad_left, pad_right
 from rl_core.llm.generation import SamplingParams, hf_generate
 from rl_core.llm.logprobs import entropy_from_logits, logprobs_from_logits
 from rl_core.models.base_policy import BasePolicy
+from rl_core.models.lora import adapter_tensors
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -40,6 +41,9 @@ class CausalLMPolicy(BasePolicy):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
+        #: The model carries LoRA adapters (:func:`rl_core.models.lora.with_lora`): rollout
+        #: engines get the adapters alone.
+        self.adapter_only = False
         self.value_head = nn.Linear(model.config.hidden_size, 1) if value_head else None
         if self.value_head is not None:
             nn.init.zeros_(self.value_head.weight)
@@ -53,10 +57,14 @@ class CausalLMPolicy(BasePolicy):
         """The tokenizer (saved next to the model by the converter)."""
         return self.tokenizer
 
-    @staticmethod
-    def rollout_weights(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The part of this policy's state dict a rollout engine loads (HF names)."""
-        return {k[len("model.") :]: v for k, v in state_dict.items() if k.startswith("model.")}
+    def rollout_weights(self, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The part of this policy's state dict a rollout engine loads (HF names).
+
+        With LoRA adapters, the adapters alone (PEFT names, which the engine's own
+        adapter-wrapped model shares).
+        """
+        named = {k[len("model.") :]: v for k, v in state_dict.items() if k.startswith("model.")}
+        return adapter_tensors(named) if self.adapter_only else named
 
     def default_forward(
         self,

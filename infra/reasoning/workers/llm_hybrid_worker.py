@@ -28,7 +28,7 @@ import torch
 
 from infra.cluster.worker_base import Stopwatch, step_method
 from infra.reasoning.agent_rollout import run_agents
-from infra.reasoning.engines import RolloutEngine, make_engine
+from infra.reasoning.engines import RolloutEngine, lora_section, make_engine
 from infra.reasoning.workers.llm_rollout_worker import generate_responses
 from infra.reasoning.workers.llm_workers import LLMActorWorker, reference_model
 
@@ -85,6 +85,7 @@ class LLMHybridWorker(LLMActorWorker):
                     self.cfg.rollout,
                     self.device,
                     collocated=True,
+                    lora=lora_section(self.cfg),
                 )
             self.engine_awake = True
         return f"{layout}; {self.cfg.rollout.engine} rollout engine on {self.device}"
@@ -138,16 +139,22 @@ class LLMHybridWorker(LLMActorWorker):
 
     # -- rollout steps: the engine wakes ---------------------------------------------------
     @step_method
-    def sync_rollout_weights(self) -> dict[str, Any]:
-        """Copy the trainer's full weights into this rank's engine (collective, in memory).
+    def sync_rollout_weights(self, probe: dict[str, list[int]] | None = None) -> dict[str, Any]:
+        """Copy the trainer's weights into this rank's engine (collective, in memory).
 
         Floating tensors are cast to ``rollout.weight_sync_dtype`` when set, as a sync
-        between processes would send them. The engine is woken first.
+        between processes would send them (with LoRA, the adapters alone are copied). The
+        engine is woken first.
+
+        Args:
+            probe: The sync probe: both the trainer and the engine score it afterwards.
 
         Returns:
-            ``{"version", "mode": "memory", "nbytes": 0, "seconds"}``.
+            ``{"version", "mode": "memory", "nbytes": 0, "seconds"}``, with a probe also
+            ``probe_logprobs`` (the trainer's) and ``engine_probe_logprobs``.
         """
         watch = Stopwatch()
+        trainer_lp = self.probe_logprobs(probe) if probe is not None else None
         engine = self._wake_engine()
         state = self.backend.rollout_state(every_rank=True)
         dtype = self.sender.dtype
@@ -155,7 +162,14 @@ class LLMHybridWorker(LLMActorWorker):
             state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
         engine.update_weights(state.items(), self.version)
         self.engine_version = self.version
-        return {"version": self.version, "mode": "memory", "nbytes": 0, "seconds": watch.elapsed()}
+        meta = {"version": self.version, "mode": "memory", "nbytes": 0}
+        if probe is not None:
+            meta["probe_logprobs"] = trainer_lp
+            with self._own_rng():
+                meta["engine_probe_logprobs"] = engine.logprobs_of(
+                    probe["prompt_ids"], probe["response_ids"]
+                )
+        return {**meta, "seconds": watch.elapsed()}
 
     @step_method
     def generate(

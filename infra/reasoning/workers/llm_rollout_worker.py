@@ -18,7 +18,7 @@ import torch
 
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
 from infra.reasoning.agent_rollout import run_agents
-from infra.reasoning.engines import make_engine
+from infra.reasoning.engines import lora_section, make_engine
 from infra.weight_sync import StaleWeightsError, buckets_to_state_dict, from_wire
 from rl_core.llm.generation import SamplingParams
 
@@ -55,7 +55,11 @@ class LLMRolloutWorker(WorkerBase):
     def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...]) -> None:
         super().__init__(config, rank, cpus)
         self.engine = make_engine(
-            self.cfg.rollout.engine, self.cfg.model, self.cfg.rollout, self.device
+            self.cfg.rollout.engine,
+            self.cfg.model,
+            self.cfg.rollout,
+            self.device,
+            lora=lora_section(self.cfg),
         )
         self.shadow: dict[str, torch.Tensor] = {}  # patch mode: the weights as synced
         self.version: int | None = None
@@ -231,6 +235,10 @@ class LLMRolloutWorker(WorkerBase):
             yield
         finally:
             self.engine.update_weights(self.kept[self.version].items(), self.version)
+
+    def probe_logprobs(self, probe: dict[str, list[int]]) -> list[float] | None:
+        """The engine's log-probs of the sync probe's response tokens (None: cannot score)."""
+        return self.engine.logprobs_of(probe["prompt_ids"], probe["response_ids"])
 
     def weights(self) -> dict[str, np.ndarray]:
         """Current engine weights as numpy (tests)."""

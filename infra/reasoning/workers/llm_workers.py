@@ -21,7 +21,9 @@ from infra.weight_sync import (
     WeightSender,
     payload_nbytes,
 )
+from rl_core.llm.sync_probe import probe_batch
 from rl_core.models import get_model
+from rl_core.models.lora import trainable_parameters
 from rl_core.seeding import worker_seed
 from rl_core.training.llm_update import (
     FORWARD_KEYS,
@@ -143,7 +145,7 @@ class LLMActorWorker(WorkerBase):
         layout = self.backend.setup(address)
         if self.backend.reference is not None:
             self.reference = self.backend.reference
-        self.optimizer = build_optimizer(self.policy.parameters(), self.cfg.actor)
+        self.optimizer = build_optimizer(trainable_parameters(self.policy), self.cfg.actor)
         return layout
 
     def _set_lr(self, iteration: int) -> float:
@@ -223,19 +225,33 @@ class LLMActorWorker(WorkerBase):
         return {**metrics, "train/lr": lr / replicas, "seconds": watch.elapsed()}
 
     @step_method
-    def sync_payload(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def sync_payload(
+        self, probe: dict[str, list[int]] | None = None
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """``(meta, payload)`` of a weight sync (collective; only rank 0 returns them).
 
-        Call with ``num_returns=2``: the small ``meta`` (version, mode, bytes) goes to the
-        driver while the payload goes from the object store to the rollout workers.
+        Call with ``num_returns=2``: the small ``meta`` (version, mode, bytes and, given a
+        ``probe``, the trainer's ``probe_logprobs``) goes to the driver while the payload
+        goes from the object store to the rollout workers.
         """
+        probe_lp = self.probe_logprobs(probe) if probe is not None else None
         state = self.backend.rollout_state(every_rank=False)
         if self.rank != 0:
             return None, None
         payload = self.sender.payload(state, self.version)
         meta = {"version": payload["version"], "mode": payload["mode"]}
         meta["nbytes"] = payload_nbytes(payload)
+        if probe_lp is not None:
+            meta["probe_logprobs"] = probe_lp
         return meta, payload
+
+    def probe_logprobs(self, probe: dict[str, list[int]]) -> list[float]:
+        """The trainer's log-probs of the sync probe's response tokens (collective)."""
+        self.policy.eval()
+        out = _forward_in_micro_batches(
+            self.policy, _tensors(probe_batch(probe), self.device), 1, 1.0, values=False
+        )
+        return [float(x) for x in out["logprobs"][0]]
 
     def snapshot(self) -> None:
         """Keep this rank's model and optimizer state, the version and the skip streak."""
