@@ -8,7 +8,12 @@ the single-process anchor, TRL's ``GRPOTrainer`` on the same model, prompts, rew
 hyperparameters (in a subprocess, one thread; see ``_trl_anchor.py``). Prints medians side
 by side and the ratios.
 
-Usage: ``python benchmarks/llm_step.py [--iterations 8] [--workers 1] [--no-megatron]``
+Finally, full fine-tuning against LoRA adapters (``actor.lora``), both with a separate
+rollout worker so the weight sync goes through the object store: trainable parameters,
+optimizer-state bytes, checkpoint bytes, weight-sync bytes and seconds, side by side.
+
+Usage: ``python benchmarks/llm_step.py [--iterations 8] [--workers 1] [--no-megatron]
+[--no-lora]``
 (trainer ranks; with the default placement each rank also holds the rollout engine: the
 hybrid engine; megatron splits every layer over the ``--workers`` ranks).
 """
@@ -20,6 +25,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _runs import flow_run_metrics  # noqa: I001 - sets up the path and env first
 from _trl_anchor import SETUP_HINT, run_trl, trl_available
@@ -61,11 +67,13 @@ def megatron_overrides(workers: int) -> list[str]:
     return ["actor.backend=megatron", f"actor.megatron.tensor_model_parallel_size={workers}"]
 
 
-def bare(ovr: list[str], iterations: int) -> dict[str, list[float]]:
+def bare(ovr: list[str], iterations: int, footprint: Path | None = None) -> dict[str, Any]:
+    """Step seconds and tokens/s per iteration of the bare loop; with ``footprint`` (a
+    folder for one checkpoint) also what training holds and moves (see :func:`measure`)."""
     cfg = prepare_model(load_config(overrides=[*ovr, "tracking.enabled=false"]))
     runtime = ReasoningRuntime(cfg)
-    names = (*STEPS, "iteration", "tokens_per_s", "train_tokens_per_s")
-    series: dict[str, list[float]] = {k: [] for k in names}
+    names = (*STEPS, "iteration", "tokens_per_s", "train_tokens_per_s", "sync_bytes")
+    series: dict[str, Any] = {k: [] for k in names}
     try:
         for it in range(iterations):
             start = time.perf_counter()
@@ -75,10 +83,51 @@ def bare(ovr: list[str], iterations: int) -> dict[str, list[float]]:
                 series[step].append(t[step].seconds)
             series["tokens_per_s"].append(t["rollout"].metrics["rollout/tokens_per_second"])
             series["train_tokens_per_s"].append(t["update"].metrics["train/tokens_per_second"])
+            series["sync_bytes"].append(t["weight_sync"].metrics["rollout/weight_sync_bytes"])
+        if footprint is not None:
+            series["footprint"] = measure(runtime, footprint, iterations)
     finally:
         runtime.shutdown()
         ray_cluster.shutdown()
     return series
+
+
+def measure(runtime: ReasoningRuntime, folder: Path, step: int) -> dict[str, float]:
+    """Trainable parameters, optimizer-state bytes (summed over the trainer ranks) and the
+    bytes of one checkpoint written to ``folder``."""
+    ranks = runtime.actor.call_sync("footprint")
+    runtime.save_checkpoint(str(folder), step)
+    written = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    return {
+        "trainable_parameters": float(sum(r["trainable_parameters"] for r in ranks)),
+        "optimizer_state_bytes": float(sum(r["optimizer_state_bytes"] for r in ranks)),
+        "checkpoint_bytes": float(written),
+    }
+
+
+#: LoRA on every linear layer of the tiny model (the ``grpo_arith_lora`` preset's settings).
+LORA = ["actor.lora.rank=8", "actor.lora.alpha=16"]
+
+
+def print_lora_table(full: dict[str, Any], lora: dict[str, Any]) -> None:
+    """Full fine-tuning against LoRA, side by side (separate rollout workers: the weight
+    sync goes through the object store)."""
+    print("\nfull fine-tuning against LoRA (rank 8, every linear layer), separate rollout worker:")
+    print(f"{'':>26} {'full':>12} {'LoRA':>12} {'LoRA / full':>12}")
+
+    def row(label: str, a: float, b: float, fmt: str) -> None:
+        print(f"{label:>26} {a:>12{fmt}} {b:>12{fmt}} {b / a:>11.3f}x")
+
+    for key, label in (
+        ("trainable_parameters", "trainable parameters"),
+        ("optimizer_state_bytes", "optimizer state (bytes)"),
+        ("checkpoint_bytes", "checkpoint (bytes)"),
+    ):
+        row(label, full["footprint"][key], lora["footprint"][key], ",.0f")
+    row("weight sync (bytes)", med(full["sync_bytes"]), med(lora["sync_bytes"]), ",.0f")
+    for step in ("weight_sync", "update"):
+        row(f"{step} (s)", med(full[step]), med(lora[step]), ".4f")
+    row("iteration (s)", med(full["iteration"]), med(lora["iteration"]), ".3f")
 
 
 def trl_steps(ovr: list[str], iterations: int) -> list[float] | None:
@@ -104,10 +153,20 @@ def main() -> None:
     parser.add_argument(
         "--no-megatron", action="store_true", help="skip the megatron backend's bare loop"
     )
+    parser.add_argument(
+        "--no-lora", action="store_true", help="skip the full fine-tuning vs LoRA table"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ovr = overrides(Path(tmp) / "tiny", args.iterations, args.workers)
         base = bare(ovr, args.iterations)
+        footprints = None
+        if not args.no_lora:
+            separate = [*ovr, "cluster.hybrid_engine=off"]
+            footprints = (
+                bare(separate, args.iterations, Path(tmp) / "ckpt-full"),
+                bare([*separate, *LORA], args.iterations, Path(tmp) / "ckpt-lora"),
+            )
         mega = None
         if not args.no_megatron:
             mega = bare([*ovr, *megatron_overrides(args.workers)], args.iterations)
@@ -166,6 +225,8 @@ def main() -> None:
         f"flow {med(series['rollout/tokens_per_second']):.0f}; training tokens/s: bare "
         f"{med(base['train_tokens_per_s']):.0f}, flow {med(series['train/tokens_per_second']):.0f}"
     )
+    if footprints:
+        print_lora_table(*footprints)
 
 
 if __name__ == "__main__":

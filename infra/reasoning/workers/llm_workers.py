@@ -275,6 +275,25 @@ class LLMActorWorker(WorkerBase):
         """Make the next weight sync a full one."""
         self.sender.reset()
 
+    def footprint(self) -> dict[str, int]:
+        """This rank's share of what training holds.
+
+        Trainable parameters (elements) and optimizer state (bytes), counted on this rank's
+        shards: the sum over the ranks is the whole.
+        """
+
+        def local(t: torch.Tensor) -> torch.Tensor:
+            return t.to_local() if hasattr(t, "to_local") else t
+
+        params = sum(local(p).numel() for p in trainable_parameters(self.policy))
+        state = sum(
+            local(v).numel() * local(v).element_size()
+            for per_param in self.optimizer.state.values()
+            for v in per_param.values()
+            if torch.is_tensor(v)
+        )
+        return {"trainable_parameters": int(params), "optimizer_state_bytes": int(state)}
+
     def full_state(self) -> dict[str, np.ndarray] | None:
         """The whole policy state dict as numpy (collective; rank 0 returns it)."""
         state = self.backend.policy_state()
