@@ -46,6 +46,7 @@ from infra.reasoning.sft_steps import sft_step
 from infra.reasoning.sync_generation import SyncGeneration
 from infra.reasoning.update_step import update_step
 from infra.reasoning.worker_groups import start_reasoning_groups
+from infra.reasoning.workers.trainer_rank import setup_trainer
 from rl_core.agents.metrics import trajectory_metrics_by_kind
 from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
@@ -133,12 +134,7 @@ class ReasoningRuntime(StepRuntime):
         return self.engines.groups
 
     def _setup_trainer(self) -> None:
-        timeout = self.timeouts.worker_start
-        address = self.actor.get(
-            [self.actor[0].rendezvous_address.remote()], timeout, "worker_start", [0]
-        )[0]
-        layouts = self.actor.call_within("worker_start", timeout, "setup", address)
-        logger.info("trainer: %s", layouts[0])
+        logger.info("trainer: %s", setup_trainer(self.actor, self.timeouts.worker_start))
 
     # -- steps ---------------------------------------------------------------------------
     @classmethod
