@@ -67,15 +67,11 @@ class ReasoningRuntime(StepRuntime):
     spaces = None  # no env spaces: the model builder does not need any
 
     def __init__(self, cfg: RLPipeConfig) -> None:
-        from transformers import AutoTokenizer
+        from rl_core.models.causal_lm import load_tokenizer
 
         super().__init__(cfg)
         ray_cluster.connect_cluster(cfg.cluster)
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            cfg.model.model_path,
-            local_files_only=True,
-            trust_remote_code=cfg.model.trust_remote_code,
-        )
+        self.tokenizer = load_tokenizer(cfg.model)
         train, held = load_task_samples(cfg.data)
         self.train_samples, self.eval_samples = train, held
         self.train_prompts = encode_prompts(train, cfg.data, self.tokenizer)

@@ -44,17 +44,11 @@ class RewardModelRuntime(StepRuntime):
     """
 
     def __init__(self, cfg: RLPipeConfig) -> None:
-        from transformers import AutoTokenizer
+        from rl_core.models.causal_lm import load_tokenizer
 
         super().__init__(cfg)
         ray_cluster.connect_cluster(cfg.cluster)
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            cfg.model.model_path,
-            local_files_only=True,
-            trust_remote_code=cfg.model.trust_remote_code,
-        )
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer = load_tokenizer(cfg.model)
         self.train_pairs, self.eval_pairs = load_preference_pairs(cfg.data)
         self.sampler = PromptSampler(len(self.train_pairs), cfg.data.pairs_per_batch, cfg.run.seed)
         self.timeouts = cfg.timeouts

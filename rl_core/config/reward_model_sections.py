@@ -17,8 +17,7 @@ from rl_core.config.limits import (
     MAX_SAMPLE_ROWS,
     MAX_TOKENS,
 )
-from rl_core.config.llm_sections import FSDPConfig
-from rl_core.config.policy_sections import ModelConfig
+from rl_core.config.llm_sections import FSDPConfig, HuggingFaceModelConfig
 from rl_core.config.run_sections import EvalConfig
 from rl_core.config.sections import Section
 from rl_core.config.training_sections import ActorConfig
@@ -103,30 +102,10 @@ class PreferenceDataConfig(Section):
         return self
 
 
-class RewardModelModelConfig(ModelConfig):
+class RewardModelModelConfig(HuggingFaceModelConfig):
     """The reward model: a Hugging Face causal LM backbone with a scalar head."""
 
     model_type: str = "hf_reward_model"
-    model_path: str | None = Field(
-        None,
-        description="Reward model: local Hugging Face directory of the backbone (a causal LM, "
-        "e.g. an SFT export) or of a reward model to train further; nothing is downloaded.",
-    )
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
-        "float32", description="Reward model: weight dtype (float32 on CPU, bfloat16 on GPU)."
-    )
-    trust_remote_code: bool = Field(False, description="Reward model: allow the model's own code.")
-    attn_implementation: Literal["eager", "sdpa"] = Field(
-        "sdpa", description="Reward model: attention kernel."
-    )
-    gradient_checkpointing: bool = Field(
-        False, description="Reward model: recompute activations in the backward pass."
-    )
-    tiny_init: bool = Field(
-        False,
-        description="Reward model: create the tiny byte-level test model at model_path when "
-        "it does not exist (nothing is downloaded).",
-    )
 
 
 class RewardModelActorConfig(ActorConfig):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,12 +31,10 @@ from rl_core.data.prompts import (
     DataFileError,
     PromptSample,
     RowProblem,
-    _format_problems,
     _jsonl_rows,
     _type_name,
+    check_problems,
 )
-
-logger = logging.getLogger(__name__)
 
 #: The fields of a preference row, in the order they are checked.
 PAIR_FIELDS = ("prompt", "chosen", "rejected")
@@ -124,22 +121,7 @@ def load_preference_file(
             problems.append(RowProblem(location, result))
         else:
             pairs.append(PreferencePair(result.prompt, result.chosen, result.rejected, location))
-    if problems and (on_bad_row == "error" or not pairs):
-        what = "no usable rows" if not pairs else "bad rows"
-        raise DataFileError(
-            f"{name}: {what} ({len(problems)} of {len(pairs) + len(problems)} preference rows "
-            "unusable):\n" + _format_problems(problems)
-        )
-    if not pairs:
-        raise DataFileError(f"{name}: no rows")
-    if problems:
-        logger.warning(
-            "%s: skipped %d bad preference row(s) of %d: %s",
-            name,
-            len(problems),
-            len(pairs) + len(problems),
-            "; ".join(str(p) for p in problems[:3]),
-        )
+    check_problems(name, len(pairs), problems, on_bad_row, "preference row")
     return pairs, problems
 
 

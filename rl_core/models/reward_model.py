@@ -161,7 +161,9 @@ def load_reward_model(model_cfg: Any) -> RewardModelPolicy:
     Raises:
         ValueError: No ``model_path``, or it is not a directory holding a model.
     """
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoModelForSequenceClassification
+
+    from rl_core.models.causal_lm import load_tokenizer
 
     path = getattr(model_cfg, "model_path", None)
     if not path or not (Path(path) / "config.json").is_file():
@@ -169,11 +171,7 @@ def load_reward_model(model_cfg: Any) -> RewardModelPolicy:
             f"model.model_path = {path!r} is not a local Hugging Face model directory (no "
             "config.json); build the tiny test model with scripts/build_tiny_lm.py"
         )
-    tokenizer = AutoTokenizer.from_pretrained(
-        path, trust_remote_code=model_cfg.trust_remote_code, local_files_only=True
-    )
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = load_tokenizer(model_cfg)
     dtype = DTYPES[model_cfg.dtype] if model_cfg.dtype != "auto" else "auto"
     hf_logger = logging.getLogger("transformers.modeling_utils")
     level = hf_logger.level

@@ -12,15 +12,12 @@ chosen and rejected rows of a micro-batch go through the model in one forward pa
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
 from rl_core.models.base_policy import BasePolicy
-from rl_core.training.llm_update import split_rows
-from rl_core.training.nonfinite import SkippedUpdateGuard, all_finite, any_rank
-from rl_core.training.optim import clip_gradients
+from rl_core.training.llm_update import guarded_step, split_rows
+from rl_core.training.nonfinite import SkippedUpdateGuard
 
 #: Keys of a batch of tokenized preference pairs.
 PAIR_KEYS = ("chosen_ids", "chosen_mask", "rejected_ids", "rejected_mask")
@@ -126,7 +123,6 @@ def reward_model_update(
         SkippedUpdatesError: The guard's limit of skipped updates in a row was reached.
     """
     guard = guard or SkippedUpdateGuard(1)
-    device = next(policy.parameters()).device
     n = shard["chosen_ids"].shape[0]
     loss_sum = correct = margin = 0.0
     for part in split_rows(shard, max(1, -(-n // micro_batch_size))):
@@ -137,13 +133,16 @@ def reward_model_update(
         loss_sum += float(loss.detach()) / world_size
         correct += float((chosen > rejected).sum())
         margin += float((chosen - rejected).detach().sum())
-    norm = clip_gradients(policy.parameters(), max_grad_norm if max_grad_norm else math.inf)
-    nonfinite = any_rank(not all_finite([loss_sum, norm]), device, world_size)
-    lr = optimizer.param_groups[0]["lr"]
-    applied = guard.allow_step(not nonfinite, iteration, lr, "reward-model step")
-    if applied:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    applied, norm = guarded_step(
+        policy,
+        optimizer,
+        loss_sum,
+        max_grad_norm,
+        world_size,
+        guard,
+        iteration,
+        "reward-model step",
+    )
     return {
         "train/rm_loss": loss_sum if applied else 0.0,
         "train/pairwise_accuracy": correct / total_pairs,

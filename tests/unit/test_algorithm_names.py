@@ -29,6 +29,7 @@ EXPECTED = {
     "code_tests": "grpo",
     "sft_agent_calc": "sft",
     "sft_code_tests": "sft",
+    "rm_arith": "bradley_terry",
 }
 
 

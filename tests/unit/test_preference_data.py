@@ -75,7 +75,7 @@ def test_a_bad_row_names_file_row_field_and_what_is_allowed(
     with pytest.raises(DataFileError) as err:
         load_preference_file(path)
     text = str(err.value)
-    assert text.startswith(f"{path}: bad rows (1 of 3 preference rows unusable):")
+    assert text.startswith(f"{path}: bad preference rows (1 of 3 preference rows unusable):")
     assert f"{path}:3: {message}" in text
 
 
@@ -86,7 +86,7 @@ def test_bad_rows_are_skipped_with_a_warning_when_asked(tmp_path: Path, caplog) 
     assert len(pairs) == 1 and [p.location for p in problems] == [f"{path}:2"]
     assert "skipped 1 bad preference row(s) of 2" in caplog.text
     only_bad = _jsonl(tmp_path / "bad.jsonl", [{"prompt": "x"}])
-    with pytest.raises(DataFileError, match="no usable rows"):
+    with pytest.raises(DataFileError, match="no usable preference rows"):
         load_preference_file(only_bad, on_bad_row="skip")
 
 

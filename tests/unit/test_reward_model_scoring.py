@@ -58,7 +58,9 @@ def test_scores_do_not_depend_on_the_batch_or_its_padding(policy: RewardModelPol
     alone = [score_texts(policy, [p], [r])[0] for p, r in zip(PROMPTS, RESPONSES, strict=True)]
     assert len(together) == 3 and len(set(together)) == 3
     assert together == pytest.approx(alone, abs=1e-5)
-    assert score_texts(policy, PROMPTS, RESPONSES, batch_size=2) == pytest.approx(together, abs=1e-5)
+    assert score_texts(policy, PROMPTS, RESPONSES, batch_size=2) == pytest.approx(
+        together, abs=1e-5
+    )
 
 
 def test_texts_are_prompt_plus_response_cut_to_their_last_tokens(policy) -> None:
