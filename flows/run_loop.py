@@ -420,6 +420,8 @@ def log_progress(total: int, it: int, m: dict[str, float]) -> None:
         parts.append(f"eval {m['eval/return_mean']:.1f}")
     if "eval/accuracy" in m:
         parts.append(f"accuracy {m['eval/accuracy']:.3f}")
+    if "eval/pairwise_accuracy" in m:
+        parts.append(f"pairwise accuracy {m['eval/pairwise_accuracy']:.3f}")
     parts.append(f"orch {1000 * m['time/orchestration']:.0f} ms")
     text = " | ".join(parts)
     progress_logger.info(

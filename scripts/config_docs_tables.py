@@ -222,4 +222,15 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "The same for reasoning runs: `data.prompts_per_batch × algorithm.group_size × "
         "(data.max_prompt_length + rollout.max_new_tokens)` × 16 bytes."
     ),
+    ("RewardModelConfig", "_model_files_exist"): (
+        "`hf_reward_model` needs `model.model_path`, a local directory with a `config.json` "
+        "(or `model.tiny_init: true`, or `run.warm_start`, which provides it)."
+    ),
+    ("PreferenceDataConfig", "_files_given"): (
+        "Reward models: `data.source: files` needs `data.train_files`; `data.source: "
+        "arithmetic` reads no files."
+    ),
+    ("RewardModelConfig", "_batch_divides"): (
+        "Reward models: `data.pairs_per_batch` must divide into `actor.num_workers` equal parts."
+    ),
 }

@@ -29,6 +29,8 @@ from pydantic_core import PydanticUndefined
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "docs" / "configuration.md"
 REGEN_COMMAND = ".venv/bin/python scripts/gen_config_docs.py"
+#: The built-in kinds of training, whose own sections are documented after the shared ones.
+BUILTIN_KINDS = ("embodied", "reasoning", "reward_model")
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -199,15 +201,15 @@ def _check_tables(
         )
 
 
-def _allowed(section: str, name: str, field: FieldInfo) -> str:
+def _allowed(section: str, name: str, field: FieldInfo, shared_notes: bool = True) -> str:
     parts = [
         ", ".join(f"`{format_value(v)}`" for v in _literal_args(field.annotation)),
         ", ".join(constraint_text(field)),
     ]
-    kind = REGISTERED_FIELDS.get((section, name))
+    kind = REGISTERED_FIELDS.get((section, name)) if shared_notes else None
     if kind is not None:
         parts.append("registered: " + ", ".join(f"`{n}`" for n in builtin_names(kind)))
-    note = FIELD_VALIDATOR_NOTES.get((section, name))
+    note = FIELD_VALIDATOR_NOTES.get((section, name)) if shared_notes else None
     if note is not None:
         from rl_core.config.limits import MAX_LAYER_WIDTH
         from rl_core.config.placement import KNOWN_COMPONENTS
@@ -231,11 +233,23 @@ def field_table(section: str, model: type[BaseModel], only: list[str] | None = N
             f"`{name}`",
             type_name(field.annotation),
             f"`{default_text(field)}`",
-            _allowed(section, name, field),
+            _allowed(section, name, field, shared_notes=not _retyped(section, name, model)),
             description,
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return lines
+
+
+def _retyped(section: str, name: str, model: type[BaseModel]) -> bool:
+    """A registered-name field that ``model`` replaces with a type of its own (a Literal).
+
+    E.g. a kind's ``data.source`` with fixed values: the registry and the notes of the
+    shared field of that name do not describe it.
+    """
+    if (section, name) not in REGISTERED_FIELDS:
+        return False
+    decorators = model.__pydantic_decorators__.field_validators.values()
+    return not any(name in d.info.fields for d in decorators)
 
 
 # -- presets ---------------------------------------------------------------------------------
@@ -295,7 +309,7 @@ def kind_sections() -> list[tuple[str, str, type[BaseModel], list[str] | None]]:
 
     shared = dict(_sections(RLPipeConfig))
     found = []
-    for kind in ("embodied", "reasoning"):
+    for kind in BUILTIN_KINDS:
         for name, model in _sections(kind_named(kind).config):
             base = shared.get(name)
             if base is model:
@@ -303,10 +317,18 @@ def kind_sections() -> list[tuple[str, str, type[BaseModel], list[str] | None]]:
             own = (
                 None
                 if base is None
-                else [n for n in model.model_fields if n not in base.model_fields]
+                else [n for n in model.model_fields if _differs(model, base, n)]
             )
             found.append((kind, name, model, own))
     return found
+
+
+def _differs(model: type[BaseModel], base: type[BaseModel], name: str) -> bool:
+    """Whether ``model``'s field ``name`` is its own: new, or of another type or default."""
+    if name not in base.model_fields:
+        return True
+    field, shared = model.model_fields[name], base.model_fields[name]
+    return (field.annotation, field.default) != (shared.annotation, shared.default)
 
 
 def _section_block(name: str, model: type[BaseModel], title: str) -> list[str]:
@@ -323,7 +345,7 @@ def render() -> str:
 
     sections = _sections(RLPipeConfig)
     kinds = kind_sections()
-    roots = [RLPipeConfig, *(kind_named(k).config for k in ("embodied", "reasoning"))]
+    roots = [RLPipeConfig, *(kind_named(k).config for k in BUILTIN_KINDS)]
     _check_tables(roots, sections + [(name, model) for _, name, model, _ in kinds])
     top_level = [n for n in RLPipeConfig.model_fields if n not in dict(sections)]
     out = [

@@ -46,6 +46,7 @@ from infra.reasoning.sft_steps import sft_step
 from infra.reasoning.sync_generation import SyncGeneration
 from infra.reasoning.update_step import update_step
 from infra.reasoning.worker_groups import start_reasoning_groups
+from infra.reasoning.workers.trainer_rank import setup_trainer
 from rl_core.agents.metrics import trajectory_metrics_by_kind
 from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
@@ -67,15 +68,11 @@ class ReasoningRuntime(StepRuntime):
     spaces = None  # no env spaces: the model builder does not need any
 
     def __init__(self, cfg: RLPipeConfig) -> None:
-        from transformers import AutoTokenizer
+        from rl_core.models.causal_lm import load_tokenizer
 
         super().__init__(cfg)
         ray_cluster.connect_cluster(cfg.cluster)
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            cfg.model.model_path,
-            local_files_only=True,
-            trust_remote_code=cfg.model.trust_remote_code,
-        )
+        self.tokenizer = load_tokenizer(cfg.model)
         train, held = load_task_samples(cfg.data)
         self.train_samples, self.eval_samples = train, held
         self.train_prompts = encode_prompts(train, cfg.data, self.tokenizer)
@@ -139,12 +136,7 @@ class ReasoningRuntime(StepRuntime):
         return self.engines.groups
 
     def _setup_trainer(self) -> None:
-        timeout = self.timeouts.worker_start
-        address = self.actor.get(
-            [self.actor[0].rendezvous_address.remote()], timeout, "worker_start", [0]
-        )[0]
-        layouts = self.actor.call_within("worker_start", timeout, "setup", address)
-        logger.info("trainer: %s", layouts[0])
+        logger.info("trainer: %s", setup_trainer(self.actor, self.timeouts.worker_start))
 
     # -- steps ---------------------------------------------------------------------------
     @classmethod

@@ -33,10 +33,11 @@ class FSDPBackend(TrainerBackend):
     def __init__(self, cfg: Any, rank: int, world_size: int, device: torch.device) -> None:
         super().__init__(cfg, rank, world_size, device)
         policy = get_model(cfg.model, None)
+        lora = getattr(cfg.actor, "lora", None)  # kinds without LoRA have no such section
         #: LoRA: only the adapters (and heads) train, sync and go into checkpoints.
-        self.lora = bool(cfg.actor.lora.enabled)
+        self.lora = bool(lora is not None and lora.enabled)
         if self.lora:
-            with_lora(policy, cfg.actor.lora)
+            with_lora(policy, lora)
         self.policy = policy.to(device)
 
     def setup(self, address: str) -> str:

@@ -9,7 +9,8 @@ method as papers and other libraries do, not the config field that selects it:
 - on-policy runs by their advantage estimator's method (:data:`ON_POLICY_NAMES`): ``gae`` →
   ``ppo``, ``grpo`` → ``grpo``, ``reinforce_plus_plus[_baseline]`` → ``reinforce_pp``...;
   a group-relative run with ``algorithm.dynamic_sampling`` on is ``dapo``;
-- supervised fine-tuning (``flows/sft.py``) is ``sft``.
+- supervised fine-tuning (``flows/sft.py``) is ``sft``;
+- a run without an advantage estimator (a reward model) by its loss, ``bradley_terry``.
 
 An advantage estimator registered by an extension without a name here goes by its own
 registered name; register one with :func:`register_algorithm_name`.
@@ -62,10 +63,13 @@ def algorithm_name(algorithm: Any, *, supervised: bool = False) -> str:
         supervised: The run is supervised fine-tuning (``flows/sft.py``).
 
     Returns:
-        ``sft``, the off-policy algorithm, or the on-policy method's name.
+        ``sft``, the off-policy algorithm, the on-policy method's name, or the loss of a
+        run without advantages (``bradley_terry``).
     """
     if supervised:
         return SUPERVISED
+    if getattr(algorithm, "adv_type", None) is None:  # no advantages: a reward model's loss
+        return algorithm.loss_type.lower()
     if actor_critic_spec(algorithm.loss_type) is not None:
         return algorithm.loss_type.lower()
     adv_type = ON_POLICY_NAMES.normalize(algorithm.adv_type)

@@ -7,7 +7,31 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from rl_core.config.limits import MAX_MINIBATCHES, MAX_PROMPTS, MAX_TOKENS, MAX_WORKERS
+from rl_core.config.policy_sections import ModelConfig
 from rl_core.config.sections import Section, check_registered_name
+
+
+class HuggingFaceModelConfig(ModelConfig):
+    """A Hugging Face model loaded from a local directory (``hf_causal_lm``, ``hf_reward_model``)."""
+
+    model_path: str | None = Field(
+        None,
+        description="hf_causal_lm, hf_reward_model: local Hugging Face model directory (nothing "
+        "is downloaded); a reward model's backbone is a causal LM, e.g. an SFT export.",
+    )
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
+        "float32", description="Weight dtype (float32 on CPU, bfloat16 on GPU)."
+    )
+    trust_remote_code: bool = Field(False, description="Allow the model's own code.")
+    attn_implementation: Literal["eager", "sdpa"] = Field("sdpa", description="Attention kernel.")
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute activations in the backward pass."
+    )
+    tiny_init: bool = Field(
+        False,
+        description="Create the tiny byte-level test model at model_path when it does not "
+        "exist (nothing is downloaded).",
+    )
 
 
 class DataConfig(Section):

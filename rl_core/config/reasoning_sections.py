@@ -20,8 +20,13 @@ from rl_core.config.limits import (
     MAX_TOKENS,
     MAX_WORKERS,
 )
-from rl_core.config.llm_sections import FSDPConfig, LoraConfig, MegatronConfig, VLLMConfig
-from rl_core.config.policy_sections import ModelConfig
+from rl_core.config.llm_sections import (
+    FSDPConfig,
+    HuggingFaceModelConfig,
+    LoraConfig,
+    MegatronConfig,
+    VLLMConfig,
+)
 from rl_core.config.run_sections import EvalConfig
 from rl_core.config.sections import check_regex, check_registered, check_registered_name
 from rl_core.config.training_sections import (
@@ -32,30 +37,11 @@ from rl_core.config.training_sections import (
 )
 
 
-class ReasoningModelConfig(ModelConfig):
+class ReasoningModelConfig(HuggingFaceModelConfig):
     """The language model of a reasoning run (``hf_causal_lm``)."""
 
-    model_path: str | None = Field(
-        None,
-        description="hf_causal_lm: local Hugging Face model directory (nothing is downloaded).",
-    )
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
-        "float32", description="hf_causal_lm: weight dtype (float32 on CPU, bfloat16 on GPU)."
-    )
-    trust_remote_code: bool = Field(False, description="hf_causal_lm: allow the model's own code.")
-    attn_implementation: Literal["eager", "sdpa"] = Field(
-        "sdpa", description="hf_causal_lm: attention kernel."
-    )
     value_head: bool = Field(
         False, description="hf_causal_lm: add a critic head (PPO with adv_type token_gae)."
-    )
-    gradient_checkpointing: bool = Field(
-        False, description="hf_causal_lm: recompute activations in the backward pass."
-    )
-    tiny_init: bool = Field(
-        False,
-        description="hf_causal_lm: create the tiny byte-level test model at model_path when "
-        "it does not exist (nothing is downloaded).",
     )
 
 

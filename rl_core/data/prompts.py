@@ -116,25 +116,45 @@ def load_prompt_file(
         else:
             samples.append(PromptSample(result[0], result[1], result[2], location))
 
-    if problems and (on_bad_row == "error" or not samples):
-        total = len(samples) + len(problems)
-        what = "no usable rows" if not samples else "bad rows"
+    check_problems(name, len(samples), problems, on_bad_row)
+    return samples, problems
+
+
+def check_problems(
+    name: str, kept: int, problems: list[RowProblem], on_bad_row: str, what: str = "row"
+) -> None:
+    """Refuse a file with bad rows (``on_bad_row="error"``) or none kept; else warn.
+
+    Args:
+        name: The file, as named in the messages.
+        kept: Usable rows.
+        problems: The unusable rows.
+        on_bad_row: ``"error"`` or ``"skip"``.
+        what: What a row is, in the messages (``row``, ``preference row``).
+
+    Raises:
+        DataFileError: Bad rows with ``"error"``, or no usable row; the message lists the
+            first bad rows with their locations.
+    """
+    if problems and (on_bad_row == "error" or not kept):
+        total = kept + len(problems)
+        status = f"no usable {what}s" if not kept else f"bad {what}s"
         raise DataFileError(
-            f"{name}: {what} ({len(problems)} of {total} rows unusable):\n"
+            f"{name}: {status} ({len(problems)} of {total} {what}s unusable):\n"
             + _format_problems(problems)
         )
-    if not samples:
-        raise DataFileError(f"{name}: no rows")
+    if not kept:
+        raise DataFileError(f"{name}: no {what}s")
     if problems:
         logger.warning(
-            "%s: skipped %d bad row(s) of %d: %s%s",
+            "%s: skipped %d bad %s(s) of %d: %s%s",
             name,
             len(problems),
-            len(samples) + len(problems),
+            what,
+            kept + len(problems),
             "; ".join(str(p) for p in problems[:_MAX_WARNED_PROBLEMS]),
             "; ..." if len(problems) > _MAX_WARNED_PROBLEMS else "",
         )
-    return samples, problems
 
 
 def load_prompts(

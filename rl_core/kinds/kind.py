@@ -10,7 +10,11 @@ from typing import Any
 from rl_core.registry import Registry, RegistryError
 
 #: The modules of the built-in kinds, imported when a config names one of their models.
-BUILTIN_KIND_MODULES = ("rl_core.kinds.embodied", "rl_core.kinds.reasoning")
+BUILTIN_KIND_MODULES = (
+    "rl_core.kinds.embodied",
+    "rl_core.kinds.reasoning",
+    "rl_core.kinds.reward_model",
+)
 
 
 @dataclass(frozen=True)

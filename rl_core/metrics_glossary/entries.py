@@ -83,6 +83,8 @@ RUNS: dict[str, str] = {
     "all": "every training run, embodied and reasoning (conditions are in the meaning)",
     "embodied": "control-policy runs on gymnasium-style envs (PPO, SAC, CrossQ, RLPD)",
     "reasoning": "language-model runs: RL (GRPO, DAPO, ...) and SFT (`flows/sft.py`)",
+    "reward_model": "reward-model runs: a scalar-head model trained on preference pairs "
+    "(`hf_reward_model`, Bradley-Terry loss)",
     "agent": "reasoning runs whose rollouts are agent trajectories (`agent.loop` other than "
     "`single_turn`)",
 }

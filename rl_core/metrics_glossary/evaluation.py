@@ -11,8 +11,39 @@ EVALUATION_METRICS: tuple[MetricEntry, ...] = (
         "return",
         "all",
         "Embodied: mean return of the evaluation episodes; reasoning: mean reward of the "
-        "greedy responses to the held-out prompts. The score of embodied checkpoints; "
-        "`run.stop_at_eval_return` compares it.",
+        "greedy responses to the held-out prompts; reward models: `eval/pairwise_accuracy`. "
+        "The score of embodied checkpoints; `run.stop_at_eval_return` compares it.",
+    ),
+    MetricEntry(
+        "eval/pairwise_accuracy",
+        "fraction",
+        "reward_model",
+        "Share of the held-out preference pairs whose chosen response gets a strictly "
+        "higher reward than the rejected one; the score of reward-model checkpoints.",
+    ),
+    MetricEntry(
+        "eval/reward_margin",
+        "reward",
+        "reward_model",
+        "Mean reward of the chosen minus the rejected response over the held-out pairs.",
+    ),
+    MetricEntry(
+        "eval/reward_chosen_mean",
+        "reward",
+        "reward_model",
+        "Mean reward of the held-out pairs' chosen responses.",
+    ),
+    MetricEntry(
+        "eval/reward_rejected_mean",
+        "reward",
+        "reward_model",
+        "Mean reward of the held-out pairs' rejected responses.",
+    ),
+    MetricEntry(
+        "eval/pairs",
+        "count",
+        "reward_model",
+        "Held-out preference pairs evaluated (`data.eval_size`).",
     ),
     MetricEntry(
         "eval/return_std",

@@ -134,7 +134,7 @@ ROLLOUT_METRICS: tuple[MetricEntry, ...] = (
         "count",
         "all",
         "Samples trained on so far: env steps (embodied), responses (reasoning RL), "
-        "prompt–answer pairs (SFT); a sweep's x axis.",
+        "prompt–answer pairs (SFT), preference pairs (reward models); a sweep's x axis.",
     ),
     MetricEntry(
         "async/staleness_mean",

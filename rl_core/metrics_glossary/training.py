@@ -172,6 +172,28 @@ TRAINING_METRICS: tuple[MetricEntry, ...] = (
         "`actor.sft_steps_per_iteration` steps (0 for a skipped step).",
     ),
     MetricEntry(
+        "train/rm_loss",
+        "nats/pair",
+        "reward_model",
+        "Bradley-Terry loss, mean over the pairs of a step of -log sigmoid(r_chosen - "
+        "r_rejected), mean over the iteration's `actor.steps_per_iteration` steps (0 for a "
+        "skipped step).",
+    ),
+    MetricEntry(
+        "train/pairwise_accuracy",
+        "fraction",
+        "reward_model",
+        "Share of the training pairs whose chosen response scored higher, before the step "
+        "on them; mean over the iteration's steps.",
+    ),
+    MetricEntry(
+        "train/reward_margin",
+        "reward",
+        "reward_model",
+        "Mean r_chosen - r_rejected of the training pairs, before the step on them; mean "
+        "over the iteration's steps.",
+    ),
+    MetricEntry(
         "train/critic_loss",
         "loss",
         "embodied",

@@ -146,6 +146,16 @@ class CausalLMPolicy(BasePolicy):
         }
 
 
+def load_tokenizer(model_cfg: Any) -> Any:
+    """The tokenizer of ``model_cfg.model_path`` (local files only); padding with EOS if unset."""
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_cfg.model_path, trust_remote_code=model_cfg.trust_remote_code, local_files_only=True
+    )
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
 def load_causal_lm(model_cfg: Any) -> tuple[nn.Module, Any]:
     """Load model and tokenizer from ``model_cfg.model_path`` (a local directory only).
 
@@ -168,11 +178,7 @@ def load_causal_lm(model_cfg: Any) -> tuple[nn.Module, Any]:
         local_files_only=True,
         attn_implementation=model_cfg.attn_implementation,
     )
-    tokenizer = AutoTokenizer.from_pretrained(
-        path, trust_remote_code=model_cfg.trust_remote_code, local_files_only=True
-    )
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = load_tokenizer(model_cfg)
     if model_cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model, tokenizer

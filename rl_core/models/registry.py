@@ -14,7 +14,7 @@ from rl_core.registry import Registry
 #: ``observation_space`` and ``action_space`` (single-env gymnasium spaces).
 ModelBuilder = Callable[[Any, Any], BasePolicy]
 #: Built-in categories; an extension may add its own (with a runtime registered for it).
-CATEGORIES = ("embodied", "reasoning")
+CATEGORIES = ("embodied", "reasoning", "reward_model")
 _CATEGORY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 

@@ -110,6 +110,45 @@ def _grad_norm(policy: torch.nn.Module, max_norm: float | None) -> float:
     return clip_gradients(policy.parameters(), max_norm if max_norm else math.inf)
 
 
+def guarded_step(
+    policy: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss: float,
+    max_grad_norm: float | None,
+    world_size: int,
+    guard: SkippedUpdateGuard,
+    iteration: int | None,
+    where: str,
+) -> tuple[bool, float]:
+    """Clip the accumulated gradients and step, unless the step is not finite on a rank.
+
+    Every rank agrees on skipping (:func:`~rl_core.training.nonfinite.any_rank`); the
+    gradients are dropped either way.
+
+    Args:
+        policy: The model whose gradients were accumulated.
+        optimizer: Its optimizer.
+        loss: This rank's loss of the step.
+        max_grad_norm: Gradient clipping norm (None: no clipping).
+        world_size: Data-parallel ranks.
+        guard: Decides on (and counts) skipped steps.
+        iteration: Training iteration, named in the messages about skipped updates.
+        where: What the step is, in those messages.
+
+    Returns:
+        ``(applied, gradient norm before clipping)``.
+    """
+    device = next(policy.parameters()).device
+    grad_norm = _grad_norm(policy, max_grad_norm)
+    nonfinite = any_rank(not all_finite([loss, grad_norm]), device, world_size)
+    lr = optimizer.param_groups[0]["lr"]
+    applied = guard.allow_step(not nonfinite, iteration, lr, where)
+    if applied:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return applied, grad_norm
+
+
 def accumulate_minibatch(
     policy: BasePolicy,
     minibatch: dict[str, torch.Tensor],
@@ -341,7 +380,6 @@ def sft_update(
     """
     check_loss_mask(shard)
     guard = guard or SkippedUpdateGuard(1)
-    device = next(policy.parameters()).device
     n = shard["response_mask"].shape[0]
     loss_sum = 0.0
     for part in split_rows(shard, max(1, -(-n // micro_batch_size))):
@@ -355,13 +393,9 @@ def sft_update(
         loss = -(out["logprobs"] * weights * world_size).sum()
         loss.backward()
         loss_sum += float(loss.detach()) / world_size
-    grad_norm = _grad_norm(policy, max_grad_norm)
-    nonfinite = any_rank(not all_finite([loss_sum, grad_norm]), device, world_size)
-    lr = optimizer.param_groups[0]["lr"]
-    applied = guard.allow_step(not nonfinite, iteration, lr, "supervised step")
-    if applied:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    applied, grad_norm = guarded_step(
+        policy, optimizer, loss_sum, max_grad_norm, world_size, guard, iteration, "supervised step"
+    )
     return {
         "train/sft_loss": loss_sum if applied else 0.0,
         "train/grad_norm": grad_norm / world_size if applied else 0.0,

@@ -22,6 +22,7 @@ EXPECTED = {
     "rlpd_pendulum": "rlpd",
     "grpo_arith": "grpo",
     "grpo_arith_megatron": "grpo",
+    "grpo_arith_lora": "grpo",
     "dapo_arith": "dapo",
     "reinforce_pp_arith": "reinforce_pp",
     "sft_arith": "sft",
@@ -29,6 +30,7 @@ EXPECTED = {
     "code_tests": "grpo",
     "sft_agent_calc": "sft",
     "sft_code_tests": "sft",
+    "rm_arith": "bradley_terry",
 }
 
 

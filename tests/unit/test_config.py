@@ -166,7 +166,11 @@ def test_unknown_section_lists_sections():
 @pytest.mark.parametrize(
     ("override", "field", "known"),
     [
-        ("model.model_type=nope", "model.model_type", "hf_causal_lm, mlp_actor_critic"),
+        (
+            "model.model_type=nope",
+            "model.model_type",
+            "hf_causal_lm, hf_reward_model, mlp_actor_critic",
+        ),
         ("algorithm.adv_type=nope", "algorithm.adv_type", "dr_grpo, gae, grpo"),
         ("algorithm.loss_type=nope", "algorithm.loss_type", "decoupled_ppo, ppo"),
         ("env.env_type=nope", "env.env_type", "gym"),
@@ -390,8 +394,8 @@ def test_fields_of_the_other_category_are_refused_naming_who_reads_them():
     with pytest.raises(ConfigError) as err:
         load_config("ppo_cartpole", ["rollout.max_new_tokens=8", "data.eval_size=4"])
     assert sorted(str(err.value).splitlines()[1:]) == [
-        "  data.eval_size: read by reasoning runs only; this run's model (mlp_actor_critic) "
-        "is embodied",
+        "  data.eval_size: read by reasoning and reward_model runs only; this run's model "
+        "(mlp_actor_critic) is embodied",
         "  rollout.max_new_tokens: read by reasoning runs only; this run's model "
         "(mlp_actor_critic) is embodied",
     ]

@@ -5,18 +5,15 @@ Batches travel as dicts of numpy arrays (see :mod:`rl_core.training.llm_update` 
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
 import numpy as np
 import torch
 
-from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, tensors_to_bytes
-from infra.checkpoint.store import CheckpointError, open_store
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
-from infra.reasoning import distributed
-from infra.reasoning.trainer_backends import make_backend
+from infra.reasoning.workers.trainer_rank import TrainerRank
+from infra.reasoning.workers.trainer_rank import tensors as _tensors
 from infra.weight_sync import (
     WeightSender,
     payload_nbytes,
@@ -24,7 +21,6 @@ from infra.weight_sync import (
 from rl_core.llm.sync_probe import probe_batch
 from rl_core.models import get_model
 from rl_core.models.lora import trainable_parameters
-from rl_core.seeding import worker_seed
 from rl_core.training.llm_update import (
     FORWARD_KEYS,
     MinibatchTotals,
@@ -32,20 +28,9 @@ from rl_core.training.llm_update import (
     sft_update,
     split_rows,
 )
-from rl_core.training.nonfinite import (
-    SkippedUpdateGuard,
-    any_rank,
-    nonfinite_tensors,
-    nonfinite_weights_message,
-)
-from rl_core.training.optim import build_optimizer, learning_rate, set_learning_rate
 
 logger = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def _tensors(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: torch.from_numpy(np.array(v, copy=True)).to(device) for k, v in batch.items()}
 
 
 @torch.no_grad()
@@ -86,8 +71,11 @@ def reference_logprobs(
     return out["logprobs"]
 
 
-class LLMActorWorker(WorkerBase):
+class LLMActorWorker(TrainerRank):
     """One rank of the reasoning trainer (FSDP2 or megatron-core: ``actor.backend``).
+
+    Backend, optimizer, checkpoints and snapshots are :class:`TrainerRank`'s; this class
+    adds the policy's log-probs, its RL and supervised updates and the weight sync.
 
     Args:
         config: Resolved config (dict).
@@ -100,20 +88,11 @@ class LLMActorWorker(WorkerBase):
             holds one (the hybrid engine; the megatron backend with a KL penalty).
     """
 
-    group = "actor"
-    opens_checkpoint_store = True
-
     def __init__(
         self, config: dict[str, Any], rank: int, cpus: tuple[int, ...], world_size: int
     ) -> None:
-        super().__init__(config, rank, cpus)
-        self.world_size = world_size
-        torch.manual_seed(worker_seed(self.cfg.run.seed, "actor", 0))  # same on every rank
-        self.backend = make_backend(self.cfg, rank, world_size, self.device)
+        super().__init__(config, rank, cpus, world_size)
         self.reference: torch.nn.Module | None = None
-        self.optimizer: torch.optim.Optimizer | None = None
-        self.guard = SkippedUpdateGuard(self.cfg.actor.max_skipped_updates_in_a_row)
-        self.version = 0
         rollout = self.cfg.rollout
         self.sender = WeightSender(
             rollout.weight_sync_mode,
@@ -122,36 +101,19 @@ class LLMActorWorker(WorkerBase):
             rollout.patch_full_sync_interval,
         )
 
-    @property
-    def policy(self) -> torch.nn.Module:
-        """The trainable policy (this rank's shard of it)."""
-        return self.backend.policy
-
-    @property
-    def data_parallel_size(self) -> int:
-        """Replicas the batch is split across (ranks / tensor-parallel size)."""
-        return self.backend.data_parallel_size
-
-    def rendezvous_address(self) -> str:
-        """Where the trainer's process group meets (asked of rank 0): its node and a port."""
-        return distributed.rendezvous_address()
-
     def setup(self, address: str) -> str:
         """Join the process group at ``address``, shard the model, build the optimizer.
 
         Returns:
             The trainer's layout in one line (for the log).
         """
-        layout = self.backend.setup(address)
+        layout = super().setup(address)
         if self.backend.reference is not None:
             self.reference = self.backend.reference
-        self.optimizer = build_optimizer(trainable_parameters(self.policy), self.cfg.actor)
         return layout
 
-    def _set_lr(self, iteration: int) -> float:
-        lr = learning_rate(self.cfg.actor, iteration, self.cfg.run.max_iterations)
-        set_learning_rate(self.optimizer, lr)
-        return lr
+    def _weights_replaced(self) -> None:
+        self.sender.reset()  # the rollout engines' copy no longer matches: a full sync next
 
     @step_method
     def compute_logprobs(self, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -253,24 +215,6 @@ class LLMActorWorker(WorkerBase):
         )
         return [float(x) for x in out["logprobs"][0]]
 
-    def snapshot(self) -> None:
-        """Keep this rank's model and optimizer state, the version and the skip streak."""
-        self._snapshot = (
-            copy.deepcopy(self.policy.state_dict()),
-            copy.deepcopy(self.optimizer.state_dict()),
-            self.version,
-            self.guard.in_a_row,
-        )
-
-    def restore_snapshot(self) -> None:
-        """Put back what :meth:`snapshot` kept (an update that failed midway is undone)."""
-        model, optimizer, version, skipped_in_a_row = self._snapshot
-        self.policy.load_state_dict(model)
-        self.optimizer.load_state_dict(copy.deepcopy(optimizer))
-        self.version = version
-        self.guard.in_a_row = skipped_in_a_row
-        self.sender.reset()
-
     def reset_sync(self) -> None:
         """Make the next weight sync a full one."""
         self.sender.reset()
@@ -293,54 +237,6 @@ class LLMActorWorker(WorkerBase):
             if torch.is_tensor(v)
         )
         return {"trainable_parameters": int(params), "optimizer_state_bytes": int(state)}
-
-    def full_state(self) -> dict[str, np.ndarray] | None:
-        """The whole policy state dict as numpy (collective; rank 0 returns it)."""
-        state = self.backend.policy_state()
-        return {k: v.numpy() for k, v in state.items()} if self.rank == 0 else None
-
-    @step_method
-    def save_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
-        """Sharded model+optimizer (DCP) plus, on rank 0, the full weights (collective).
-
-        Raises:
-            CheckpointError: A weight shard of any rank holds inf or NaN (every rank raises,
-                nothing is written).
-        """
-        watch = Stopwatch()
-        bad = nonfinite_tensors(self.policy.state_dict().items())
-        if any_rank(bool(bad), self.device, self.world_size):  # every rank: shards differ
-            raise CheckpointError(nonfinite_weights_message(bad, self.version))
-        store = open_store(store_uri)
-        local = store.local_path(f"{folder}/actor_dcp")
-        if local is None:
-            raise CheckpointError("sharded trainer checkpoints need a local checkpoint store")
-        layout = self.backend.save_sharded(self.optimizer, local)
-        state = self.backend.policy_state()
-        if self.rank == 0:
-            store.write_bytes(f"{folder}/actor_0/model.safetensors", tensors_to_bytes(state))
-            state = {
-                "version": self.version,
-                "skipped_updates_in_a_row": self.guard.in_a_row,
-                "layout": layout,
-            }
-            store.write_bytes(f"{folder}/actor_0/trainer_state.pt", object_to_bytes(state))
-        return {"seconds": watch.elapsed()}
-
-    def load_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
-        """Restore what :meth:`save_checkpoint` wrote (collective)."""
-        store = open_store(store_uri)
-        local = store.local_path(f"{folder}/actor_dcp")
-        if local is None:
-            raise CheckpointError("sharded trainer checkpoints need a local checkpoint store")
-        path = f"{folder}/actor_0/trainer_state.pt"
-        state = bytes_to_object(store.read_bytes(path), path)
-        layout = state.get("layout", {"backend": "fsdp"})
-        self.backend.load_sharded(self.optimizer, local, layout, self.cfg.run.trust_checkpoint)
-        self.version = int(state["version"])
-        self.guard.in_a_row = int(state.get("skipped_updates_in_a_row", 0))
-        self.sender.reset()
-        return {"version": self.version}
 
 
 class LLMRefWorker(WorkerBase):
