@@ -274,7 +274,9 @@ def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> 
     scheduler's first run evaluates the run (one run only: a short interval would start a
     new evaluation process every few seconds on a machine that is already busy)."""
     params = {"run_name": "deploy-retry", "output_dir": str(out), "episodes": 2}
-    anchor = datetime.now(timezone.utc) + timedelta(seconds=10)
+    # the scheduler only creates runs after now: the anchor must still lie ahead when the
+    # deploy command (10-20 s on a loaded 2-core machine) has registered the deployment
+    anchor = datetime.now(timezone.utc) + timedelta(seconds=25)
     prefect_cli(
         [
             *("--no-prompt", "deploy", "--name", "evaluate-latest"),
