@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from infra.reasoning.engine_base import RolloutEngine
+from infra.reasoning.vllm_lora import VLLMAdapters, engine_lora_kwargs
 from rl_core.agents.lockstep import GenerationRequest
 from rl_core.agents.loops import Generation
 from rl_core.llm.generation import GenerationResult, SamplingParams
@@ -165,6 +166,10 @@ class VLLMEngine(RolloutEngine):
             ``gpu_memory_utilization`` share).
         collocated: The engine shares its GPU with a trainer rank (the hybrid engine): sleep
             mode is turned on whatever ``rollout.vllm.enable_sleep_mode`` says.
+        lora: The ``actor.lora`` section of a LoRA run: weight syncs carry the adapters
+            alone, which the engine serves as vLLM LoRA adapters
+            (:mod:`infra.reasoning.vllm_lora`), the last few versions at hand.
+        versions_kept: Adapter versions kept loadable (async mode: the in-flight ones).
     """
 
     full_updates_only = True
@@ -175,6 +180,8 @@ class VLLMEngine(RolloutEngine):
         rollout_cfg: Any,
         device: torch.device | str = "cpu",
         collocated: bool = False,
+        lora: Any = None,
+        versions_kept: int = 2,
     ) -> None:
         self.device = torch.device(device)
         vllm = import_vllm(self.device)
@@ -184,6 +191,12 @@ class VLLMEngine(RolloutEngine):
         check_platform(str(current_platform.device_type), self.device)
         self.on_gpu = self.device.type == "cuda"
         kwargs = engine_kwargs(model_cfg, rollout_cfg.vllm, self.on_gpu, collocated)
+        self.adapters: VLLMAdapters | None = None
+        if lora is not None:
+            kwargs.update(engine_lora_kwargs(lora, versions_kept))
+            from vllm.lora.request import LoRARequest
+
+            self.adapters = VLLMAdapters(lora, model_cfg.model_path, LoRARequest, versions_kept)
         self.llm = vllm.LLM(**kwargs)
         if self.on_gpu:  # vLLM's worker makes its own device current: put the worker's back
             torch.cuda.set_device(self.device)
@@ -223,7 +236,12 @@ class VLLMEngine(RolloutEngine):
         if self.sleeping:
             raise RuntimeError("vLLM engine is asleep; call wake() before generating")
         prompts = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
-        return [out.outputs[0] for out in self.llm.generate(prompts, params, use_tqdm=False)]
+        outs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=self._adapter())
+        return [out.outputs[0] for out in outs]
+
+    def _adapter(self) -> Any:
+        """The ``LoRARequest`` of the loaded adapter version (None without LoRA)."""
+        return self.adapters.current if self.adapters is not None else None
 
     @staticmethod
     def _tokens_and_logprobs(completion: Any) -> tuple[list[int], list[float]]:
@@ -238,7 +256,9 @@ class VLLMEngine(RolloutEngine):
         params = self._vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False)
         if self.sleeping:
             raise RuntimeError("vLLM engine is asleep; call wake() before scoring")
-        (out,) = self.llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)
+        (out,) = self.llm.generate(
+            [{"prompt_token_ids": ids}], params, use_tqdm=False, lora_request=self._adapter()
+        )
         steps = out.prompt_logprobs[len(prompt_ids) :]
         return [float(step[tok].logprob) for tok, step in zip(response_ids, steps, strict=True)]
 
@@ -298,6 +318,10 @@ class VLLMEngine(RolloutEngine):
         if self.sleeping:
             raise RuntimeError("vLLM engine is asleep; call wake() before update_weights()")
         named = [(n, t.to(self._torch_dtype)) for n, t in named_tensors]
+        if self.adapters is not None:  # a LoRA run: the adapters alone, as a vLLM adapter
+            self.adapters.load(named, version)
+            self.version = version
+            return
         missing = self._checkpoint_names - {n for n, _ in named}
         if missing:
             raise ValueError(

@@ -25,6 +25,7 @@ ROLLOUT_ENGINES.register("vllm", "infra.reasoning.vllm_engine:VLLMEngine")
 #: tensors alone. The value says how, for the docs.
 LORA_ROLLOUT_ENGINES: Registry[str] = Registry("rollout engine that applies LoRA adapters")
 LORA_ROLLOUT_ENGINES.register("hf", "PEFT adapters on the Hugging Face model")
+LORA_ROLLOUT_ENGINES.register("vllm", "a vLLM LoRA adapter (LoRARequest) per weight version")
 
 #: ``actor.backend`` → trainer backend class (or its ``"module:attribute"`` reference).
 TRAINER_BACKENDS: Registry[Any] = Registry("trainer backend")

@@ -4,7 +4,6 @@ fails the sync when an engine drops them), and the hybrid engine learns the same
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +12,13 @@ import pytest
 import ray
 from safetensors.torch import load_file
 
-from infra.cluster import ray_cluster
 from infra.driver.step_runtime import make_runtime
 from rl_core.llm.sync_probe import SyncProbeError
 from rl_core.models.tiny_lm import create_tiny_lm
 from tests.in_process import run_iterations
 from tests.tiny_grpo import tiny_grpo_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 
 #: LoRA, and a reward random completions of the tiny model earn sometimes (a digit), so
 #: advantages are not all zero and the adapters move
@@ -30,13 +28,6 @@ LORA = (
     "reward.reward_type=format",
     "reward.format_pattern=\\d",
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray() -> Iterator[None]:
-    ray_cluster.connect(num_cpus=2)
-    yield
-    ray_cluster.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -188,6 +188,18 @@ def run_train(output_dir: Path, env: dict[str, str], *overrides: str, timeout: f
     return out
 
 
+def run_stopped_at_2_then_resumed(output_dir: Path, env: dict[str, str], *overrides: str) -> str:
+    """A training whose iteration 2 exits at its first step (after the step-2 checkpoint),
+    then the same command again, which resumes it; the second run's output."""
+    # the fault stays armed on the rerun: it fires at iteration 2 only, which a resume skips
+    fail_at_2 = {**env, "RLPIPE_FAULTS": "exit:weight_sync@2"}
+    failed = run_process(train_cmd(output_dir, *overrides), fail_at_2, timeout=600)
+    assert failed.returncode != 0 and "injected fault exit" in failed.stdout + failed.stderr
+    out = run_train(output_dir, fail_at_2, *overrides)
+    assert "resumed_from: 2" in out
+    return out
+
+
 def run_evaluate(run_name: str, output_dir: Path, env: dict[str, str], *args: str) -> str:
     """``flows/evaluate.py`` on a run's latest checkpoint; its standard output (the JSON
     summary), failing the test on a non-zero exit."""

@@ -26,7 +26,13 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from safetensors.torch import load_file
 
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.integration.conftest import ROOT, find_run, run_train, train_cmd, training_env
+from tests.integration.conftest import (
+    ROOT,
+    find_run,
+    run_stopped_at_2_then_resumed,
+    run_train,
+    training_env,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -223,20 +229,7 @@ def test_interrupted_llm_run_resumes_bit_identical(
     grpo_run: tuple[Path, str],
 ) -> None:
     straight, resumed = grpo_run[0], tmp_path / "resumed"  # the module's uninterrupted run
-    args = ["--config", str(preset)]
-    # iteration 2 fails at its first step, after the checkpoint of step 2 (off when resuming)
-    fail_at_2 = {**train_env, "RLPIPE_FAULTS": "exit:weight_sync@2"}
-    failed = subprocess.run(
-        train_cmd(resumed, *args),
-        cwd=ROOT,
-        env=fail_at_2,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert failed.returncode != 0 and "injected fault exit" in failed.stdout + failed.stderr
-    out = run_train(resumed, fail_at_2, *args)
-    assert "resumed_from: 2" in out
+    run_stopped_at_2_then_resumed(resumed, train_env, "--config", str(preset))
     final = "llm-it/checkpoints/step_000004"
     a = load_file(str(straight / final / "actor_0" / "model.safetensors"))
     b = load_file(str(resumed / final / "actor_0" / "model.safetensors"))

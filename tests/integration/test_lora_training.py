@@ -18,7 +18,13 @@ from safetensors.torch import load_file
 
 from rl_core.models.lora import base_fingerprint
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.integration.conftest import ROOT, find_run, run_train, train_cmd, training_env
+from tests.integration.conftest import (
+    ROOT,
+    find_run,
+    run_stopped_at_2_then_resumed,
+    run_train,
+    training_env,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -70,18 +76,7 @@ def test_checkpoints_hold_the_adapters_and_resume_bit_identical(
     assert any(not torch.equal(a[k], before[k]) for k in a), "adapters did not move"
 
     resumed = tmp_path / "resumed"
-    fail_at_2 = {**train_env, "RLPIPE_FAULTS": "exit:weight_sync@2"}
-    failed = subprocess.run(
-        train_cmd(resumed, "--config", str(preset)),
-        cwd=ROOT,
-        env=fail_at_2,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert failed.returncode != 0 and "injected fault exit" in failed.stdout + failed.stderr
-    out = run_train(resumed, fail_at_2, "--config", str(preset))
-    assert "resumed_from: 2" in out
+    run_stopped_at_2_then_resumed(resumed, train_env, "--config", str(preset))
     b = load_file(str(resumed / FINAL / "actor_0" / "model.safetensors"))
     assert a.keys() == b.keys()
     for name in a:
