@@ -80,7 +80,10 @@ def test_checkpoint_asking_for_model_code_needs_trust(tmp_path, capsys):
     args = ["--checkpoint", str(store.root), "--out", str(out), "--trust-checkpoint"]
     # trusted, it is still refused: embodied models read no trust_remote_code
     assert convert.main(args) == 2
-    assert "model.trust_remote_code: read by reasoning and reward_model runs only" in capsys.readouterr().err
+    assert (
+        "model.trust_remote_code: read by reasoning and reward_model runs only"
+        in capsys.readouterr().err
+    )
     assert not out.exists()
 
 
