@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -60,16 +61,12 @@ class SyncProbe:
         return {"rollout/sync_probe_max_diff": worst}
 
 
-_warned: list[bool] = []
-
-
+@functools.cache  # once per process
 def _warn_unscored() -> None:
-    if not _warned:
-        _warned.append(True)
-        logger.warning(
-            "the rollout engines cannot score the weight-sync probe (their logprobs_of "
-            "returns None): rollout.sync_probe checks nothing"
-        )
+    logger.warning(
+        "the rollout engines cannot score the weight-sync probe (their logprobs_of "
+        "returns None): rollout.sync_probe checks nothing"
+    )
 
 
 class Engines(Protocol):
