@@ -130,7 +130,7 @@ class ReasoningRuntime(StepRuntime):
         )
         if cfg.run.mode != "async":
             return SyncGeneration(
-                source, cfg.data.prompts_per_batch, cfg.algorithm, self._score_in_process
+                source, cfg.data.prompts_per_batch, cfg.algorithm, self.score_in_process
             )
         logger.info(
             "async mode: batches generated up to %d weight version(s) ahead of the trainer",
@@ -226,7 +226,11 @@ class ReasoningRuntime(StepRuntime):
         """``rows`` of ``batch`` as reward keywords (completions decoded)."""
         return reward_chunk(self.tokenizer, batch, rows)
 
-    def _score_in_process(self, batch: ResponseBatch) -> list[float]:
+    def score_in_process(self, batch: ResponseBatch) -> list[float]:
+        """Rewards of ``batch`` scored now, in this process and the reward-model workers.
+
+        For dynamic sampling and evaluation; a model failure's reward is NaN.
+        """
         chunk = self.reward_chunk(batch, list(range(len(batch))))
         if self.model_reward is None:
             return score_chunk(self.config_dict["reward"], chunk)

@@ -301,10 +301,4 @@ class ReasoningRewardConfig(RewardConfig):
                 f"reward {MODEL_REWARD!r} needs reward.model (kind, and uri or preset: the "
                 "reward model or judge that scores responses)"
             )
-        if not uses and self.model is not None:
-            raise ValueError(
-                f"reward.model is set but reward.reward_type={self.reward_type!r} does not "
-                f"use it: set reward_type to {MODEL_REWARD!r}, or list {MODEL_REWARD!r} in "
-                "the components of a composite reward"
-            )
         return self
