@@ -67,9 +67,7 @@ def test_classifier_on_separate_workers_combined_with_a_rule(
     assert metrics(tmp_path, "rollout/unscored_fraction") == [0.0, 0.0]
 
 
-def test_judge_failures_are_counted_and_left_out(
-    tmp_path: Path, train_env: dict[str, str]
-) -> None:
+def test_judge_failures_are_counted_and_left_out(tmp_path: Path, train_env: dict[str, str]) -> None:
     lm = tmp_path / "tiny"
     fixtures = str(ROOT / "tests" / "fixtures" / "ext_modules")
     env = {
