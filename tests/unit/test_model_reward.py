@@ -132,3 +132,16 @@ def test_model_source_checks_the_directory(tmp_path: Path) -> None:
     )
     rm = _hf_dir(tmp_path / "rm", "Qwen2ForSequenceClassification")
     assert check_model_source(section.model_copy(update={"uri": str(rm)})) == "hf_reward_model"
+
+
+def test_learning_curve_shows_model_score_next_to_accuracy() -> None:
+    from infra.tracking.plots import select_panels
+
+    panels = {
+        title: keys
+        for title, _, keys in select_panels(
+            ["eval/accuracy", "reward/rm_score_mean", "rollout/reward_mean"]
+        )
+    }
+    assert panels["Evaluation"] == ["eval/accuracy"]
+    assert panels["Reward model"] == ["reward/rm_score_mean"]
