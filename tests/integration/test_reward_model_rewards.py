@@ -59,7 +59,7 @@ def test_classifier_on_separate_workers_combined_with_a_rule(
         f"reward.model.uri={rm}",
         "reward.model.placement=separate",
         "reward.model.num_workers=2",
-        "cluster.component_placement={\"env,rollout,actor\": 0, reward: 1}",
+        'cluster.component_placement={"env,rollout,actor": 0, reward: 1}',
     )
     assert len(metrics(tmp_path, "reward/rm_score_mean")) == 2
     assert metrics(tmp_path, "reward/rm_failures") == [0.0, 0.0]
