@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rl_core.models.reward_model import create_tiny_reward_model
+from rl_core.models.tiny_lm import create_tiny_lm
 from tests.integration.conftest import ROOT, run_train
 from tests.integration.test_exactly_once import run_matrix
 
@@ -69,6 +70,7 @@ def test_classifier_on_separate_workers_combined_with_a_rule(
 
 def test_judge_failures_are_counted_and_left_out(tmp_path: Path, train_env: dict[str, str]) -> None:
     lm = tmp_path / "tiny"
+    create_tiny_lm(str(lm), seed=0)  # the judge: checked before the run creates its model
     fixtures = str(ROOT / "tests" / "fixtures" / "ext_modules")
     env = {
         **train_env,
@@ -84,8 +86,8 @@ def test_judge_failures_are_counted_and_left_out(tmp_path: Path, train_env: dict
         "reward.reward_type=reward_model",
         "reward.model.kind=judge",
         f"reward.model.uri={lm}",
-        "reward.model.template='{prompt}{response}'",
-        "reward.model.parser=even_digit",
+        "reward.model.template='{response} {prompt}'",
+        "reward.model.parser=every_other",
         "reward.model.max_new_tokens=2",
         "reward.model.placement=collocated",
     )
