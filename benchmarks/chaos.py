@@ -10,7 +10,7 @@ Prints a table: fault, step, completed, identical, extra seconds (against the re
 
 Usage:
   python benchmarks/chaos.py [--presets ppo_cartpole,async_cartpole,sac_pendulum,reasoning,
-                                        async_reasoning,agent]
+                                        async_reasoning,agent,reward_model]
                              [--kinds raise,kill,hang]
                              [--steps weight_sync,...] [--driver-kill] [--json FILE]
 """
@@ -118,6 +118,14 @@ PRESETS["agent"] = (
         "rollout.max_new_tokens=4",
     ],
 )
+#: The reasoning preset rewarded by a (tiny, untrained) reward model on reward-model workers:
+#: a ``reward`` fault strikes the first of them (:data:`TINY_REWARD_MODEL`).
+PRESETS["reward_model"] = (
+    "grpo_arith",
+    [*PRESETS["reasoning"][1], "reward.reward_type=reward_model"],
+)
+#: Presets scored by the tiny reward model built at ``<out>/tiny-rm``.
+TINY_REWARD_MODEL = ("reward_model",)
 #: Environment a preset needs, set before the run starts (and so before Ray does).
 PRESET_ENV: dict[str, dict[str, str]] = {
     "agent": {
@@ -337,6 +345,13 @@ def main(argv: list[str] | None = None) -> int:
             common = [*base, f"run.output_dir={out / name}", f"model.model_path={out / 'tiny'}"]
             if preset != "grpo_arith":  # only the reasoning presets build a tiny model
                 common.pop()
+            if name in TINY_REWARD_MODEL:
+                from rl_core.models.reward_model import create_tiny_reward_model
+
+                rm_dir = out / "tiny-rm"
+                if not (rm_dir / "config.json").is_file():
+                    create_tiny_reward_model(rm_dir, out / "tiny")
+                common.append(f"reward.model.uri={rm_dir}")
             # Two fault-free runs: the first warms up (imports, Ray workers) and shows that
             # clean runs agree; the second is the reference (state and time).
             for run in ("reference",) if args.no_warmup else ("warmup", "reference"):

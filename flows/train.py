@@ -31,8 +31,10 @@ from infra.checkpoint.init_from import apply_init_from
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.store import open_store
 from infra.driver.session import resolve_tracking_uri
+from infra.reward_model.source import preset_model_dir, resolve_model_source, with_model_uri
 from infra.tracking.secrets import redacted_errors
 from rl_core.config import RLPipeConfig, load_config
+from tasks.sft import export_model
 
 logger = logging.getLogger("rlpipe.train")
 
@@ -100,7 +102,46 @@ def prepare_model(cfg: RLPipeConfig) -> RLPipeConfig:
     if cfg.run.init_from and not has_checkpoint(cfg):  # a resumed run has its weights
         tracking_uri = resolve_tracking_uri(cfg.tracking.tracking_uri, Path(cfg.run.output_dir))
         cfg = apply_init_from(cfg, tracking_uri)
-    return prepare_model_files(cfg)
+    return prepare_reward_model(prepare_model_files(cfg))
+
+
+def prepare_reward_model(cfg: RLPipeConfig) -> RLPipeConfig:
+    """Make the model of ``reward.model`` a checked local directory before workers start.
+
+    ``reward.model.preset`` names a reward-model preset: its run's export
+    ``<output_dir>/<its run name>/model`` is the model, and the preset is trained first (a
+    child ``train`` flow; a stopped run resumes) and exported when that export is missing.
+    A registered model (``models:/...``) is downloaded into the run's folder
+    (:func:`infra.reward_model.source.resolve_model_source`).
+
+    Raises:
+        WarmStartError: The reward model's run stopped before finishing.
+    """
+    section = getattr(cfg.reward, "model", None)
+    if section is None:
+        return cfg
+    if section.preset:
+        overrides = [f"run.output_dir={cfg.run.output_dir}", f"run.seed={cfg.run.seed}"]
+        rm_cfg = load_config(section.preset, overrides)
+        model_dir = preset_model_dir(cfg.run.output_dir, rm_cfg.run.name)
+        if not is_finished_export(model_dir):
+            logger.info(
+                "reward model: training %s first (no finished export in %s; a stopped run resumes)",
+                section.preset,
+                model_dir,
+            )
+            summary = train(preset=section.preset, overrides=overrides)
+            if summary.get("stopped") is not None:
+                raise WarmStartError(
+                    f"the reward model {section.preset} (run {rm_cfg.run.name}) stopped before "
+                    "finishing; rerun the same command to resume it, or set reward.model.uri "
+                    "to a reward model of your choice"
+                )
+            store = run_store_uri(rm_cfg.run.output_dir, rm_cfg.run.name, rm_cfg.run.checkpoint_uri)
+            export_model(store, str(model_dir), rm_cfg.run.name, finished=True)
+        cfg = with_model_uri(cfg, str(model_dir.resolve()))
+    tracking_uri = resolve_tracking_uri(cfg.tracking.tracking_uri, Path(cfg.run.output_dir))
+    return resolve_model_source(cfg, tracking_uri)
 
 
 def has_checkpoint(cfg: RLPipeConfig) -> bool:

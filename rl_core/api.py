@@ -34,6 +34,7 @@ from rl_core.models.registry import CATEGORIES, ModelBuilder, register_model
 from rl_core.models.sampling_noise import multinomial_on_device, standard_normal_like
 from rl_core.registries import load_builtins
 from rl_core.registry import RegistryError
+from rl_core.rewards.model_reward import register_judge_parser
 from rl_core.rewards.registry import register_reward
 
 load_builtins()
@@ -67,6 +68,7 @@ __all__ = [
     "register_agent_context",
     "register_agent_loop",
     "register_env",
+    "register_judge_parser",
     "register_model",
     "register_policy_loss",
     "register_prompt_source",

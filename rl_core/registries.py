@@ -14,6 +14,7 @@ _REGISTRIES: dict[str, tuple[str, str]] = {
     "policy_loss": ("rl_core.algorithms.registry", "POLICY_LOSSES"),
     "is_correction": ("rl_core.algorithms.off_policy", "IS_CORRECTIONS"),
     "reward": ("rl_core.rewards.registry", "REWARDS"),
+    "judge_parser": ("rl_core.rewards.model_reward", "JUDGE_PARSERS"),
     "kl_estimator": ("rl_core.algorithms.kl", "KL_ESTIMATORS"),
     "loss_agg_mode": ("rl_core.algorithms.aggregation", "LOSS_AGG_MODES"),
     "optimizer": ("rl_core.training.optim", "OPTIMIZERS"),

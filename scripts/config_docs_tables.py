@@ -126,6 +126,10 @@ FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
 
 #: The schema's model validators (cross-field rules), keyed by (model class, validator).
 CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
+    ("ReasoningRewardConfig", "_model_reward_configured"): (
+        "`reward.reward_type: reward_model` (or `reward_model` among `reward.components`) "
+        "needs `reward.model`."
+    ),
     ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
     ("RunConfig", "_one_starting_model"): (
         "`run.init_from` and `run.warm_start` both name the starting model: set one."

@@ -193,11 +193,16 @@ def check_device_reports(reports: list[tuple[GroupPlacement, int, DeviceReport]]
         seen[got] = index
 
 
+#: Components placed with the actor unless the config places them.
+WITH_ACTOR_BY_DEFAULT = ("ref", "reward")
+
+
 def _placement_with_ref(placement: dict[str, str | int], sizes: dict[str, int]) -> dict:
-    """The placement with ``ref`` on the actor's set unless the config places it."""
+    """The placement with ``ref`` and ``reward`` on the actor's set unless placed elsewhere."""
     specs = component_specs(placement)
-    if "ref" in sizes and "ref" not in specs and "actor" in specs:
-        specs["ref"] = specs["actor"]
+    for name in WITH_ACTOR_BY_DEFAULT:
+        if name in sizes and name not in specs and "actor" in specs:
+            specs[name] = specs["actor"]
     return specs
 
 
@@ -252,8 +257,8 @@ def place(
 
     Args:
         cfg: The validated run config (its ``cluster`` and ``timeouts`` sections).
-        sizes: Workers per group (``ref`` is placed with the actor unless the config
-            places it).
+        sizes: Workers per group (``ref`` and ``reward`` are placed with the actor unless
+            the config places them).
         attached: Helper groups living with another group's rank 0 (the replay buffer).
         tensor_parallel: Trainer ranks per tensor-parallel group (kept on one node).
 

@@ -59,7 +59,8 @@ def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list
         trajectories=greedy.get("trajectories", []),
     )
     chunk = runtime.reward_chunk(eval_batch, list(range(n)))
-    scores = score_chunk(runtime.config_dict["reward"], chunk)
+    score = getattr(runtime, "score_in_process", None)  # with reward-model workers, if any
+    scores = score(eval_batch) if score else score_chunk(runtime.config_dict["reward"], chunk)
     correct = correctness(runtime, chunk, scores)
     rows = [i for i in range(n) for _ in range(k)]
     sampled, _ = runtime.generate(
@@ -75,7 +76,7 @@ def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list
     hits = hits.reshape(n, k)
     metrics = {
         "seconds": time.perf_counter() - start,
-        "eval/return_mean": float(np.mean(scores)),
+        "eval/return_mean": float(np.nanmean(scores)) if np.isfinite(scores).any() else 0.0,
         "eval/accuracy": float(np.mean(correct)),
         f"eval/pass_at_{k}": float((hits.max(axis=1) > 0).mean()),
         "eval/response_length_mean": float(np.mean([len(r) for r in greedy["response_ids"]])),

@@ -37,6 +37,13 @@ from infra.reasoning.agent_traces import trace_rows
 from infra.reasoning.engine_layouts import Engines, SyncProbe, engines_for
 from infra.reasoning.engines import check_rollout_engine
 from infra.reasoning.evaluation import evaluate_heldout
+from infra.reasoning.model_reward_step import (
+    ModelRewardScorer,
+    ModelRewardScores,
+    combine,
+    rule_jobs,
+    score_rule_components,
+)
 from infra.reasoning.pipelined_generation import PipelinedGeneration
 from infra.reasoning.responses import ResponseBatch, reward_chunk, sampling_params
 from infra.reasoning.reward_scoring import score_chunk
@@ -47,11 +54,13 @@ from infra.reasoning.sync_generation import SyncGeneration
 from infra.reasoning.update_step import update_step
 from infra.reasoning.worker_groups import start_reasoning_groups
 from infra.reasoning.workers.trainer_rank import setup_trainer
+from infra.reward_model.source import check_model_source
 from rl_core.agents.metrics import trajectory_metrics_by_kind
 from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
 from rl_core.llm.prompting import encode_prompts, load_task_samples
 from rl_core.llm.sync_probe import probe_atol, probe_tokens
+from rl_core.rewards.model_reward import reward_plan
 from rl_core.training.parallel_layout import ParallelLayout
 
 logger = logging.getLogger(__name__)
@@ -84,7 +93,13 @@ class ReasoningRuntime(StepRuntime):
             if cfg.rollout.sync_probe
             else None
         )
+        self.reward_plan = reward_plan(cfg.reward)
+        if self.reward_plan.uses_model:  # the model is there before any worker starts
+            check_model_source(cfg.reward.model)
         workers = start_reasoning_groups(cfg, self.config_dict)
+        self.model_reward = (
+            ModelRewardScorer(workers.reward, cfg.reward.model) if workers.reward else None
+        )
         self.cluster_placement = workers.placement
         self.engines: Engines = engines_for(workers)  # hybrid engine or separate workers
         self.actor, self.rollout_group = workers.actor, self.engines.rollout
@@ -115,7 +130,7 @@ class ReasoningRuntime(StepRuntime):
         )
         if cfg.run.mode != "async":
             return SyncGeneration(
-                source, cfg.data.prompts_per_batch, cfg.algorithm, self._score_in_process
+                source, cfg.data.prompts_per_batch, cfg.algorithm, self.score_in_process
             )
         logger.info(
             "async mode: batches generated up to %d weight version(s) ahead of the trainer",
@@ -143,6 +158,9 @@ class ReasoningRuntime(StepRuntime):
     def preflight(cls, cfg: RLPipeConfig) -> None:
         """The rollout engine is importable and every prompt file row is valid."""
         check_rollout_engine(cfg)
+        section = cfg.reward.model
+        if section is not None and section.uri:  # a preset's export may still be trained
+            check_model_source(section)
         train, held = load_task_samples(cfg.data)
         logger.info("prompt data: %d training and %d held-out prompts", len(train), len(held))
 
@@ -208,22 +226,54 @@ class ReasoningRuntime(StepRuntime):
         """``rows`` of ``batch`` as reward keywords (completions decoded)."""
         return reward_chunk(self.tokenizer, batch, rows)
 
-    def _score_in_process(self, batch: ResponseBatch) -> list[float]:
-        return score_chunk(
-            self.config_dict["reward"], self.reward_chunk(batch, list(range(len(batch))))
+    def score_in_process(self, batch: ResponseBatch) -> list[float]:
+        """Rewards of ``batch`` scored now, in this process and the reward-model workers.
+
+        For dynamic sampling and evaluation; a model failure's reward is NaN.
+        """
+        chunk = self.reward_chunk(batch, list(range(len(batch))))
+        if self.model_reward is None:
+            return score_chunk(self.config_dict["reward"], chunk)
+        rules = score_rule_components(self.config_dict["reward"], self.reward_plan.rules, chunk)
+        model = self._model_scores(batch, chunk, self.cfg.run.seed)
+        return combine(self.reward_plan, [rules], model)[0]
+
+    def _model_scores(
+        self, batch: ResponseBatch, chunk: dict[str, list[Any]] | None, seed: int
+    ) -> ModelRewardScores:
+        chunk = chunk or self.reward_chunk(batch, list(range(len(batch))))
+        return self.model_reward.score(
+            chunk["prompts"], chunk["completions"], seed, self.timeouts.reward
         )
 
     def reward_jobs(self, iteration: int) -> list[FanoutJob]:
-        """Chunks of the batch for the reward fan-out tasks (``reward.num_tasks`` of them)."""
-        fault = self.faults.task_fault("reward", iteration)
+        """Chunks of the batch for the reward fan-out tasks (``reward.num_tasks`` of them).
+
+        With a model reward the jobs score the rule components only (the reward-model
+        workers score the rest in :meth:`reward`), and an injected ``reward`` fault strikes
+        the first reward-model worker.
+        """
         reward_cfg, tasks = self.config_dict["reward"], self.cfg.reward.num_tasks
+        if self.model_reward is not None:
+            self.faults.arm("reward", iteration, self.model_reward.group[0])
+            return rule_jobs(self.batch, self.tokenizer, reward_cfg, self.reward_plan, tasks)
+        fault = self.faults.task_fault("reward", iteration)
         return reward_jobs(self.batch, self.tokenizer, reward_cfg, tasks, fault)
 
-    def reward(self, iteration: int, results: list[list[float]] | None = None) -> StepResult:
-        """Collect the fan-out tasks' scores (plus DAPO's overlong penalty)."""
+    def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:
+        """Collect the fan-out tasks' scores (plus DAPO's overlong penalty).
+
+        With a model reward, the reward-model workers score the batch here and the
+        components are added up with their weights (:mod:`infra.reasoning.model_reward_step`).
+        """
         start = time.perf_counter()
         cfg = self.cfg
-        metrics = collect_rewards(
+        component_metrics: dict[str, float] = {}
+        if self.model_reward is not None:
+            model = self._model_scores(self.batch, None, cfg.run.seed * 100_003 + iteration)
+            combined, component_metrics = combine(self.reward_plan, results, model)
+            results = [combined]
+        metrics = component_metrics | collect_rewards(
             self.batch,
             results or [],
             cfg.algorithm,
@@ -349,6 +399,9 @@ class ReasoningRuntime(StepRuntime):
             ranks = list(range(len(group))) if group is self.actor else dead
             for rank in ranks:
                 group.respawn(rank)
+            if getattr(group.cls, "stateless", False):  # nothing lost: retry, no rewind
+                logger.warning("respawned %s workers %s (they hold no state)", group.name, ranks)
+                continue
             rebuilt[group.name] = ranks
         for group in self.groups:
             group.wait_started(self.timeouts.worker_start)

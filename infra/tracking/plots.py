@@ -1,7 +1,8 @@
 """The learning-curve plot of a run, drawn from its MLflow metric history.
 
 One panel per :data:`PANELS` entry that has data (evaluation score, training return or
-reward, policy loss, value loss), each metric against the iteration step. Drawn with matplotlib's Agg backend (no
+reward, the reward model's score next to the held-out accuracy of runs it rewards, policy
+loss, value loss), each metric against the iteration step. Drawn with matplotlib's Agg backend (no
 display needed) and logged as ``plots/learning_curve.png``.
 """
 
@@ -20,6 +21,7 @@ PLOT_ARTIFACT = "plots/learning_curve.png"
 PANELS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Evaluation", "score", (r"^eval/(accuracy|pass_at_\d+)$", r"^eval/return_mean$")),
     ("Training", "return / reward", (r"^env/episode_return_mean$", r"^rollout/reward_mean$")),
+    ("Reward model", "model score", (r"^reward/rm_score_mean$",)),
     ("Policy loss", "loss", (r"^train/(policy|sft)_loss$",)),
     ("Value loss", "loss", (r"^train/value_loss$",)),
 )

@@ -27,6 +27,7 @@ from rl_core.config.llm_sections import (
     MegatronConfig,
     VLLMConfig,
 )
+from rl_core.config.model_reward_section import ModelRewardConfig
 from rl_core.config.run_sections import EvalConfig
 from rl_core.config.sections import check_regex, check_registered, check_registered_name
 from rl_core.config.training_sections import (
@@ -239,7 +240,7 @@ class ReasoningEvalConfig(EvalConfig):
 
 
 class ReasoningRewardConfig(RewardConfig):
-    """Scoring responses: registered rule rewards, fanned out to Ray tasks."""
+    """Scoring responses: rule rewards on Ray tasks, a reward model or judge on workers."""
 
     num_tasks: int = Field(
         2,
@@ -279,7 +280,25 @@ class ReasoningRewardConfig(RewardConfig):
         ),
     )
 
+    model: ModelRewardConfig | None = Field(
+        None,
+        description="The reward model or LLM judge scoring the reward 'reward_model' "
+        "(reward_type: reward_model, or a component of composite); docs/reward-models.md.",
+    )
+
     @field_validator("sandbox")
     @classmethod
     def _known_sandbox(cls, value: str) -> str:
         return check_registered_name("sandbox", value)
+
+    @model_validator(mode="after")
+    def _model_reward_configured(self) -> ReasoningRewardConfig:
+        from rl_core.rewards.model_reward import MODEL_REWARD, reward_plan
+
+        uses = reward_plan(self).uses_model
+        if uses and self.model is None:
+            raise ValueError(
+                f"reward {MODEL_REWARD!r} needs reward.model (kind, and uri or preset: the "
+                "reward model or judge that scores responses)"
+            )
+        return self

@@ -145,6 +145,11 @@ PLACEHOLDERS: tuple[Placeholder, ...] = (
         "rows without one count only in the metric without `<kind>`",
     ),
     Placeholder(
+        "rule",
+        "a rule reward among the components of a composite reward with a model reward "
+        "(e.g. `math_verify`, `format`)",
+    ),
+    Placeholder(
         "k", "`eval.pass_k`, the responses sampled per held-out prompt", (), "[0-9]+", "a number"
     ),
     Placeholder(
@@ -167,9 +172,9 @@ METRIC_SECTIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ),
     (
         "Rollout",
-        ("rollout/", "env/", "async/"),
-        "Collecting the iteration's batch: the `weight_sync`, `rollout`, `reward` and "
-        "`advantage` steps, the training episodes of embodied runs and, with "
+        ("rollout/", "env/", "async/", "reward/"),
+        "Collecting the iteration's batch: the `weight_sync`, `rollout`, `reward` (with its "
+        "components when a reward model scores, `reward/`) and `advantage` steps, the training episodes of embodied runs and, with "
         "`run.mode: async`, how far the batches run ahead of the trainer.",
     ),
     (

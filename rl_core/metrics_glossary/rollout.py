@@ -169,4 +169,31 @@ ROLLOUT_METRICS: tuple[MetricEntry, ...] = (
         "`run.mode: async`: longest pause of a rollout (env) worker between finishing its "
         "previous batch and starting this one.",
     ),
+    MetricEntry(
+        "reward/rm_score_mean",
+        "reward",
+        "reasoning",
+        "With `reward.model`: the reward model's (or judge's) score, after "
+        "`reward.model.score_scale` and `score_offset`, mean over the rows it scored.",
+    ),
+    MetricEntry(
+        "reward/rm_failures",
+        "count",
+        "reasoning",
+        "With `reward.model`: rows of the batch the model gave no score (a judge reply the "
+        "parser found no score in); they are left out of training.",
+    ),
+    MetricEntry(
+        "reward/rm_failure_fraction",
+        "fraction",
+        "reasoning",
+        "With `reward.model`: `reward/rm_failures` as a share of the batch.",
+    ),
+    MetricEntry(
+        "reward/rule_<rule>_mean",
+        "reward",
+        "reasoning",
+        "With `reward.model` and a composite reward: mean score of each rule component, "
+        "before its weight.",
+    ),
 )

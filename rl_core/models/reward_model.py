@@ -242,3 +242,32 @@ def score_texts(
         scores, _ = policy.predict_action_batch({"input_ids": ids[start : start + batch_size]})
         rewards.extend(float(s) for s in scores)
     return rewards
+
+
+def create_tiny_reward_model(path: str | Path, lm_dir: str | Path, seed: int = 0) -> Path:
+    """Save a tiny reward model at ``path``: the tiny LM's backbone, a head seeded by ``seed``.
+
+    The tiny test LM (:func:`rl_core.models.tiny_lm.create_tiny_lm`) is created at
+    ``lm_dir`` first when missing. For tests and the fault matrix; it has learnt nothing.
+
+    Returns:
+        ``path``, a one-label sequence-classification directory.
+    """
+    from types import SimpleNamespace
+
+    from rl_core.models.tiny_lm import create_tiny_lm
+
+    if not (Path(lm_dir) / "config.json").is_file():
+        create_tiny_lm(str(lm_dir), seed=seed)
+    torch.manual_seed(seed)
+    settings = SimpleNamespace(
+        model_path=str(lm_dir),
+        trust_remote_code=False,
+        dtype="float32",
+        attn_implementation="sdpa",
+        gradient_checkpointing=False,
+    )
+    policy = load_reward_model(settings)
+    policy.model.save_pretrained(path)
+    policy.tokenizer.save_pretrained(path)
+    return Path(path)

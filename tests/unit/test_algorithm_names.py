@@ -23,6 +23,7 @@ EXPECTED = {
     "grpo_arith": "grpo",
     "grpo_arith_megatron": "grpo",
     "grpo_arith_lora": "grpo",
+    "grpo_arith_rm": "grpo",
     "dapo_arith": "dapo",
     "reinforce_pp_arith": "reinforce_pp",
     "sft_arith": "sft",
