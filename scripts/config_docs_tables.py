@@ -144,7 +144,11 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`actor.lora.rank` above 0 needs `actor.backend: fsdp`."
     ),
     ("ReasoningConfig", "_engine_applies_lora"): (
-        "`actor.lora.rank` above 0 needs a `rollout.engine` that applies LoRA adapters (`hf`)."
+        "`actor.lora.rank` above 0 needs a `rollout.engine` that applies LoRA adapters (`hf`, `vllm`)."
+    ),
+    ("ModelRewardConfig", "_one_source"): (
+        "`reward.model` needs exactly one of `uri` and `preset`; `preset` (a reward model "
+        "trained first) only with `kind: classifier`."
     ),
     ("ReasoningConfig", "_advantage_fits_model"): (
         "Reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "

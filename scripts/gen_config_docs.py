@@ -135,13 +135,22 @@ def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The section model of a field typed ``Model`` or ``Model | None``, else None."""
+    if _is_model(annotation):
+        return annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if len(args) == 1 and _is_model(args[0]) else None
+
+
 def _sections(root: type[BaseModel], prefix: str = "") -> list[tuple[str, type[BaseModel]]]:
     """Every section model, nested ones under dotted names (``actor.fsdp_config``)."""
     found: list[tuple[str, type[BaseModel]]] = []
     for name, f in root.model_fields.items():
-        if _is_model(f.annotation):
-            found.append((f"{prefix}{name}", f.annotation))
-            found += _sections(f.annotation, prefix=f"{prefix}{name}.")
+        model = _section_model(f.annotation)
+        if model is not None:
+            found.append((f"{prefix}{name}", model))
+            found += _sections(model, prefix=f"{prefix}{name}.")
     return found
 
 

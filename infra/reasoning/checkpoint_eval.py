@@ -15,10 +15,14 @@ from typing import Any
 from infra.checkpoint.export import policy_from_checkpoint
 from infra.checkpoint.reader import CheckpointRef
 from infra.reasoning.evaluation import evaluate_heldout
+from infra.reasoning.model_reward_step import score_all_components
 from infra.reasoning.responses import ResponseBatch, reward_chunk, sampling_params
+from infra.reasoning.reward_scoring import score_chunk
+from infra.reward_model.local_scorer import LocalModelRewardScorer
 from rl_core.config import validate_config
 from rl_core.llm import SamplingParams, hf_generate
 from rl_core.llm.prompting import encode_prompts, load_task_samples
+from rl_core.rewards.model_reward import reward_plan
 from rl_core.seeding import generation_rank_seed
 
 
@@ -38,6 +42,11 @@ class CheckpointEvaluator:
         _, held = load_task_samples(self.cfg.data)
         self.eval_samples = held
         self.eval_prompts = encode_prompts(held, self.cfg.data, self.tokenizer)
+        self.reward_plan = reward_plan(self.cfg.reward)
+        #: The run's reward model or judge, here in this process (None: rule rewards only).
+        self.model_reward = (
+            LocalModelRewardScorer(self.cfg.reward.model) if self.reward_plan.uses_model else None
+        )
 
     def sampling_params(self, greedy: bool = False) -> dict[str, Any]:
         """Sampling fields of the run's ``rollout`` section (greedy for accuracy)."""
@@ -72,6 +81,20 @@ class CheckpointEvaluator:
     def reward_chunk(self, batch: ResponseBatch, rows: list[int]) -> dict[str, list[Any]]:
         """``rows`` of ``batch`` as reward keywords (completions decoded)."""
         return reward_chunk(self.tokenizer, batch, rows)
+
+    def score_in_process(self, batch: ResponseBatch) -> list[float]:
+        """Rewards of ``batch`` by the run's reward (its model, if any, in this process)."""
+        chunk = self.reward_chunk(batch, list(range(len(batch))))
+        if self.model_reward is None:
+            return score_chunk(self.config_dict["reward"], chunk)
+        return score_all_components(
+            self.config_dict["reward"],
+            self.reward_plan,
+            chunk,
+            self.model_reward,
+            self.cfg.run.seed,
+            None,
+        )
 
     def evaluate(self, step: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """``eval/*`` metrics (accuracy, pass@k, mean reward) and sample rows."""

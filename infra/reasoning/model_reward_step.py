@@ -126,12 +126,47 @@ class ModelRewardScorer:
             for rank, rows in enumerate(parts)
         ]
         outs = self.group.get(refs, timeout, "reward", list(range(len(parts))))
-        raw = [s for out in outs for s in out["scores"]]
-        failures = [f for out in outs for f in out["failures"]]
-        scores = model_scores(raw, self.section.score_scale, self.section.score_offset)
-        scores[[i for i, f in enumerate(failures) if f is not None]] = np.nan
-        seconds = max((float(out["seconds"]) for out in outs), default=0.0)
-        return ModelRewardScores(scores, failures, seconds)
+        return scores_of(outs, self.section)
+
+
+def scores_of(outs: list[dict[str, Any]], section: Any) -> ModelRewardScores:
+    """Raw scorer outputs (in row order) as scaled rewards, NaN where a row has none.
+
+    Args:
+        outs: ``{"scores", "failures", "seconds"}`` of each part of the rows, in order.
+        section: The ``reward.model`` section (``score_scale``, ``score_offset``).
+    """
+    raw = [s for out in outs for s in out["scores"]]
+    failures = [f for out in outs for f in out["failures"]]
+    scores = model_scores(raw, section.score_scale, section.score_offset)
+    scores[[i for i, f in enumerate(failures) if f is not None]] = np.nan
+    seconds = max((float(out["seconds"]) for out in outs), default=0.0)
+    return ModelRewardScores(scores, failures, seconds)
+
+
+def score_all_components(
+    reward_cfg: dict[str, Any],
+    plan: RewardPlan,
+    chunk: dict[str, list[Any]],
+    model_reward: Any,
+    seed: int,
+    timeout: float | None,
+) -> list[float]:
+    """The combined rewards of ``chunk``, every component scored now (no fan-out).
+
+    For dynamic sampling and evaluation. A model failure's reward is NaN.
+
+    Args:
+        reward_cfg: The ``reward`` section as a plain dict.
+        plan: The reward's plan (it uses a model).
+        chunk: ``prompts``, ``completions``, ``answers``, ``fields``.
+        model_reward: The model's scorer (a :class:`ModelRewardScorer` or one in this process).
+        seed: Seed of the scoring call.
+        timeout: Deadline of the model's scoring, in seconds.
+    """
+    rules = score_rule_components(reward_cfg, plan.rules, chunk)
+    model = model_reward.score(chunk["prompts"], chunk["completions"], seed, timeout)
+    return combine(plan, [rules], model)[0]
 
 
 def combine(

@@ -42,7 +42,7 @@ from infra.reasoning.model_reward_step import (
     ModelRewardScores,
     combine,
     rule_jobs,
-    score_rule_components,
+    score_all_components,
 )
 from infra.reasoning.pipelined_generation import PipelinedGeneration
 from infra.reasoning.responses import ResponseBatch, reward_chunk, sampling_params
@@ -234,9 +234,14 @@ class ReasoningRuntime(StepRuntime):
         chunk = self.reward_chunk(batch, list(range(len(batch))))
         if self.model_reward is None:
             return score_chunk(self.config_dict["reward"], chunk)
-        rules = score_rule_components(self.config_dict["reward"], self.reward_plan.rules, chunk)
-        model = self._model_scores(batch, chunk, self.cfg.run.seed)
-        return combine(self.reward_plan, [rules], model)[0]
+        return score_all_components(
+            self.config_dict["reward"],
+            self.reward_plan,
+            chunk,
+            self.model_reward,
+            self.cfg.run.seed,
+            self.timeouts.reward,
+        )
 
     def _model_scores(
         self, batch: ResponseBatch, chunk: dict[str, list[Any]] | None, seed: int

@@ -11,7 +11,6 @@ respawned and the step retried, without rewinding the run.
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import torch
@@ -84,9 +83,4 @@ class RewardScorerWorker(WorkerBase):
         finally:
             if self.offload:
                 self._place(torch.device("cpu"))
-        scores = [float(s) for s in out.scores]
-        failures = [
-            f if f is not None or math.isfinite(s) else "the model returned a non-finite score"
-            for s, f in zip(scores, out.failures, strict=True)
-        ]
-        return {"scores": scores, "failures": failures, "seconds": watch.elapsed()}
+        return out.as_rows(watch.elapsed())

@@ -76,6 +76,14 @@ class PreferenceDataConfig(Section):
         "is the correct answer said at length ('19, since 12+7=19'): the model learns to "
         "prefer the shorter of two correct answers.",
     )
+    digit_error_fraction: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Reward model, source arithmetic: share of the wrong answers that have "
+        "one digit written wrong (a wrong tens digit is off by 10 to 90) instead of being off "
+        "by at most max_delta.",
+    )
     eval_size: int = Field(
         200, ge=1, le=MAX_PROMPTS, description="Reward model: held-out pairs scored per evaluation."
     )

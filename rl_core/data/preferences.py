@@ -157,8 +157,35 @@ def verbose_answer(sample: PromptSample) -> str:
     return f"{sample.answer}, since {sample.prompt}{sample.answer}"
 
 
+def digit_error(answer: str, position: int, replacement: int) -> str:
+    """``answer`` with one digit written wrong, the kind of mistake a model makes.
+
+    Args:
+        answer: An integer answer (``"-42"``, ``"7"``).
+        position: Which digit, counted from the left, modulo the number of digits.
+        replacement: Picks the wrong digit, modulo the digits allowed there (never the
+            original one, never a leading zero of a longer number).
+
+    Returns:
+        A different integer, as text.
+    """
+    sign, digits = ("-", answer[1:]) if answer.startswith("-") else ("", answer)
+    index = position % len(digits)
+    allowed = [
+        d
+        for d in "0123456789"
+        if d != digits[index] and not (d == "0" and index == 0 and len(digits) > 1)
+    ]
+    wrong = allowed[replacement % len(allowed)]
+    return sign + digits[:index] + wrong + digits[index + 1 :]
+
+
 def arithmetic_pairs(
-    samples: list[PromptSample], max_delta: int, shorter_fraction: float, seed: int
+    samples: list[PromptSample],
+    max_delta: int,
+    shorter_fraction: float,
+    seed: int,
+    digit_error_fraction: float = 0.0,
 ) -> list[PreferencePair]:
     """One preference pair per arithmetic problem.
 
@@ -169,16 +196,29 @@ def arithmetic_pairs(
         shorter_fraction: Share of the pairs whose rejected response is the correct answer
             said at length (:func:`verbose_answer`) instead of a wrong one.
         seed: Seed of the deltas and of which pairs are "shorter correct" ones.
+        digit_error_fraction: Share of the wrong answers that have one digit written wrong
+            (:func:`digit_error`: a wrong tens digit is off by 10 to 90) instead of a delta.
 
     Returns:
         The pairs, in the samples' order.
     """
     rng = np.random.default_rng(seed)
-    deltas = rng.integers(1, max_delta + 1, size=len(samples)) * rng.choice([-1, 1], len(samples))
-    verbose = rng.random(len(samples)) < shorter_fraction
+    n = len(samples)
+    deltas = rng.integers(1, max_delta + 1, size=n) * rng.choice([-1, 1], n)
+    verbose = rng.random(n) < shorter_fraction
+    digit = (rng.random(n) < digit_error_fraction).tolist()
+    positions = rng.integers(0, 1 << 30, size=n).tolist()
+    replacements = rng.integers(0, 1 << 30, size=n).tolist()
     pairs = []
-    for sample, delta, longer in zip(samples, deltas.tolist(), verbose.tolist(), strict=True):
-        rejected = verbose_answer(sample) if longer else str(int(sample.answer) + delta)
+    for i, (sample, delta, longer) in enumerate(
+        zip(samples, deltas.tolist(), verbose.tolist(), strict=True)
+    ):
+        if longer:
+            rejected = verbose_answer(sample)
+        elif digit[i]:
+            rejected = digit_error(sample.answer, positions[i], replacements[i])
+        else:
+            rejected = str(int(sample.answer) + delta)
         pairs.append(PreferencePair(sample.prompt, sample.answer, rejected, sample.source))
     return pairs
 
@@ -201,9 +241,19 @@ def load_preference_pairs(data: Any) -> tuple[list[PreferencePair], list[Prefere
         held = task.heldout(min(data.eval_size, len(task.heldout())))
         return (
             arithmetic_pairs(
-                task.train_pool(), data.max_delta, data.shorter_fraction, TRAIN_PAIRS_SEED
+                task.train_pool(),
+                data.max_delta,
+                data.shorter_fraction,
+                TRAIN_PAIRS_SEED,
+                data.digit_error_fraction,
             ),
-            arithmetic_pairs(held, data.max_delta, data.shorter_fraction, HELDOUT_PAIRS_SEED),
+            arithmetic_pairs(
+                held,
+                data.max_delta,
+                data.shorter_fraction,
+                HELDOUT_PAIRS_SEED,
+                data.digit_error_fraction,
+            ),
         )
     rows = [p for path in data.train_files for p in load_preference_file(path, data.on_bad_row)[0]]
     if data.eval_files:

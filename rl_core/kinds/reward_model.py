@@ -79,7 +79,13 @@ def protocol(cfg: RewardModelConfig) -> dict[str, Any]:
     """The held-out pairs and how texts are cut (what the pairwise accuracy is measured on)."""
     data = cfg.data
     held = (
-        [data.arithmetic_ops, data.arithmetic_max_operand, data.max_delta, data.shorter_fraction]
+        [
+            data.arithmetic_ops,
+            data.arithmetic_max_operand,
+            data.max_delta,
+            data.shorter_fraction,
+            data.digit_error_fraction,
+        ]
         if data.source == "arithmetic"
         else [data.eval_files or data.train_files, data.heldout_fraction, data.on_bad_row]
     )

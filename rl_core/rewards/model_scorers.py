@@ -9,6 +9,7 @@ per row, the reason it has no score (a model failure) or None.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -39,6 +40,15 @@ class ModelScores:
 
     scores: list[float]
     failures: list[str | None]
+
+    def as_rows(self, seconds: float) -> dict[str, list[Any] | float]:
+        """``scores``, ``failures`` (a non-finite score is a failure too) and ``seconds``."""
+        scores = [float(s) for s in self.scores]
+        failures = [
+            f if f is not None or math.isfinite(s) else "the model returned a non-finite score"
+            for s, f in zip(scores, self.failures, strict=True)
+        ]
+        return {"scores": scores, "failures": failures, "seconds": seconds}
 
 
 def _settings(path: str) -> SimpleNamespace:

@@ -9,6 +9,7 @@ and raised and killed reward-model workers leave runs bit-identical to a fault-f
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from rl_core.models.reward_model import create_tiny_reward_model
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.integration.conftest import ROOT, run_train
+from tests.integration.conftest import ROOT, run_evaluate, run_train
 from tests.integration.test_exactly_once import run_matrix
 
 pytestmark = pytest.mark.integration
@@ -66,6 +67,12 @@ def test_classifier_on_separate_workers_combined_with_a_rule(
     assert metrics(tmp_path, "reward/rm_failures") == [0.0, 0.0]
     assert len(metrics(tmp_path, "reward/rule_math_verify_mean")) == 2
     assert metrics(tmp_path, "rollout/unscored_fraction") == [0.0, 0.0]
+    # flows/evaluate.py scores the checkpoint with the same reward model, in its own process
+    trained = {key: metrics(tmp_path, key) for key in ("eval/accuracy", "eval/return_mean")}
+    out = run_evaluate("grpo-arith", tmp_path, train_env)
+    summary = json.loads(out[out.index("{") :])
+    assert summary["eval/accuracy"] == pytest.approx(trained["eval/accuracy"][-1])
+    assert summary["eval/return_mean"] == pytest.approx(trained["eval/return_mean"][-1], abs=1e-4)
 
 
 def test_judge_failures_are_counted_and_left_out(tmp_path: Path, train_env: dict[str, str]) -> None:

@@ -15,6 +15,7 @@ from rl_core.data import ArithmeticTask, DataFileError
 from rl_core.data.preferences import (
     PreferencePair,
     arithmetic_pairs,
+    digit_error,
     load_preference_file,
     load_preference_pairs,
 )
@@ -119,6 +120,37 @@ def test_a_share_of_pairs_prefers_the_shorter_correct_answer() -> None:
     pair = longer[0]
     assert pair.rejected == f"{pair.chosen}, since {pair.prompt}{pair.chosen}"
     assert all(len(p.chosen) < len(p.rejected) for p in longer)
+
+
+@pytest.mark.parametrize(
+    ("answer", "position", "replacement", "expected"),
+    [
+        ("42", 0, 0, "12"),  # the tens digit: no leading zero, never the digit itself
+        ("42", 1, 0, "40"),
+        ("42", 3, 10, "41"),  # positions and replacements wrap round
+        ("7", 0, 0, "0"),  # a single digit may become 0
+        ("-35", 0, 0, "-15"),  # the sign stays
+        ("100", 2, 8, "109"),
+    ],
+)
+def test_a_digit_error_writes_one_digit_wrong(
+    answer: str, position: int, replacement: int, expected: str
+) -> None:
+    assert digit_error(answer, position, replacement) == expected
+
+
+def test_a_share_of_wrong_answers_has_one_digit_wrong() -> None:
+    samples = ArithmeticTask().train_pool()[:1000]
+    pairs = arithmetic_pairs(samples, 5, 0.0, seed=1, digit_error_fraction=0.5)
+    assert all(int(p.rejected) != int(p.chosen) for p in pairs)
+    # a delta of 1-5 is never a multiple of 10; a digit error past the units digit is: about
+    # half of the digit errors of two- and three-digit sums (500 pairs have one)
+    beyond_units = [p for p in pairs if abs(int(p.rejected) - int(p.chosen)) % 10 == 0]
+    assert 180 < len(beyond_units) < 320
+    # without digit errors the pairs are those of the earlier settings
+    assert arithmetic_pairs(samples, 5, 0.0, seed=1) == arithmetic_pairs(
+        samples, 5, 0.0, seed=1, digit_error_fraction=0.0
+    )
 
 
 def test_the_arithmetic_source_holds_out_the_tasks_held_out_problems() -> None:
