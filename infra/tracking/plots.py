@@ -25,6 +25,10 @@ PANELS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Policy loss", "loss", (r"^train/(policy|sft)_loss$",)),
     ("Value loss", "loss", (r"^train/value_loss$",)),
 )
+#: Panel title → keys drawn beside the panel's own when it has data: the reward model's
+#: score of the held-out greedy answers (``eval/return_mean`` of a run it rewards) next to
+#: its score of the sampled responses; rising while the accuracy falls is reward hacking.
+COMPANIONS: dict[str, tuple[str, ...]] = {"Reward model": ("eval/return_mean",)}
 
 
 def select_panels(metric_keys: list[str]) -> list[tuple[str, str, list[str]]]:
@@ -34,6 +38,7 @@ def select_panels(metric_keys: list[str]) -> list[tuple[str, str, list[str]]]:
         for pattern in patterns:
             keys = sorted(k for k in metric_keys if re.match(pattern, k))
             if keys:
+                keys += [k for k in COMPANIONS.get(title, ()) if k in metric_keys]
                 panels.append((title, ylabel, keys))
                 break
     return panels

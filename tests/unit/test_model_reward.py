@@ -137,11 +137,10 @@ def test_model_source_checks_the_directory(tmp_path: Path) -> None:
 def test_learning_curve_shows_model_score_next_to_accuracy() -> None:
     from infra.tracking.plots import select_panels
 
-    panels = {
-        title: keys
-        for title, _, keys in select_panels(
-            ["eval/accuracy", "reward/rm_score_mean", "rollout/reward_mean"]
-        )
-    }
+    keys = ["eval/accuracy", "eval/return_mean", "reward/rm_score_mean", "rollout/reward_mean"]
+    panels = {title: keys for title, _, keys in select_panels(keys)}
     assert panels["Evaluation"] == ["eval/accuracy"]
-    assert panels["Reward model"] == ["reward/rm_score_mean"]
+    # the model's score of the held-out greedy answers beside that of the sampled ones
+    assert panels["Reward model"] == ["reward/rm_score_mean", "eval/return_mean"]
+    rule_rewarded = {t: k for t, _, k in select_panels(["eval/accuracy", "eval/return_mean"])}
+    assert "Reward model" not in rule_rewarded

@@ -99,3 +99,28 @@ def test_an_export_loads_in_transformers_and_rlpipe_with_the_same_scores(
         ).logits
     assert logits.shape == (3, 1)
     assert logits[:, 0].tolist() == pytest.approx(expected, abs=1e-5)
+
+
+def test_the_probe_script_ranks_digit_errors_and_a_policys_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    from rl_core.models.reward_model import create_tiny_reward_model
+
+    script = Path(__file__).resolve().parents[2] / "scripts/probe_reward_model.py"
+    spec = importlib.util.spec_from_file_location("probe_reward_model", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rm = create_tiny_reward_model(tmp_path / "rm", tmp_path / "lm")
+    args = ["--reward-model", str(rm), "--policy", str(tmp_path / "lm"), "--problems", "3"]
+    assert module.main([*args, "--samples", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines[:3]] == [
+        f"one wrong {name:8} digit" for name in ("units", "tens", "hundreds")
+    ]
+    assert "(12 pairs)" in lines[0]  # four problems per --problems for the digit errors
+    assert lines[3].startswith("policy samples (")
+    digit = module.digit_accuracy(str(rm), 12, seed=0)
+    assert all(0.0 <= acc <= 1.0 for acc, _ in digit.values())
+    assert digit == module.digit_accuracy(str(rm), 12, seed=0)  # a function of its seed
