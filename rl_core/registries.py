@@ -27,6 +27,7 @@ _REGISTRIES: dict[str, tuple[str, str]] = {
     "agent_context": ("rl_core.agents.context", "AGENT_CONTEXTS"),
     "sandbox": ("rl_core.agents.sandbox", "SANDBOXES"),
     "prompt_source": ("rl_core.data.sources", "PROMPT_SOURCES"),
+    "single_response_baseline": ("rl_core.online.baseline", "BASELINES"),
 }
 #: The kinds :func:`registry_for` knows.
 KINDS = tuple(_REGISTRIES)

@@ -58,6 +58,7 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ),
     ("algorithm", "is_correction"): "or `none` (no correction)",
     ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
+    ("online", "baseline"): "registered: `none`, `running_mean`",
     (
         "run",
         "init_from",
@@ -149,6 +150,11 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("ModelRewardConfig", "_one_source"): (
         "`reward.model` needs exactly one of `uri` and `preset`; `preset` (a reward model "
         "trained first) only with `kind: classifier`."
+    ),
+    ("ReasoningConfig", "_online_fits"): (
+        "`online.enabled: true` needs `algorithm.group_size: 1`, `algorithm.adv_type` "
+        "`outcome` or `reinforce_plus_plus`, `run.mode: sync`, `agent.loop: single_turn`, no "
+        "dynamic sampling and no LoRA."
     ),
     ("ReasoningConfig", "_advantage_fits_model"): (
         "Reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "

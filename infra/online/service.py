@@ -82,6 +82,11 @@ class ServedModel:
         return cls(version, model.eval(), tokenizer)
 
 
+def token_digest(token: str | None) -> str | None:
+    """The SHA-256 hex digest of a bearer token (None for None)."""
+    return None if token is None else hashlib.sha256(token.encode()).hexdigest()
+
+
 def new_request_id() -> str:
     """A fresh request id: ``cmpl-`` and 32 hexadecimal digits."""
     return f"cmpl-{uuid.uuid4().hex}"
@@ -94,8 +99,9 @@ class OnlineService:
         model: The main version.
         store: Where generations and feedback go.
         model_name: The name clients pass as ``model`` (and ``/v1/models`` lists).
-        token: Bearer token every ``/v1`` request must carry (None: no check, loopback
-            only; the deployment refuses to bind elsewhere without one).
+        token_sha256: SHA-256 hex digest (:func:`token_digest`) of the bearer token every
+            ``/v1`` request must carry (None: no check; the deployment refuses to bind
+            beyond loopback without one). The token itself is never kept.
         max_new_tokens: Default and largest ``max_tokens``.
         temperature: Default sampling temperature.
         on_feedback: Called with the number of unclaimed records after each new feedback
@@ -107,7 +113,7 @@ class OnlineService:
         model: ServedModel,
         store: FeedbackStore,
         model_name: str,
-        token: str | None = None,
+        token_sha256: str | None = None,
         max_new_tokens: int = 32,
         temperature: float = 1.0,
         on_feedback: Callable[[int], None] | None = None,
@@ -117,7 +123,7 @@ class OnlineService:
         self.candidate_share = 0.0
         self.store = store
         self.model_name = model_name
-        self.token = token
+        self.token_sha256 = token_sha256
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.on_feedback = on_feedback
@@ -151,10 +157,11 @@ class OnlineService:
     # -- checks ---------------------------------------------------------------------------
     def authorize(self, header: str | None) -> None:
         """Check the bearer token (401 when it is missing or wrong)."""
-        if self.token is None:
+        if self.token_sha256 is None:
             return
         scheme, _, given = (header or "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), self.token):
+        digest = token_digest(given.strip()) or ""
+        if scheme.lower() != "bearer" or not hmac.compare_digest(digest, self.token_sha256):
             raise ServeError(401, "missing or wrong bearer token (Authorization: Bearer <token>)")
 
     def _options(self, body: Any) -> tuple[int, float, int | None]:

@@ -101,6 +101,20 @@ def discounted_token_returns(
     return returns * response_mask
 
 
+@register_advantage("outcome")
+def compute_outcome_advantages(
+    *, rewards: torch.Tensor, **_: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The outcome score itself as each response's advantage: ``A = r``.
+
+    For single responses (``group_size: 1``) whose rewards already have a baseline taken
+    off (online runs: ``online.baseline``), as RLinf's online runner does. Returns ``[B]``
+    advantages and returns (broadcast over the response's tokens by the trainer).
+    """
+    scores = rewards.float()
+    return scores.clone(), scores.clone()
+
+
 @register_advantage("reinforce_plus_plus")
 def compute_reinforce_plus_plus_advantages(
     *,

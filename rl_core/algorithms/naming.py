@@ -51,6 +51,7 @@ for _adv, _name in (
     ("rloo", "rloo"),
     ("reinforce_plus_plus", "reinforce_pp"),
     ("reinforce_plus_plus_baseline", "reinforce_pp"),
+    ("outcome", "reinforce"),
 ):
     register_algorithm_name(_adv, _name)
 

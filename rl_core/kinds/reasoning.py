@@ -17,6 +17,7 @@ from rl_core.config import limits
 from rl_core.config.agent_section import AgentConfig
 from rl_core.config.llm_sections import DataConfig
 from rl_core.config.megatron_checks import megatron_problems
+from rl_core.config.online_section import OnlineConfig
 from rl_core.config.reasoning_sections import (
     ReasoningActorConfig,
     ReasoningAlgorithmConfig,
@@ -27,7 +28,7 @@ from rl_core.config.reasoning_sections import (
 )
 from rl_core.config.schema import RLPipeConfig
 from rl_core.data.sources import PROMPT_SOURCES
-from rl_core.kinds.kind import Kind, register_kind
+from rl_core.kinds.kind import Kind, register_kind, resolve
 from rl_core.llm.implementations import LORA_ROLLOUT_ENGINES
 
 _CHUNK = 1 << 20
@@ -47,6 +48,39 @@ class ReasoningConfig(RLPipeConfig):
     actor: ReasoningActorConfig = Field(default_factory=ReasoningActorConfig)
     reward: ReasoningRewardConfig = Field(default_factory=ReasoningRewardConfig)
     eval: ReasoningEvalConfig = Field(default_factory=ReasoningEvalConfig)
+    online: OnlineConfig = Field(default_factory=OnlineConfig)
+
+    @model_validator(mode="after")
+    def _online_fits(self) -> ReasoningConfig:
+        if not self.online.enabled:
+            return self
+        problems = []
+        if self.algorithm.group_size != 1:
+            problems.append(
+                f"algorithm.group_size = {self.algorithm.group_size} (allowed: 1, one served "
+                "response per prompt)"
+            )
+        if self.algorithm.adv_type.lower() not in ("outcome", "reinforce_plus_plus"):
+            problems.append(
+                f"algorithm.adv_type = {self.algorithm.adv_type!r} (allowed: 'outcome', "
+                "'reinforce_plus_plus': estimators of single responses)"
+            )
+        if self.run.mode != "sync":
+            problems.append(f"run.mode = {self.run.mode!r} (allowed: 'sync'; serving overlaps)")
+        if self.agent.multi_turn:
+            problems.append(f"agent.loop = {self.agent.loop!r} (allowed: 'single_turn')")
+        if self.algorithm.dynamic_sampling:
+            problems.append("algorithm.dynamic_sampling = true (allowed: false)")
+        if self.actor.lora.enabled:
+            problems.append(
+                f"actor.lora.rank = {self.actor.lora.rank} (allowed: 0; each served version "
+                "is a full model)"
+            )
+        if problems:
+            raise ValueError(
+                "online.enabled = true trains on served responses: " + "; ".join(problems)
+            )
+        return self
 
     @model_validator(mode="after")
     def _advantage_fits_model(self) -> ReasoningConfig:
@@ -222,11 +256,18 @@ def data_fingerprint(cfg: ReasoningConfig, digest: Any) -> None:
     digest.update(json.dumps(data, sort_keys=True).encode())
 
 
+def runtime_of(cfg: ReasoningConfig) -> type:
+    """The runtime class of a reasoning run: the online one when it serves its policy."""
+    if cfg.online.enabled:
+        return resolve("infra.online.runtime:OnlineRuntime")
+    return resolve("infra.reasoning.runtime:ReasoningRuntime")
+
+
 REASONING = register_kind(
     Kind(
         name="reasoning",
         config=ReasoningConfig,
-        runtime="infra.reasoning.runtime:ReasoningRuntime",
+        runtime=runtime_of,
         score_metric="eval/accuracy",
         task_name=task_name,
         protocol=protocol,

@@ -14,7 +14,7 @@ The glossary is kept in one module per responsibility; this package assembles th
   :class:`ArtifactEntry`, :class:`Placeholder`) and the tables entries refer to
   (:data:`RUNS`, :data:`PLACEHOLDERS`, :data:`METRIC_SECTIONS`, :data:`TAG_SCOPES`).
 - ``training``, ``rollout``, ``evaluation``, ``timing``, ``cost``, ``agents``,
-  ``system``: the metrics, one module per section of :data:`METRIC_SECTIONS`.
+  ``online``, ``system``: the metrics, one module per section of :data:`METRIC_SECTIONS`.
 - ``tags``: :data:`TAGS`; ``artifacts``: :data:`ARTIFACTS`.
 
 The order of :data:`METRICS` (the sections' tuples, in the order above) is the order of
@@ -37,6 +37,7 @@ from rl_core.metrics_glossary.entries import (
     TagEntry,
 )
 from rl_core.metrics_glossary.evaluation import EVALUATION_METRICS
+from rl_core.metrics_glossary.online import ONLINE_METRICS
 from rl_core.metrics_glossary.rollout import ROLLOUT_METRICS
 from rl_core.metrics_glossary.system import SYSTEM_METRICS
 from rl_core.metrics_glossary.tags import TAGS
@@ -51,6 +52,7 @@ METRICS: tuple[MetricEntry, ...] = (
     *TIMING_METRICS,
     *COST_METRICS,
     *AGENT_METRICS,
+    *ONLINE_METRICS,
     *SYSTEM_METRICS,
 )
 

@@ -87,6 +87,7 @@ RUNS: dict[str, str] = {
     "(`hf_reward_model`, Bradley-Terry loss)",
     "agent": "reasoning runs whose rollouts are agent trajectories (`agent.loop` other than "
     "`single_turn`)",
+    "online": "reasoning runs that serve their policy and train on its feedback (`online.enabled`)",
 }
 
 #: Variable parts of metric keys.
@@ -203,6 +204,12 @@ METRIC_SECTIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         ("agent/", "eval/agent/"),
         "Agent trajectories of the rollout step (`agent/`) and of the evaluation's greedy "
         "responses (`eval/agent/`) ([agents](agents.md)).",
+    ),
+    (
+        "Online",
+        ("online/",),
+        "Online runs: the feedback each iteration trains on and the policy it serves "
+        "([online RL](online.md)).",
     ),
     (
         "System",

@@ -32,6 +32,7 @@ EXPECTED = {
     "sft_agent_calc": "sft",
     "sft_code_tests": "sft",
     "rm_arith": "bradley_terry",
+    "online_arith": "reinforce",
 }
 
 

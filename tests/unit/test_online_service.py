@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.online.service import OnlineService, ServedModel, ServeError
+from infra.online.service import OnlineService, ServedModel, ServeError, token_digest
 from infra.online.store import FeedbackStore
 from rl_core.models.tiny_lm import create_tiny_lm
 
@@ -99,7 +99,7 @@ def test_feedback_is_recorded_once_and_bad_feedback_never_stored(service: Online
 
 
 def test_a_token_is_required_when_set(service: OnlineService) -> None:
-    service.token = "s3cret"
+    service.token_sha256 = token_digest("s3cret")
     for header in (None, "Bearer wrong", "s3cret", "Basic s3cret"):
         with pytest.raises(ServeError) as caught:
             service.complete({"prompt": "1+1="}, header)

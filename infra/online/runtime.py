@@ -1,0 +1,162 @@
+"""The runtime of an online run: a reasoning runtime whose batches are served feedback.
+
+Beside the trainer and rollout workers of a reasoning run it serves the policy (Ray Serve,
+:mod:`infra.online.deployment`) and takes each iteration's batch from the feedback store
+(:class:`~infra.online.feedback_generation.FeedbackGeneration`). At each weight sync the
+trainer's weights are exported as a new served version (``<run dir>/served/v<version>``)
+and the replicas swap it in. Evaluation (held-out accuracy) runs on the rollout workers as
+in every reasoning run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from infra.checkpoint.export import export_policy
+from infra.driver.step_runtime import StepResult
+from infra.online.deployment import ServerSettings, Weights, start_policy_server, update_weights
+from infra.online.feedback_generation import FeedbackGeneration
+from infra.online.service import token_digest
+from infra.online.simulated_user import SimulatedUser
+from infra.online.store import FeedbackStore
+from infra.ops.processes import free_port
+from infra.reasoning.runtime import ReasoningRuntime
+from rl_core.config.online_section import LOOPBACK_HOSTS
+from rl_core.llm.prompting import load_task_samples
+from rl_core.models import get_model
+from rl_core.online.simulated_user import QuestionPlan
+
+logger = logging.getLogger(__name__)
+SERVED_DIR = "served"
+#: Served versions kept on disk (the newest; older ones are deleted).
+VERSIONS_KEPT = 2
+
+
+def store_path(cfg: Any) -> Path:
+    """The feedback database of an online run."""
+    if cfg.online.store:
+        return Path(cfg.online.store)
+    return Path(cfg.run.output_dir) / cfg.run.name / "feedback.db"
+
+
+class OnlineRuntime(ReasoningRuntime):
+    """Serves the policy, trains on its feedback.
+
+    Args:
+        cfg: The validated config of a reasoning run with ``online.enabled``.
+    """
+
+    @classmethod
+    def preflight(cls, cfg: Any) -> None:
+        """The reasoning checks, and no endpoint beyond loopback without a token."""
+        super().preflight(cfg)
+        online = cfg.online
+        if online.host not in LOOPBACK_HOSTS and not os.environ.get(online.token_env):
+            raise ValueError(
+                f"online.host = {online.host!r} serves beyond this machine: set the bearer "
+                f"token in ${online.token_env} (online.token_env) or bind 127.0.0.1"
+            )
+
+    def _choose_generation(self) -> FeedbackGeneration:
+        cfg = self.cfg
+        online = cfg.online
+        self.run_dir = Path(cfg.run.output_dir) / cfg.run.name
+        self.feedback_store = FeedbackStore(store_path(cfg))
+        token = os.environ.get(online.token_env) or None
+        self.server_settings = ServerSettings(
+            model_name=online.model_name or cfg.run.name,
+            store=str(store_path(cfg).resolve()),
+            weights_file=str((self.run_dir / SERVED_DIR / "current.json").resolve()),
+            token_sha256=token_digest(token),
+            max_new_tokens=cfg.rollout.max_new_tokens,
+            temperature=cfg.rollout.temperature,
+            threshold=online.batch_size,
+            resource_id=f"rlpipe.online.{cfg.run.name}",
+        )
+        self._export_model = get_model(cfg.model, None)
+        self.served_version: int | None = None
+        first = self._export(self.published_version)
+        port = online.port or free_port()
+        self.url = start_policy_server(
+            self.server_settings, Weights(self.published_version, str(first)), online.host, port
+        )
+        self.served_version = self.published_version
+        logger.info("serving %s at %s/v1", self.server_settings.model_name, self.url)
+        user = None
+        if online.user.enabled:
+            train, _ = load_task_samples(cfg.data)
+            plan = QuestionPlan(train, online.user.noise, cfg.run.seed)
+            user = SimulatedUser(self.url, plan, token=token, model=self.server_settings.model_name)
+        return FeedbackGeneration(self.feedback_store, cfg.run.name, online, user)
+
+    def _export(self, version: int) -> Path:
+        """The trainer's weights as served version ``version`` (a model directory)."""
+        state = next(
+            s
+            for s in self.actor.call_within("weight_sync", self.timeouts.weight_sync, "full_state")
+            if s is not None
+        )
+        self._export_model.load_state_dict(
+            {k: torch.from_numpy(np.asarray(v)) for k, v in state.items()}, strict=True
+        )
+        out = self.run_dir / SERVED_DIR / f"v{version:06d}"
+        export_policy(
+            self._export_model,
+            self.config_dict["model"],
+            None,
+            out,
+            source={"run_name": self.cfg.run.name, "weight_version": version},
+            overwrite=True,
+        )
+        kept = sorted((self.run_dir / SERVED_DIR).glob("v*"))[:-VERSIONS_KEPT]
+        for old in kept:
+            shutil.rmtree(old, ignore_errors=True)
+        return out
+
+    def weight_sync(self, iteration: int) -> StepResult:
+        """Trainer → rollout engines, then → the served policy (a new version)."""
+        result = super().weight_sync(iteration)
+        if self.served_version == self.published_version:
+            return result
+        start = time.perf_counter()
+        folder = self._export(self.published_version)
+        update_weights(Weights(self.published_version, str(folder)), self.server_settings)
+        self.served_version = self.published_version
+        seconds = time.perf_counter() - start
+        metrics = {**result.metrics, "online/serve_sync_seconds": seconds}
+        return StepResult(result.seconds + seconds, metrics, info=result.info)
+
+    def reward_jobs(self, iteration: int) -> list[Any]:
+        """None: the feedback is the reward (scored when the batch was taken)."""
+        return []
+
+    def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:
+        """The batch's scores are its feedback rewards minus the baseline; nothing to do."""
+        scores = self.batch.scores
+        return StepResult.of(0.0, {"rollout/reward_mean": float(np.mean(scores))})
+
+    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
+        """Restore the run; the next weight sync serves the restored weights."""
+        super().load_checkpoint(store_uri, folder, step)
+        self.served_version = None
+
+    def shutdown(self) -> None:
+        """Stop serving, then every worker."""
+        from ray import serve
+
+        try:
+            serve.shutdown()
+        except Exception as exc:  # noqa: BLE001 - shutting down: report, go on
+            logger.warning("stopping the policy server: %s", exc)
+        self.feedback_store.close()
+        if self.generation.user is not None:
+            self.generation.user.close()
+        super().shutdown()
