@@ -36,8 +36,6 @@ from rl_core.online.simulated_user import QuestionPlan
 
 logger = logging.getLogger(__name__)
 SERVED_DIR = "served"
-#: Served versions kept on disk (the newest; older ones are deleted).
-VERSIONS_KEPT = 2
 
 
 def store_path(cfg: Any) -> Path:
@@ -83,6 +81,7 @@ class OnlineRuntime(ReasoningRuntime):
         )
         self._export_model = get_model(cfg.model, None)
         self.served_version: int | None = None
+        self._served_dir: Path | None = None
         first = self._export(self.published_version)
         port = online.port or free_port()
         self.url = start_policy_server(
@@ -116,9 +115,12 @@ class OnlineRuntime(ReasoningRuntime):
             source={"run_name": self.cfg.run.name, "weight_version": version},
             overwrite=True,
         )
-        kept = sorted((self.run_dir / SERVED_DIR).glob("v*"))[:-VERSIONS_KEPT]
-        for old in kept:
-            shutil.rmtree(old, ignore_errors=True)
+        # keep the new version and the one replicas may still serve until they swap
+        keep = {out, self._served_dir}
+        for old in (self.run_dir / SERVED_DIR).glob("v*"):
+            if old not in keep:
+                shutil.rmtree(old, ignore_errors=True)
+        self._served_dir = out
         return out
 
     def weight_sync(self, iteration: int) -> StepResult:
