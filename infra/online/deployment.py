@@ -31,6 +31,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from ray import serve
 
+from infra.online.events import ReadyEvents
 from infra.online.service import OnlineService, ServedModel, ServeError
 from infra.online.store import FeedbackStore
 from rl_core.config.online_section import LOOPBACK_HOSTS
@@ -125,7 +126,6 @@ class PolicyServer:
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = ServerSettings(**settings)
         self.service: OnlineService | None = None
-        self._level = 0
         self._loaded: tuple[int, int, int] | None = None
         self._reload_lock = threading.Lock()
         self._refresh()
@@ -152,7 +152,7 @@ class PolicyServer:
                 token_sha256=s.token_sha256,
                 max_new_tokens=s.max_new_tokens,
                 temperature=s.temperature,
-                on_feedback=self._on_feedback if s.threshold else None,
+                on_feedback=ReadyEvents(s.threshold, s.resource_id) if s.threshold else None,
             )
         else:
             self.service.swap(main)
@@ -162,18 +162,6 @@ class PolicyServer:
             else None
         )
         self.service.split(candidate, weights.candidate_share if candidate else 0.0)
-
-    def _on_feedback(self, pending: int) -> None:
-        level = pending // self.settings.threshold
-        if level > self._level:
-            from prefect.events import emit_event
-
-            emit_event(
-                "rlpipe.feedback.ready",
-                resource={"prefect.resource.id": self.settings.resource_id},
-                payload={"pending": pending, "batch_size": self.settings.threshold},
-            )
-        self._level = level
 
     async def _answer(self, method: str, request: Request, with_body: bool = True) -> Any:
         """Call the service's ``method`` off the event loop; a refusal as its error body."""

@@ -1,0 +1,44 @@
+"""The online section: defaults, what an online run refuses, and which runtime trains it."""
+
+from __future__ import annotations
+
+import pytest
+
+from rl_core.config import load_config
+from rl_core.config.loader import ConfigError
+from rl_core.kinds.reasoning import runtime_of
+
+
+def test_the_preset_is_an_online_reasoning_run() -> None:
+    cfg = load_config("online_arith", [])
+    assert cfg.online.enabled and cfg.online.host == "127.0.0.1"
+    assert cfg.algorithm.group_size == 1 and cfg.algorithm.adv_type == "outcome"
+    assert runtime_of(cfg).__name__ == "OnlineRuntime"
+    assert runtime_of(load_config("grpo_arith", [])).__name__ == "ReasoningRuntime"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("algorithm.group_size=8", r"algorithm.group_size = 8 \(allowed: 1"),
+        ("algorithm.adv_type=grpo", r"algorithm.adv_type = 'grpo' \(allowed: 'outcome'"),
+        ("actor.lora.rank=4", r"actor.lora.rank = 4 \(allowed: 0"),
+        ("online.baseline=median", r"unknown single-response baseline 'median'"),
+        ("online.user.noise=0.5", r"online.user.noise"),
+        ("online.batch_size=0", r"online.batch_size"),
+        ("online.port=70000", r"online.port"),
+    ],
+)
+def test_bad_online_settings_fail_naming_the_field(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config("online_arith", [override])
+
+
+def test_serving_beyond_loopback_needs_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    from infra.online.runtime import OnlineRuntime
+
+    monkeypatch.delenv("RLPIPE_SERVE_TOKEN", raising=False)
+    cfg = load_config("online_arith", ["online.host=0.0.0.0"])
+    with pytest.raises(ValueError, match=r"online.host = '0.0.0.0'.*\$RLPIPE_SERVE_TOKEN"):
+        OnlineRuntime.preflight(cfg)
+    OnlineRuntime.preflight(load_config("online_arith", []))  # loopback: no token needed
