@@ -5,6 +5,7 @@
     rlpipe evaluate --run-name NAME [--episodes N]             # = python flows/evaluate.py
     rlpipe convert --run-name NAME --out DIR                   # checkpoint -> model directory
     rlpipe promote [--model NAME] [--auto-approve]             # = python flows/promote.py
+    rlpipe serve [--config PRESET] [--model URI]               # = python flows/serve.py
     rlpipe sweep --config PRESET --seeds 0-4 [--grid a.b=1,2]  # seeds x grid, shown together
     rlpipe runs [--output-dir outputs]                         # local runs and their state
     rlpipe stack [up|down|status|env]                          # = bash scripts/stack.sh
@@ -52,6 +53,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "promote": Command(
         "flows.promote:main", "move 'best' to the newest model version if it wins (gated)"
+    ),
+    "serve": Command(
+        "flows.serve:main", "serve an online run's policy (OpenAI-compatible, with feedback)"
     ),
     "sweep": Command(
         "flows.sweep:main", "one preset over several seeds (and a grid): curves and a table"

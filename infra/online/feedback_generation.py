@@ -51,6 +51,8 @@ class FeedbackGeneration:
         self.online = online
         self.user = user
         self.baseline = RunningMeanBaseline(online.baseline_momentum)
+        #: The last batch's rewards before the baseline (the batch's scores are after it).
+        self.rewards = np.zeros(0)
         self._kept: dict[str, Any] = {}
 
     # -- the batch ------------------------------------------------------------------------
@@ -67,6 +69,7 @@ class FeedbackGeneration:
         )
         before = self.baseline.mean
         scores = single_response_advantages(rewards, self.online.baseline, self.baseline)
+        self.rewards = rewards
         batch = batch_of(records)
         batch.scores = scores.astype(np.float32)
         return batch, self._metrics(records, rewards, version, before), 1

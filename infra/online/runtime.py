@@ -36,6 +36,8 @@ from rl_core.online.simulated_user import QuestionPlan
 
 logger = logging.getLogger(__name__)
 SERVED_DIR = "served"
+#: The weights file the replicas serve (in ``<run dir>/served``).
+WEIGHTS_FILE = "current.json"
 
 
 def store_path(cfg: Any) -> Path:
@@ -72,7 +74,7 @@ class OnlineRuntime(ReasoningRuntime):
         self.server_settings = ServerSettings(
             model_name=online.model_name or cfg.run.name,
             store=str(store_path(cfg).resolve()),
-            weights_file=str((self.run_dir / SERVED_DIR / "current.json").resolve()),
+            weights_file=str((self.run_dir / SERVED_DIR / WEIGHTS_FILE).resolve()),
             token_sha256=token_digest(token),
             max_new_tokens=cfg.rollout.max_new_tokens,
             temperature=cfg.rollout.temperature,
@@ -141,9 +143,12 @@ class OnlineRuntime(ReasoningRuntime):
         return []
 
     def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:
-        """The batch's scores are its feedback rewards minus the baseline; nothing to do."""
-        scores = self.batch.scores
-        return StepResult.of(0.0, {"rollout/reward_mean": float(np.mean(scores))})
+        """Nothing to score: the batch's scores are its feedback rewards minus the baseline.
+
+        ``rollout/reward_mean`` is the mean feedback reward (before the baseline).
+        """
+        rewards = self.generation.rewards
+        return StepResult.of(0.0, {"rollout/reward_mean": float(np.mean(rewards))})
 
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
         """Restore the run; the next weight sync serves the restored weights."""

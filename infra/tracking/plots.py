@@ -1,7 +1,8 @@
 """The learning-curve plot of a run, drawn from its MLflow metric history.
 
 One panel per :data:`PANELS` entry that has data (evaluation score, training return or
-reward, the reward model's score next to the held-out accuracy of runs it rewards, policy
+reward, the reward model's score next to the held-out accuracy of runs it rewards, the
+acceptance rate of an online run's served answers, policy
 loss, value loss), each metric against the iteration step. Drawn with matplotlib's Agg backend (no
 display needed) and logged as ``plots/learning_curve.png``.
 """
@@ -22,6 +23,7 @@ PANELS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Evaluation", "score", (r"^eval/(accuracy|pass_at_\d+)$", r"^eval/return_mean$")),
     ("Training", "return / reward", (r"^env/episode_return_mean$", r"^rollout/reward_mean$")),
     ("Reward model", "model score", (r"^reward/rm_score_mean$",)),
+    ("Served feedback", "acceptance rate", (r"^online/acceptance_rate$",)),
     ("Policy loss", "loss", (r"^train/(policy|sft)_loss$",)),
     ("Value loss", "loss", (r"^train/value_loss$",)),
 )

@@ -4,14 +4,25 @@ stored feedback, also when the driver dies after claiming a batch and the run re
 
 from __future__ import annotations
 
+import os
+import queue
+import re
+import signal
 import sqlite3
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from infra.online.simulated_user import SimulatedUser
+from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.integration.conftest import run_process, run_train, train_cmd
+from rl_core.online.simulated_user import QuestionPlan
+from tests.integration.conftest import ROOT, run_process, run_train, train_cmd
 
 pytestmark = pytest.mark.integration
 
@@ -96,3 +107,58 @@ def test_each_feedback_record_is_trained_on_once_across_a_driver_kill(
     served_dir = tmp_path / RUN / "served"
     assert (served_dir / "current.json").is_file()
     assert len(list(served_dir.glob("v*"))) == 2  # the two newest versions are kept
+
+
+def test_rlpipe_serve_serves_the_run_and_stores_feedback_until_sigterm(
+    tmp_path: Path, train_env: dict[str, str], preset: Path
+) -> None:
+    cmd = [
+        sys.executable,
+        str(ROOT / "flows" / "serve.py"),
+        "--config",
+        str(preset),
+        f"run.output_dir={tmp_path}",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=train_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    seen: list[str] = []
+    url = None
+    deadline = time.monotonic() + 300
+    try:
+        while url is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                continue
+            found = re.search(
+                r"serving online-it \(weight version 0\) at (http://\S+)/v1", seen[-1]
+            )
+            url = found.group(1) if found else None
+        assert url, "".join(seen[-60:])
+        plan = QuestionPlan(ArithmeticTask().heldout(10), noise=0.0, seed=1)
+        user = SimulatedUser(url, plan, model="online-it")
+        talks = user.run(3)
+        user.close()
+        assert all(t.weight_version == 0 for t in talks)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=120)
+    time.sleep(1)  # the reader thread takes the last lines
+    while not lines.empty():
+        seen.append(lines.get())
+    said = "".join(seen)
+    assert proc.returncode == 0, said[-4000:]
+    assert "stopped serving online-it" in said
+    db = tmp_path / RUN / "feedback.db"
+    with sqlite3.connect(db) as con:
+        stored = con.execute("select count(*) from feedback where batch is null").fetchone()[0]
+    assert stored == 3  # waiting for the run's next iterations

@@ -144,3 +144,5 @@ def test_learning_curve_shows_model_score_next_to_accuracy() -> None:
     assert panels["Reward model"] == ["reward/rm_score_mean", "eval/return_mean"]
     rule_rewarded = {t: k for t, _, k in select_panels(["eval/accuracy", "eval/return_mean"])}
     assert "Reward model" not in rule_rewarded
+    online = {t: k for t, _, k in select_panels(["eval/accuracy", "online/acceptance_rate"])}
+    assert online["Served feedback"] == ["online/acceptance_rate"]
