@@ -147,19 +147,9 @@ def serve(
     return {"url": url, "first_version": weights.version, "last_version": served.version}
 
 
-@flow(name="serve", flow_run_name="serve-{preset}", persist_result=False, log_prints=False)
-def serve_policy(
-    preset: str = "online_arith",
-    overrides: list[str] | None = None,
-    run_name: str | None = None,
-    model: str | None = None,
-    duration_s: float | None = None,
-) -> dict[str, Any]:
-    """:func:`serve` as a Prefect flow: the ``serve-online-arith`` deployment.
-
-    The server runs until the flow run is cancelled (or for ``duration_s`` seconds).
-    """
-    return serve(preset, overrides, run_name, model, duration_s)
+#: :func:`serve` as a Prefect flow, the ``serve-online-arith`` deployment's entrypoint: the
+#: server runs until the flow run is cancelled (or for ``duration_s`` seconds).
+serve_policy = flow(name="serve", flow_run_name="serve-{preset}", persist_result=False)(serve)
 
 
 def _free_port() -> int:

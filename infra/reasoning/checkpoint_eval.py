@@ -15,9 +15,8 @@ from typing import Any
 from infra.checkpoint.export import policy_from_checkpoint
 from infra.checkpoint.reader import CheckpointRef
 from infra.reasoning.evaluation import evaluate_heldout
-from infra.reasoning.model_reward_step import score_all_components
+from infra.reasoning.model_reward_step import score_now
 from infra.reasoning.responses import ResponseBatch, reward_chunk, sampling_params
-from infra.reasoning.reward_scoring import score_chunk
 from infra.reward_model.local_scorer import LocalModelRewardScorer
 from rl_core.config import validate_config
 from rl_core.llm import SamplingParams, hf_generate
@@ -84,17 +83,7 @@ class CheckpointEvaluator:
 
     def score_in_process(self, batch: ResponseBatch) -> list[float]:
         """Rewards of ``batch`` by the run's reward (its model, if any, in this process)."""
-        chunk = self.reward_chunk(batch, list(range(len(batch))))
-        if self.model_reward is None:
-            return score_chunk(self.config_dict["reward"], chunk)
-        return score_all_components(
-            self.config_dict["reward"],
-            self.reward_plan,
-            chunk,
-            self.model_reward,
-            self.cfg.run.seed,
-            None,
-        )
+        return score_now(self, batch, None)
 
     def evaluate(self, step: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """``eval/*`` metrics (accuracy, pass@k, mean reward) and sample rows."""

@@ -144,6 +144,28 @@ def scores_of(outs: list[dict[str, Any]], section: Any) -> ModelRewardScores:
     return ModelRewardScores(scores, failures, seconds)
 
 
+def score_now(owner: Any, batch: ResponseBatch, timeout: float | None) -> list[float]:
+    """Rewards of ``batch`` by ``owner``'s reward, scored now, in this process and its model.
+
+    ``owner`` is a runtime or a checkpoint evaluator: its ``reward_chunk``, ``config_dict``,
+    ``reward_plan``, ``model_reward`` (None: rule rewards only) and ``cfg``. For dynamic
+    sampling and evaluation; a model failure's reward is NaN.
+    """
+    from infra.reasoning.reward_scoring import score_chunk
+
+    chunk = owner.reward_chunk(batch, list(range(len(batch))))
+    if owner.model_reward is None:
+        return score_chunk(owner.config_dict["reward"], chunk)
+    return score_all_components(
+        owner.config_dict["reward"],
+        owner.reward_plan,
+        chunk,
+        owner.model_reward,
+        owner.cfg.run.seed,
+        timeout,
+    )
+
+
 def score_all_components(
     reward_cfg: dict[str, Any],
     plan: RewardPlan,

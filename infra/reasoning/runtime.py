@@ -42,11 +42,10 @@ from infra.reasoning.model_reward_step import (
     ModelRewardScores,
     combine,
     rule_jobs,
-    score_all_components,
+    score_now,
 )
 from infra.reasoning.pipelined_generation import PipelinedGeneration
 from infra.reasoning.responses import ResponseBatch, reward_chunk, sampling_params
-from infra.reasoning.reward_scoring import score_chunk
 from infra.reasoning.reward_step import collect_rewards, reward_jobs
 from infra.reasoning.rollout_source import Generation, RolloutSource, TrainPrompts, generate_split
 from infra.reasoning.sft_steps import sft_step
@@ -231,17 +230,7 @@ class ReasoningRuntime(StepRuntime):
 
         For dynamic sampling and evaluation; a model failure's reward is NaN.
         """
-        chunk = self.reward_chunk(batch, list(range(len(batch))))
-        if self.model_reward is None:
-            return score_chunk(self.config_dict["reward"], chunk)
-        return score_all_components(
-            self.config_dict["reward"],
-            self.reward_plan,
-            chunk,
-            self.model_reward,
-            self.cfg.run.seed,
-            self.timeouts.reward,
-        )
+        return score_now(self, batch, self.timeouts.reward)
 
     def _model_scores(
         self, batch: ResponseBatch, chunk: dict[str, list[Any]] | None, seed: int

@@ -198,19 +198,23 @@ def build_reward_model(model_cfg: Any, spaces: Any = None) -> RewardModelPolicy:
     return load_reward_model(model_cfg)
 
 
-def _policy_of(model: RewardModelPolicy | str | Path) -> RewardModelPolicy:
-    if isinstance(model, RewardModelPolicy):
-        return model
+def local_model_settings(path: str | Path) -> Any:
+    """``model`` settings loading the directory ``path`` in float32, without its own code."""
     from types import SimpleNamespace
 
-    settings = SimpleNamespace(
-        model_path=str(model),
+    return SimpleNamespace(
+        model_path=str(path),
         trust_remote_code=False,
         dtype="float32",
         attn_implementation="sdpa",
         gradient_checkpointing=False,
     )
-    return load_reward_model(settings).eval()
+
+
+def _policy_of(model: RewardModelPolicy | str | Path) -> RewardModelPolicy:
+    if isinstance(model, RewardModelPolicy):
+        return model
+    return load_reward_model(local_model_settings(model)).eval()
 
 
 @torch.no_grad()
@@ -253,21 +257,12 @@ def create_tiny_reward_model(path: str | Path, lm_dir: str | Path, seed: int = 0
     Returns:
         ``path``, a one-label sequence-classification directory.
     """
-    from types import SimpleNamespace
-
     from rl_core.models.tiny_lm import create_tiny_lm
 
     if not (Path(lm_dir) / "config.json").is_file():
         create_tiny_lm(str(lm_dir), seed=seed)
     torch.manual_seed(seed)
-    settings = SimpleNamespace(
-        model_path=str(lm_dir),
-        trust_remote_code=False,
-        dtype="float32",
-        attn_implementation="sdpa",
-        gradient_checkpointing=False,
-    )
-    policy = load_reward_model(settings)
+    policy = load_reward_model(local_model_settings(lm_dir))
     policy.model.save_pretrained(path)
     policy.tokenizer.save_pretrained(path)
     return Path(path)

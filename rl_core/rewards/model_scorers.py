@@ -12,7 +12,6 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -51,16 +50,6 @@ class ModelScores:
         return {"scores": scores, "failures": failures, "seconds": seconds}
 
 
-def _settings(path: str) -> SimpleNamespace:
-    return SimpleNamespace(
-        model_path=path,
-        trust_remote_code=False,
-        dtype="float32",
-        attn_implementation="sdpa",
-        gradient_checkpointing=False,
-    )
-
-
 @MODEL_SCORERS.decorator("classifier")
 class ClassifierScorer:
     """A reward model (one-label sequence classifier): its scalar head's output per text.
@@ -72,9 +61,9 @@ class ClassifierScorer:
     """
 
     def __init__(self, path: str, model_cfg: Any, device: torch.device) -> None:
-        from rl_core.models.reward_model import load_reward_model
+        from rl_core.models.reward_model import load_reward_model, local_model_settings
 
-        self.policy = load_reward_model(_settings(path)).eval().to(device)
+        self.policy = load_reward_model(local_model_settings(path)).eval().to(device)
         self.cfg = model_cfg
 
     @property
@@ -104,8 +93,9 @@ class JudgeScorer:
 
     def __init__(self, path: str, model_cfg: Any, device: torch.device) -> None:
         from rl_core.models.causal_lm import load_causal_lm
+        from rl_core.models.reward_model import local_model_settings
 
-        model, tokenizer = load_causal_lm(_settings(path))
+        model, tokenizer = load_causal_lm(local_model_settings(path))
         self.model = model.eval().to(device)
         self.tokenizer = tokenizer
         self.cfg = model_cfg
