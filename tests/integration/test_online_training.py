@@ -106,7 +106,7 @@ def test_each_feedback_record_is_trained_on_once_across_a_driver_kill(
     assert rates and all(0.0 <= r <= 1.0 for r in rates)
     served_dir = tmp_path / RUN / "served"
     assert (served_dir / "current.json").is_file()
-    assert len(list(served_dir.glob("v*"))) == 2  # the two newest versions are kept
+    assert len(list(served_dir.glob("v*"))) == 2  # the served version and the one before it
 
 
 def test_rlpipe_serve_serves_the_run_and_stores_feedback_until_sigterm(
