@@ -50,14 +50,27 @@ def prefect_cli(args: list[str], env: dict[str, str]) -> None:
     assert proc.returncode == 0, f"prefect {args} failed:\n{(proc.stdout + proc.stderr)[-4000:]}"
 
 
-def wait_state(api, flow_run_id, done, timeout: float = 420):
+def wait_state(api, flow_run_id, done, timeout: float = 420, logs: tuple[Path, ...] = ()):
+    """The flow run once ``done(state)``; else fail with its state history and the tails of
+    ``logs`` (the worker's, the run's), so an intermittent failure says where it stopped."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run = api.read_flow_run(flow_run_id)
         if run.state and done(run.state):
             return run
         time.sleep(1)
-    raise AssertionError(f"flow run stuck in {run.state.type if run.state else None}")
+    states = [
+        f"{s.timestamp} {s.type.value} {s.name}" for s in api.read_flow_run_states(flow_run_id)
+    ]
+    tails = [
+        f"--- {log} ---\n{log.read_text(errors='replace')[-3000:]}" for log in logs if log.is_file()
+    ]
+    raise AssertionError(
+        f"flow run stuck in {run.state.type if run.state else None}; states:\n"
+        + "\n".join(states)
+        + "\n"
+        + "\n".join(tails)
+    )
 
 
 def wait_for_file(path: Path, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:

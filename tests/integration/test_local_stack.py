@@ -190,7 +190,8 @@ def cancel_in_the_ui(env: dict[str, str], out: Path, ui: str) -> None:
             (button,) = [b for b in browser.find_elements(By.XPATH, confirm) if b.is_displayed()]
             button.click()
             cancelled_at = time.monotonic()
-        done = wait_state(api, flow_run.id, lambda s: s.is_final(), timeout=180)
+        logs = (*out.parent.glob("*/logs/worker.log"), out / "deploy-cancel" / "rlpipe.log")
+        done = wait_state(api, flow_run.id, lambda s: s.is_final(), timeout=180, logs=logs)
         assert done.state.is_cancelled(), done.state
         took = time.monotonic() - cancelled_at
         assert took < 90, f"the cancelled run took {took:.0f} s to stop"
