@@ -31,7 +31,7 @@ from infra.driver.guard import ITERATION_RETRIES
 from infra.driver.session import STOP_REQUESTED, TrainSession
 from infra.driver.step_runtime import StepResult
 from infra.extensions import load_extension_modules
-from infra.ops.prefect_api import lasting_flow_run_url
+from infra.ops.prefect_api import lasting_flow_run_url, wait_for_configured_api
 from infra.provenance import git_commit
 from infra.tracking.register_run import last_metric
 from infra.tracking.secrets import install_log_redaction
@@ -239,7 +239,7 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
                 # its retry was dropped (see IterationGuard.recover): the steps done are kept
                 reruns[it] = reruns.get(it, 0) + 1
                 logger.warning("iteration %d failed and was not retried; running it again", it)
-                wait_for_prefect_api()  # (a restarting API: the rerun would fail at once)
+                wait_for_configured_api()  # (a restarting API: the rerun would fail at once)
                 continue
             else:
                 raise
@@ -358,42 +358,6 @@ def finish_tracking(session: TrainSession, register: bool = True) -> dict[str, A
         "registered_model": registered["registered_model"],
         "registered_checkpoint": registered["which"],
     }
-
-
-#: Longest wait for an unreachable Prefect API before an iteration runs again.
-API_WAIT_SECONDS = 180.0
-
-
-def wait_for_prefect_api(timeout: float = API_WAIT_SECONDS) -> bool:
-    """Wait until the Prefect API answers its health check (at most ``timeout`` seconds).
-
-    A new Prefect client fails at once when the API refuses connections (it retries only
-    once it has connected), so an iteration run again while the API restarts would fail
-    straight away.
-
-    Returns:
-        Whether the API answered (True at once when it does, or when none is configured).
-    """
-    import urllib.request
-
-    from prefect.settings import PREFECT_API_URL
-
-    url = PREFECT_API_URL.value()
-    if not url:
-        return True
-    deadline = time.monotonic() + timeout
-    warned = False
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=5):
-                return True
-        except OSError:
-            if time.monotonic() > deadline:
-                return False
-            if not warned:
-                logger.warning("the Prefect API at %s does not answer; waiting for it", url)
-                warned = True
-            time.sleep(1.0)
 
 
 def _evaluate_before_training(session: TrainSession) -> None:

@@ -106,12 +106,9 @@ class LocalPrefectServer:
                 raise RuntimeError(
                     f"prefect server exited with code {self.process.returncode}; see {self._log.name}"
                 )
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.25)
+            if api_answers(self.url):
+                return
+            time.sleep(0.25)
         raise RuntimeError(
             f"prefect server did not become healthy in {timeout:.0f}s; see {self._log.name}"
         )
@@ -170,6 +167,50 @@ def start_prefect_api(state_dir: Path) -> LocalPrefectServer | None:
     os.environ.update({"PREFECT_API_URL": server.url, **CLIENT_SETTINGS})
     _started = server
     return server
+
+
+def api_answers(api_url: str, timeout: float = 2.0) -> bool:
+    """Whether the Prefect API at ``api_url`` (``http://host:port/api``) answers ``/health``."""
+    try:
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def wait_until_api_answers(api_url: str, timeout: float) -> bool:
+    """Wait (at most ``timeout`` seconds) until the Prefect API at ``api_url`` answers.
+
+    Returns:
+        Whether it answered.
+    """
+    deadline = time.monotonic() + timeout
+    warned = False
+    while not api_answers(api_url):
+        if time.monotonic() > deadline:
+            return False
+        if not warned:
+            logger.warning("the Prefect API at %s does not answer; waiting for it", api_url)
+            warned = True
+        time.sleep(1.0)
+    return True
+
+
+#: Longest wait for an unreachable Prefect API before an iteration runs again.
+API_WAIT_SECONDS = 180.0
+
+
+def wait_for_configured_api(timeout: float = API_WAIT_SECONDS) -> bool:
+    """Wait for the Prefect API of this process's settings to answer (True at once without one).
+
+    A new Prefect client fails at once when the API refuses connections (it retries only
+    once it has connected), so an iteration run again while the API restarts would fail
+    straight away.
+    """
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    return True if not url else wait_until_api_answers(url, timeout)
 
 
 def wait_for_prefect_api(server: LocalPrefectServer, timeout: float = 60.0) -> None:

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from flows.run_loop import wait_for_prefect_api
+from infra.ops.prefect_api import wait_for_configured_api
 from infra.ops.processes import free_port
 
 
@@ -26,14 +26,14 @@ def test_it_returns_once_the_api_answers_and_gives_up_after_the_timeout() -> Non
     port = free_port()
     with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{port}/api"}):
         start = time.monotonic()
-        assert wait_for_prefect_api(timeout=1.0) is False  # nothing listens
+        assert wait_for_configured_api(timeout=1.0) is False  # nothing listens
         assert 1.0 <= time.monotonic() - start < 5.0
         server = ThreadingHTTPServer(("127.0.0.1", port), _Health)
         starter = threading.Timer(1.5, server.serve_forever)  # the API comes back later
         starter.start()
         try:
             start = time.monotonic()
-            assert wait_for_prefect_api(timeout=30.0) is True
+            assert wait_for_configured_api(timeout=30.0) is True
             assert time.monotonic() - start < 10.0
         finally:
             server.shutdown()
