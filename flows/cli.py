@@ -112,6 +112,15 @@ def run_cli(
     terminal.close()
     signum = stop_signal()
     stopped = summary.get("stopped") or ("request" if signum is not None else None)
+    if stopped == "idle":  # e.g. an externally served online run: no feedback batch waiting
+        _print_summary(summary, "rlpipe run trained what was waiting")
+        console.print(
+            f"nothing more to train after iteration {summary.get('iterations')} (no full "
+            "batch of feedback waiting); the checkpoint is committed and the next start "
+            "continues",
+            soft_wrap=True,
+        )
+        return EXIT_FINISHED
     _print_summary(summary, "rlpipe run stopped" if stopped else "rlpipe run finished")
     if stopped:
         if stopped == "budget":

@@ -215,6 +215,12 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
         if STOP_REQUESTED.is_set():  # (a signal between the evaluation and this loop)
             stopped = _stop_on_request(session)
             break
+        idle = session.runtime.idle_reason(it)
+        if idle is not None:  # (e.g. an online run waiting for the next batch of feedback)
+            logger.info("nothing to train at iteration %d (%s): stopping; rerun to go on", it, idle)
+            _commit_before_stopping(session)
+            stopped = idle
+            break
         try:
             result = step_flow(session.id, it)
         except TerminationSignal as exc:

@@ -33,14 +33,8 @@ from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import locate_checkpoint
 from infra.checkpoint.store import open_store
 from infra.cluster import ray_cluster
-from infra.online.deployment import (
-    ServerSettings,
-    Weights,
-    read_weights,
-    start_policy_server,
-)
-from infra.online.runtime import SERVED_DIR, WEIGHTS_FILE, store_path
-from infra.online.service import token_digest
+from infra.online.deployment import Weights, read_weights, start_policy_server
+from infra.online.runtime import SERVED_DIR, WEIGHTS_FILE, server_settings, store_path
 from rl_core.config import RLPipeConfig, load_config
 
 logger = logging.getLogger("rlpipe.serve")
@@ -78,6 +72,21 @@ def served_weights(cfg: RLPipeConfig, model: str | None, tracking_uri: str | Non
     return Weights(0, str(Path(prepared.model.model_path).resolve()))
 
 
+def trainer_overrides(cfg: RLPipeConfig, given: list[str]) -> list[str]:
+    """The overrides of the run that trains on this endpoint's feedback (event payload).
+
+    The served run's own, then: an external endpoint, no simulated user, and the output
+    folder and store as absolute paths (the flow run may start in another folder).
+    """
+    return [
+        *given,
+        "online.server=external",
+        "online.user.enabled=false",
+        f"run.output_dir={Path(cfg.run.output_dir).resolve()}",
+        f"online.store={store_path(cfg).resolve()}",
+    ]
+
+
 def serve(
     preset: str = "online_arith",
     overrides: list[str] | None = None,
@@ -99,8 +108,8 @@ def serve(
     Returns:
         The URL served and the versions it served.
     """
-    overrides = [*(overrides or []), *([f"run.name={run_name}"] if run_name else [])]
-    cfg = load_config(preset, overrides)
+    given = list(overrides or [])
+    cfg = load_config(preset, [*given, *([f"run.name={run_name}"] if run_name else [])])
     online = getattr(cfg, "online", None)
     if online is None:
         raise ValueError(f"{preset}: only reasoning runs (language models) can be served")
@@ -110,17 +119,14 @@ def serve(
         cfg.tracking.tracking_uri, Path(cfg.run.output_dir).resolve()
     )
     weights = served_weights(cfg, model, tracking_uri)
-    run_dir = Path(cfg.run.output_dir) / cfg.run.name
     token = os.environ.get(online.token_env) or None
-    settings = ServerSettings(
-        model_name=online.model_name or cfg.run.name,
-        store=str(store_path(cfg).resolve()),
-        weights_file=str((run_dir / SERVED_DIR / WEIGHTS_FILE).resolve()),
-        token_sha256=token_digest(token),
-        max_new_tokens=cfg.rollout.max_new_tokens,
-        temperature=cfg.rollout.temperature,
-        threshold=online.batch_size,
-        resource_id=f"rlpipe.online.{cfg.run.name}",
+    settings = server_settings(
+        cfg,
+        token,
+        trainer="external",
+        preset=str(Path(preset).resolve()) if Path(preset).is_file() else preset,
+        run_name=cfg.run.name,
+        overrides=trainer_overrides(cfg, given),
     )
     ray_cluster.connect_cluster(cfg.cluster)
     port = online.port or _free_port()

@@ -156,6 +156,10 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`outcome` or `reinforce_plus_plus`, `run.mode: sync`, `agent.loop: single_turn`, no "
         "dynamic sampling and no LoRA."
     ),
+    ("OnlineConfig", "_user_needs_own_server"): (
+        "`online.user.enabled: true` needs `online.server: run` (the simulated user asks the "
+        "run's own endpoint)."
+    ),
     ("ReasoningConfig", "_advantage_fits_model"): (
         "Reasoning models need a sequence/token estimator (`grpo`, `dr_grpo`, `rloo`, "
         "`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, or `token_gae` with "

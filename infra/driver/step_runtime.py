@@ -147,6 +147,14 @@ class StepRuntime(ABC):
     def weight_sync(self, iteration: int) -> StepResult:
         """Push the trainer's weights to the rollout workers."""
 
+    def idle_reason(self, iteration: int) -> str | None:
+        """Why there is nothing to train at ``iteration`` now (None: train it).
+
+        The run then commits its checkpoint and stops with this reason; rerunning the same
+        command continues. Runs that train on a fixed schedule are never idle.
+        """
+        return None
+
     @abstractmethod
     def rollout(self, iteration: int) -> StepResult:
         """Collect experience; the result's ``env_steps`` are the samples collected."""

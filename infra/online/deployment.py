@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,9 @@ class ServerSettings:
         threshold: Feedback records per training batch: each time the unclaimed ones reach a
             multiple of it, the replica emits the Prefect event ``rlpipe.feedback.ready``.
         resource_id: The event's resource id (``rlpipe.online.<run name>``).
+        trainer: Who trains on the feedback: ``run`` or ``external`` (the event's
+            ``rlpipe.online.trainer`` label).
+        trigger: The parameters of the train flow run the event should start (its payload).
     """
 
     model_name: str
@@ -64,6 +67,8 @@ class ServerSettings:
     temperature: float = 1.0
     threshold: int = 0
     resource_id: str = "rlpipe.online"
+    trainer: str = "run"
+    trigger: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,11 @@ class PolicyServer:
                 token_sha256=s.token_sha256,
                 max_new_tokens=s.max_new_tokens,
                 temperature=s.temperature,
-                on_feedback=ReadyEvents(s.threshold, s.resource_id) if s.threshold else None,
+                on_feedback=(
+                    ReadyEvents(s.threshold, s.resource_id, trainer=s.trainer, trigger=s.trigger)
+                    if s.threshold
+                    else None
+                ),
             )
         else:
             self.service.swap(main)

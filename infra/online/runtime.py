@@ -22,7 +22,13 @@ import torch
 
 from infra.checkpoint.export import export_policy
 from infra.driver.step_runtime import StepResult
-from infra.online.deployment import ServerSettings, Weights, start_policy_server, update_weights
+from infra.online.deployment import (
+    ServerSettings,
+    Weights,
+    read_weights,
+    start_policy_server,
+    update_weights,
+)
 from infra.online.feedback_generation import FeedbackGeneration
 from infra.online.service import token_digest
 from infra.online.simulated_user import SimulatedUser
@@ -38,6 +44,31 @@ logger = logging.getLogger(__name__)
 SERVED_DIR = "served"
 #: The weights file the replicas serve (in ``<run dir>/served``).
 WEIGHTS_FILE = "current.json"
+
+
+def server_settings(cfg: Any, token: str | None, trainer: str, **trigger: Any) -> ServerSettings:
+    """The endpoint's settings for an online run's config.
+
+    Args:
+        cfg: The run's validated config.
+        token: The bearer token (only its digest is kept), or None.
+        trainer: Who trains on the feedback: ``run`` (the run serving it) or ``external``
+            (runs with ``online.server=external``, e.g. started by the feedback-ready event).
+        trigger: Parameters of the train flow run the event should start (its payload).
+    """
+    run_dir = Path(cfg.run.output_dir) / cfg.run.name
+    return ServerSettings(
+        model_name=cfg.online.model_name or cfg.run.name,
+        store=str(store_path(cfg).resolve()),
+        weights_file=str((run_dir / SERVED_DIR / WEIGHTS_FILE).resolve()),
+        token_sha256=token_digest(token),
+        max_new_tokens=cfg.rollout.max_new_tokens,
+        temperature=cfg.rollout.temperature,
+        threshold=cfg.online.batch_size,
+        resource_id=f"rlpipe.online.{cfg.run.name}",
+        trainer=trainer,
+        trigger=trigger,
+    )
 
 
 def store_path(cfg: Any) -> Path:
@@ -71,19 +102,20 @@ class OnlineRuntime(ReasoningRuntime):
         self.run_dir = Path(cfg.run.output_dir) / cfg.run.name
         self.feedback_store = FeedbackStore(store_path(cfg))
         token = os.environ.get(online.token_env) or None
-        self.server_settings = ServerSettings(
-            model_name=online.model_name or cfg.run.name,
-            store=str(store_path(cfg).resolve()),
-            weights_file=str((self.run_dir / SERVED_DIR / WEIGHTS_FILE).resolve()),
-            token_sha256=token_digest(token),
-            max_new_tokens=cfg.rollout.max_new_tokens,
-            temperature=cfg.rollout.temperature,
-            threshold=online.batch_size,
-            resource_id=f"rlpipe.online.{cfg.run.name}",
-        )
+        self.server_settings = server_settings(cfg, token, trainer="run")
         self._export_model = get_model(cfg.model, None)
         self.served_version: int | None = None
         self._served_dir: Path | None = None
+        self.url: str | None = None
+        if online.server == "external":
+            self._note_served()
+            logger.info(
+                "training %s on the feedback in %s; new versions go to %s",
+                cfg.run.name,
+                self.server_settings.store,
+                self.server_settings.weights_file,
+            )
+            return FeedbackGeneration(self.feedback_store, cfg.run.name, online, None)
         first = self._export(self.published_version)
         port = online.port or free_port()
         self.url = start_policy_server(
@@ -97,6 +129,32 @@ class OnlineRuntime(ReasoningRuntime):
             plan = QuestionPlan(train, online.user.noise, cfg.run.seed)
             user = SimulatedUser(self.url, plan, token=token, model=self.server_settings.model_name)
         return FeedbackGeneration(self.feedback_store, cfg.run.name, online, user)
+
+    @property
+    def external(self) -> bool:
+        """Whether an endpoint started apart (``rlpipe serve``) serves this run."""
+        return self.cfg.online.server == "external"
+
+    def _note_served(self) -> None:
+        """What the external endpoint serves now (its weights file), if anything."""
+        path = Path(self.server_settings.weights_file)
+        if path.is_file():
+            current = read_weights(path)
+            self.served_version, self._served_dir = current.version, Path(current.model_dir)
+
+    def idle_reason(self, iteration: int) -> str | None:
+        """``idle`` when an externally served run has no full batch of feedback waiting.
+
+        Such a run trains the batches that are there and stops; the next feedback-ready
+        event starts it again. (A batch this iteration claimed before is always there.)
+        """
+        if not self.external:
+            return None
+        if self.feedback_store.claimed(self.cfg.run.name, iteration):
+            return None
+        if self.feedback_store.pending() >= self.cfg.online.batch_size:
+            return None
+        return "idle"
 
     def _export(self, version: int) -> Path:
         """The trainer's weights as served version ``version`` (a model directory)."""
@@ -126,17 +184,34 @@ class OnlineRuntime(ReasoningRuntime):
         return out
 
     def weight_sync(self, iteration: int) -> StepResult:
-        """Trainer → rollout engines, then → the served policy (a new version)."""
+        """Trainer → rollout engines, then → the served policy (a new version).
+
+        An external endpoint gets new versions at checkpoints instead (only committed
+        weights: the next start resumes from them).
+        """
         result = super().weight_sync(iteration)
-        if self.served_version == self.published_version:
+        if self.external or self.served_version == self.published_version:
             return result
-        start = time.perf_counter()
-        folder = self._export(self.published_version)
-        update_weights(Weights(self.published_version, str(folder)), self.server_settings)
-        self.served_version = self.published_version
-        seconds = time.perf_counter() - start
+        seconds = self._publish(self.published_version)
         metrics = {**result.metrics, "online/serve_sync_seconds": seconds}
         return StepResult(result.seconds + seconds, metrics, info=result.info)
+
+    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+        """The checkpoint; an external endpoint then serves its weights."""
+        saved = super().save_checkpoint(store_uri, step)
+        version = self.checkpointed_version
+        if self.external and version is not None and version != self.served_version:
+            self._publish(version)
+            logger.info("published weight version %d to %s", version, self.cfg.run.name)
+        return saved
+
+    def _publish(self, version: int) -> float:
+        """Export the trainer's weights as ``version`` and serve them; the seconds taken."""
+        start = time.perf_counter()
+        folder = self._export(version)
+        update_weights(Weights(version, str(folder)), self.server_settings)
+        self.served_version = version
+        return time.perf_counter() - start
 
     def reward_jobs(self, iteration: int) -> list[Any]:
         """None: the feedback is the reward (scored when the batch was taken)."""
@@ -153,16 +228,18 @@ class OnlineRuntime(ReasoningRuntime):
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
         """Restore the run; the next weight sync serves the restored weights."""
         super().load_checkpoint(store_uri, folder, step)
-        self.served_version = None
+        if not self.external:  # (an external endpoint serves committed versions only)
+            self.served_version = None
 
     def shutdown(self) -> None:
         """Stop serving, then every worker."""
         from ray import serve
 
-        try:
-            serve.shutdown()
-        except Exception as exc:  # noqa: BLE001 - shutting down: report, go on
-            logger.warning("stopping the policy server: %s", exc)
+        if not self.external:
+            try:
+                serve.shutdown()
+            except Exception as exc:  # noqa: BLE001 - shutting down: report, go on
+                logger.warning("stopping the policy server: %s", exc)
         self.feedback_store.close()
         if self.generation.user is not None:
             self.generation.user.close()

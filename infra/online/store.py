@@ -207,6 +207,14 @@ class FeedbackStore:
                 0
             ]
 
+    def claimed(self, run: str, batch: int) -> bool:
+        """Whether ``run``'s batch ``batch`` was claimed (its records are kept for it)."""
+        with self._lock:
+            row = self._db.execute(
+                "select 1 from feedback where run = ? and batch = ? limit 1", (run, batch)
+            ).fetchone()
+        return row is not None
+
     def claim(self, run: str, batch: int, size: int) -> list[FeedbackRecord] | None:
         """The records of ``run``'s batch ``batch``: claimed now, or those claimed before.
 

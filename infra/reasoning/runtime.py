@@ -333,7 +333,11 @@ class ReasoningRuntime(StepRuntime):
         self.faults.arm("checkpoint", step - 1, self.actor[0])
         folder = step_dir_name(step)
         timeout = self.timeouts.checkpoint
-        self.actor.call_within("checkpoint", timeout, "save_checkpoint", store_uri, folder)
+        saved = self.actor.call_within("checkpoint", timeout, "save_checkpoint", store_uri, folder)
+        #: The weight version the last checkpoint holds (None: the trainer does not say).
+        self.checkpointed_version = next(
+            (r["version"] for r in saved if isinstance(r, dict) and "version" in r), None
+        )
         store = open_store(store_uri)
         self.generation.save(store, folder, timeout)  # (may put the prompt cursor back)
         state = {"sampler": self.sampler.state_dict()}

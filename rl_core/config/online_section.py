@@ -10,7 +10,9 @@ version: nothing is generated or tokenized again) as its batch. The simulated us
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from rl_core.config.limits import MAX_PROMPTS
 from rl_core.config.sections import Section, check_registered_name
@@ -36,6 +38,14 @@ class OnlineConfig(Section):
 
     enabled: bool = Field(
         False, description="Serve the policy and train on feedback instead of sampled prompts."
+    )
+    server: Literal["run", "external"] = Field(
+        "run",
+        description="online: run: the run serves its policy itself and trains until "
+        "run.max_iterations; external: an endpoint started apart (rlpipe serve, same run name "
+        "and store) serves it, each start trains on the full batches of feedback waiting, "
+        "publishes the new weights to the endpoint and stops (the feedback-ready automation "
+        "starts it).",
     )
     host: str = Field(
         "127.0.0.1",
@@ -77,6 +87,15 @@ class OnlineConfig(Section):
         "(None: wait as long as it takes).",
     )
     user: SimulatedUserConfig = Field(default_factory=SimulatedUserConfig)
+
+    @model_validator(mode="after")
+    def _user_needs_own_server(self) -> OnlineConfig:
+        if self.user.enabled and self.server == "external":
+            raise ValueError(
+                "online.user.enabled = true needs online.server = run: the simulated user "
+                "asks the run's own endpoint (an external endpoint's users are its clients)"
+            )
+        return self
 
     @field_validator("baseline")
     @classmethod

@@ -73,6 +73,18 @@ def test_deploy_all_creates_every_deployment(prefect_api: str, tmp_path: Path) -
         assert automation.trigger.expect == {"rlpipe.model.registered"}
         (run_promote,) = automation.actions
         assert "rlpipe.model" in str(run_promote.parameters["model_name"])
+        # online training: an automation on each batch of feedback an external endpoint has
+        online = deployments["train-online-on-feedback"]
+        (automation,) = [
+            a
+            for a in api.read_automations()
+            if any(getattr(action, "deployment_id", None) == online.id for action in a.actions)
+        ]
+        assert automation.trigger.expect == {"rlpipe.feedback.ready"}
+        labels = automation.trigger.match.model_dump()
+        assert labels["rlpipe.online.trainer"] == "external", labels
+        (run_training,) = automation.actions
+        assert "event.payload.run_name" in str(run_training.parameters["run_name"])
         (schedule,) = deployments["evaluate-latest"].schedules
         assert schedule.schedule.cron == "0 * * * *" and not schedule.active  # deployed paused
         assert all(not deployments[n].schedules for n in wanted if n != "evaluate-latest")

@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from infra.online.simulated_user import SimulatedUser
 from rl_core.data.arithmetic import ArithmeticTask
-from rl_core.models.tiny_lm import create_tiny_lm
 from rl_core.online.simulated_user import QuestionPlan
 from tests.integration.conftest import ROOT, run_process, run_train, train_cmd
+from tests.integration.online_preset import tiny_online_preset
 
 pytestmark = pytest.mark.integration
 
@@ -34,33 +33,7 @@ ITERATIONS = 4
 @pytest.fixture(scope="module")
 def preset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """online_arith on the tiny model (one layer): 4 iterations of 8 feedback records."""
-    root = tmp_path_factory.mktemp("online")
-    model = create_tiny_lm(root / "tiny", num_hidden_layers=1)
-    config = {
-        "run": {
-            "name": RUN,
-            "max_iterations": ITERATIONS,
-            "eval_interval": 2,
-            "checkpoint_interval": 2,
-        },
-        "model": {"model_type": "hf_causal_lm", "model_path": str(model)},
-        "data": {"prompts_per_batch": BATCH, "eval_size": 8},
-        "rollout": {"max_new_tokens": 4},
-        "algorithm": {"adv_type": "outcome", "group_size": 1, "normalize_advantages": False},
-        "reward": {"reward_type": "math_verify"},
-        "actor": {"micro_batch_size": BATCH, "lr": 1.0e-2},
-        "eval": {"pass_k": 1, "sample_rows": 2},
-        "online": {
-            "enabled": True,
-            "port": 0,
-            "batch_size": BATCH,
-            "user": {"enabled": True, "noise": 0.2},
-        },
-        "tracking": {"registered_model_name": None, "system_metrics": False},
-    }
-    path = root / "online_tiny.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return tiny_online_preset(tmp_path_factory.mktemp("online"), RUN, BATCH, ITERATIONS)
 
 
 def batches(db: Path) -> dict[int, list[str]]:

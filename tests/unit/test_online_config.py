@@ -27,11 +27,18 @@ def test_the_preset_is_an_online_reasoning_run() -> None:
         ("online.user.noise=0.5", r"online.user.noise"),
         ("online.batch_size=0", r"online.batch_size"),
         ("online.port=70000", r"online.port"),
+        ("online.server=external", r"online.user.enabled = true needs online.server = run"),
+        ("online.server=remote", r"online.server"),
     ],
 )
 def test_bad_online_settings_fail_naming_the_field(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config("online_arith", [override])
+
+
+def test_an_externally_served_run_has_no_simulated_user() -> None:
+    cfg = load_config("online_arith", ["online.server=external", "online.user.enabled=false"])
+    assert cfg.online.server == "external" and not cfg.online.user.enabled
 
 
 def test_serving_beyond_loopback_needs_a_token(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,6 +21,10 @@ class Runtime:
     def __init__(self, dead_after_failure: bool) -> None:
         self.dead_after_failure = dead_after_failure
         self.failed = False
+        self.idle_from: int | None = None
+
+    def idle_reason(self, iteration: int) -> str | None:
+        return "idle" if self.idle_from is not None and iteration >= self.idle_from else None
 
     def repair(self) -> dict[str, list[int]]:
         return {"env": [0]} if self.failed and self.dead_after_failure else {}
@@ -43,6 +47,11 @@ class Session:
         self.rewound_to: list[int] = []
         self.supervised = False
         self.store_uri = "unused"
+        self.checkpoints: list[int] = []
+
+    def checkpoint(self) -> None:
+        self.checkpoints.append(self.state.iteration)
+        self.manifest = {"step": self.state.iteration}
 
     def rewind(self) -> int:
         self.state = RunState(iteration=2, env_steps=200)  # the step-2 checkpoint
@@ -105,3 +114,14 @@ def test_a_failure_past_the_retry_budget_ends_the_run() -> None:
     with pytest.raises(RuntimeError, match="ActorDiedError"):
         _iterate(session, True, flow_failing_at(3, session, ran, times=3))
     assert ran == [0, 1, 2, 3, 3, 3] and session.rewound_to == []
+
+
+def test_an_idle_runtime_stops_the_run_after_committing_what_it_trained() -> None:
+    session = Session(dead_after_failure=False)
+    session.manifest = None
+    session.runtime.idle_from = 2  # e.g. an online run with two batches of feedback waiting
+    ran: list[int] = []
+    result = _iterate(session, True, flow_failing_at(-1, session, ran))
+    assert ran == [0, 1]
+    assert result["stopped"] == "idle" and result["iterations"] == 2
+    assert session.checkpoints == [2]  # committed before stopping; the next start goes on

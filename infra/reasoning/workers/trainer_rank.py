@@ -144,7 +144,7 @@ class TrainerRank(WorkerBase):
                 "layout": layout,
             }
             store.write_bytes(f"{folder}/actor_0/trainer_state.pt", object_to_bytes(state))
-        return {"seconds": watch.elapsed()}
+        return {"seconds": watch.elapsed(), "version": self.version}
 
     def load_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
         """Restore what :meth:`save_checkpoint` wrote (collective)."""
