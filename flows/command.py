@@ -6,6 +6,7 @@
     rlpipe convert --run-name NAME --out DIR                   # checkpoint -> model directory
     rlpipe promote [--model NAME] [--auto-approve]             # = python flows/promote.py
     rlpipe serve [--config PRESET] [--model URI]               # = python flows/serve.py
+    rlpipe promote-served [--config PRESET] [--auto-approve]   # = python flows/promote_served.py
     rlpipe sweep --config PRESET --seeds 0-4 [--grid a.b=1,2]  # seeds x grid, shown together
     rlpipe runs [--output-dir outputs]                         # local runs and their state
     rlpipe stack [up|down|status|env]                          # = bash scripts/stack.sh
@@ -53,6 +54,10 @@ COMMANDS: dict[str, Command] = {
     ),
     "promote": Command(
         "flows.promote:main", "move 'best' to the newest model version if it wins (gated)"
+    ),
+    "promote-served": Command(
+        "flows.promote_served:main",
+        "make an online run's A/B candidate the served main version if users prefer it",
     ),
     "serve": Command(
         "flows.serve:main", "serve an online run's policy (OpenAI-compatible, with feedback)"

@@ -66,7 +66,7 @@ def compare_versions(tracking_uri: str, model_name: str, min_improvement: float)
     return compare_newest_with_best(client, tracking_uri, model_name, min_improvement)
 
 
-def ask_for_approval(comparison: Comparison, timeout: float) -> PromotionDecision:
+def ask_for_approval(comparison: Any, timeout: float) -> PromotionDecision:
     """Pause the flow run until the approval form is submitted in the Prefect UI."""
     logger.info(
         "%s; waiting up to %.0fs for approval: open this flow run in the Prefect UI and "
@@ -135,8 +135,12 @@ def promote(
     return {**result, "outcome": outcome, "promoted": promoted, "note": note}
 
 
-def decide(comparison: Comparison, cfg: RLPipeConfig, auto_approve: bool | None) -> tuple[str, str]:
-    """The outcome (see :data:`infra.tracking.promotion.OUTCOMES`) and its note."""
+def decide(comparison: Any, cfg: RLPipeConfig, auto_approve: bool | None) -> tuple[str, str]:
+    """The outcome (see :data:`infra.tracking.promotion.OUTCOMES`) and its note.
+
+    ``comparison`` has ``wins``, ``summary()`` and ``markdown()``: a :class:`Comparison` of
+    registered versions, or an A/B comparison of served ones.
+    """
     if not comparison.wins:
         return "not_better", comparison.summary()
     if cfg.tracking.promotion_auto_approve if auto_approve is None else auto_approve:

@@ -236,10 +236,10 @@ def start_policy_server(
     return f"http://{host}:{port}"
 
 
-def update_weights(weights: Weights, settings: ServerSettings) -> None:
+def update_weights(weights: Weights, weights_file: str | Path) -> None:
     """Serve new weights: each replica loads them before its next request."""
-    previous = file_stamp(settings.weights_file)
-    write_weights(settings.weights_file, weights)
-    while file_stamp(settings.weights_file) == previous:  # a coarse clock and a reused inode
+    previous = file_stamp(weights_file) if Path(weights_file).exists() else None
+    write_weights(weights_file, weights)
+    while file_stamp(weights_file) == previous:  # a coarse clock and a reused inode
         time.sleep(0.01)
-        write_weights(settings.weights_file, weights)
+        write_weights(weights_file, weights)

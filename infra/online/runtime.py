@@ -22,14 +22,15 @@ import torch
 
 from infra.checkpoint.export import export_policy
 from infra.driver.step_runtime import StepResult
-from infra.online.deployment import (
-    ServerSettings,
-    Weights,
-    read_weights,
-    start_policy_server,
-    update_weights,
-)
+from infra.online.deployment import ServerSettings, Weights, start_policy_server
 from infra.online.feedback_generation import FeedbackGeneration
+from infra.online.served_versions import (
+    ab_comparison,
+    ab_metrics,
+    current_weights,
+    publish_version,
+    served_dirs,
+)
 from infra.online.service import token_digest
 from infra.online.simulated_user import SimulatedUser
 from infra.online.store import FeedbackStore
@@ -44,6 +45,11 @@ logger = logging.getLogger(__name__)
 SERVED_DIR = "served"
 #: The weights file the replicas serve (in ``<run dir>/served``).
 WEIGHTS_FILE = "current.json"
+
+
+def newest_version(weights: Weights) -> int:
+    """The newest version ``weights`` serves (the candidate when there is one)."""
+    return weights.version if weights.candidate_version is None else weights.candidate_version
 
 
 def server_settings(cfg: Any, token: str | None, trainer: str, **trigger: Any) -> ServerSettings:
@@ -104,8 +110,10 @@ class OnlineRuntime(ReasoningRuntime):
         token = os.environ.get(online.token_env) or None
         self.server_settings = server_settings(cfg, token, trainer="run")
         self._export_model = get_model(cfg.model, None)
+        #: The newest version published (main, or the candidate under gated promotion).
         self.served_version: int | None = None
-        self._served_dir: Path | None = None
+        #: Share of requests a new version gets as the candidate (None: it replaces main).
+        self.candidate_share = online.candidate_share if cfg.tracking.promotion == "gated" else None
         self.url: str | None = None
         if online.server == "external":
             self._note_served()
@@ -116,12 +124,13 @@ class OnlineRuntime(ReasoningRuntime):
                 self.server_settings.weights_file,
             )
             return FeedbackGeneration(self.feedback_store, cfg.run.name, online, None)
-        first = self._export(self.published_version)
+        weights = current_weights(self.server_settings.weights_file)
+        if self.candidate_share is None or weights is None:  # (gated: main stays promoted)
+            first = self._export(self.published_version).resolve()
+            weights = Weights(self.published_version, str(first))
         port = online.port or free_port()
-        self.url = start_policy_server(
-            self.server_settings, Weights(self.published_version, str(first)), online.host, port
-        )
-        self.served_version = self.published_version
+        self.url = start_policy_server(self.server_settings, weights, online.host, port)
+        self.served_version = newest_version(weights)
         logger.info("serving %s at %s/v1", self.server_settings.model_name, self.url)
         user = None
         if online.user.enabled:
@@ -137,10 +146,9 @@ class OnlineRuntime(ReasoningRuntime):
 
     def _note_served(self) -> None:
         """What the external endpoint serves now (its weights file), if anything."""
-        path = Path(self.server_settings.weights_file)
-        if path.is_file():
-            current = read_weights(path)
-            self.served_version, self._served_dir = current.version, Path(current.model_dir)
+        current = current_weights(self.server_settings.weights_file)
+        if current is not None:
+            self.served_version = newest_version(current)
 
     def idle_reason(self, iteration: int) -> str | None:
         """``idle`` when an externally served run has no full batch of feedback waiting.
@@ -175,12 +183,11 @@ class OnlineRuntime(ReasoningRuntime):
             source={"run_name": self.cfg.run.name, "weight_version": version},
             overwrite=True,
         )
-        # keep the new version and the one replicas may still serve until they swap
-        keep = {out, self._served_dir}
+        # keep the new version and those replicas serve until they load the next weights file
+        keep = {out.resolve(), *served_dirs(current_weights(self.server_settings.weights_file))}
         for old in (self.run_dir / SERVED_DIR).glob("v*"):
-            if old not in keep:
+            if old.resolve() not in keep:
                 shutil.rmtree(old, ignore_errors=True)
-        self._served_dir = out
         return out
 
     def weight_sync(self, iteration: int) -> StepResult:
@@ -206,12 +213,28 @@ class OnlineRuntime(ReasoningRuntime):
         return saved
 
     def _publish(self, version: int) -> float:
-        """Export the trainer's weights as ``version`` and serve them; the seconds taken."""
+        """Export the trainer's weights as ``version`` and serve them; the seconds taken.
+
+        The new version replaces main, or, under gated promotion, becomes the A/B candidate.
+        """
         start = time.perf_counter()
         folder = self._export(version)
-        update_weights(Weights(version, str(folder)), self.server_settings)
+        weights_file = self.server_settings.weights_file
+        publish_version(weights_file, version, str(folder.resolve()), self.candidate_share)
         self.served_version = version
         return time.perf_counter() - start
+
+    def rollout(self, iteration: int) -> StepResult:
+        """The batch of feedback.
+
+        Under gated promotion also each served version's acceptance so far (``online/ab_*``).
+        """
+        result = super().rollout(iteration)
+        if self.candidate_share is None:
+            return result
+        comparison = ab_comparison(self.feedback_store, self.server_settings.weights_file)
+        result.metrics.update(ab_metrics(comparison))
+        return result
 
     def reward_jobs(self, iteration: int) -> list[Any]:
         """None: the feedback is the reward (scored when the batch was taken)."""

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rl_core.config.limits import MAX_PROMPTS
+from rl_core.config.limits import MAX_PROMPTS, MAX_STEPS
 from rl_core.config.sections import Section, check_registered_name
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -85,6 +85,21 @@ class OnlineConfig(Section):
         gt=0,
         description="online: longest wait for a batch of feedback before the iteration fails "
         "(None: wait as long as it takes).",
+    )
+    candidate_share: float = Field(
+        0.5,
+        gt=0.0,
+        lt=1.0,
+        description="online, with tracking.promotion=gated: share of requests a newly trained "
+        "version answers as the A/B candidate while the promoted main version answers the "
+        "rest (rlpipe promote-served makes the candidate main).",
+    )
+    promotion_min_judged: int = Field(
+        30,
+        ge=1,
+        le=MAX_STEPS,
+        description="online: accept/reject answers each of main and candidate needs before "
+        "rlpipe promote-served decides.",
     )
     user: SimulatedUserConfig = Field(default_factory=SimulatedUserConfig)
 

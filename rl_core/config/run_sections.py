@@ -258,7 +258,9 @@ class TrackingConfig(Section):
         description="Who moves the 'best' alias. on_register: registration does, when the "
         "new version's score beats best's; gated: registration only moves 'newest', and the "
         "promote flow (rlpipe promote) re-evaluates newest against best on the held-out "
-        "protocol and moves 'best' after approval (docs/promotion.md).",
+        "protocol and moves 'best' after approval (docs/promotion.md); an online run also "
+        "serves each new version as an A/B candidate until rlpipe promote-served promotes it "
+        "(docs/online.md).",
     )
     promotion_auto_approve: bool = Field(
         False,

@@ -46,4 +46,42 @@ ONLINE_METRICS: tuple[MetricEntry, ...] = (
         "Time the weight sync spent exporting the new weights as a served version and "
         "publishing them to the policy server.",
     ),
+    MetricEntry(
+        "online/ab_main_version",
+        "weight version",
+        "online",
+        "Gated promotion: the version served as main (promoted by rlpipe promote-served).",
+    ),
+    MetricEntry(
+        "online/ab_main_acceptance",
+        "fraction",
+        "online",
+        "Gated promotion: share of the main version's judged answers users accepted, all its "
+        "feedback so far.",
+    ),
+    MetricEntry(
+        "online/ab_main_judged",
+        "count",
+        "online",
+        "Gated promotion: accept/reject verdicts on the main version's answers so far.",
+    ),
+    MetricEntry(
+        "online/ab_candidate_version",
+        "weight version",
+        "online",
+        "Gated promotion: the newest trained version, served as the A/B candidate to "
+        "online.candidate_share of the requests.",
+    ),
+    MetricEntry(
+        "online/ab_candidate_acceptance",
+        "fraction",
+        "online",
+        "Gated promotion: share of the candidate's judged answers users accepted so far.",
+    ),
+    MetricEntry(
+        "online/ab_candidate_judged",
+        "count",
+        "online",
+        "Gated promotion: accept/reject verdicts on the candidate's answers so far.",
+    ),
 )

@@ -205,6 +205,14 @@ TAGS: tuple[TagEntry, ...] = (
         "The promote flow's decision about this version.",
     ),
     TagEntry(
+        "rlpipe.served_promotion",
+        "run",
+        "`auto_approved`, `approved`, `rejected`, `not_better`, `too_little_feedback`",
+        "Prefix: `rlpipe.served_promotion.v<version>` is promote-served's decision about "
+        "that A/B candidate, `rlpipe.served_promotion.v<version>.note` the comparison or the "
+        "approver's note.",
+    ),
+    TagEntry(
         "promotion_score",
         "model version",
         "number",

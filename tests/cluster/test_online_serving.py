@@ -129,7 +129,7 @@ def test_new_weights_are_swapped_in_without_a_dropped_request(server, tmp_path: 
 
     asker = threading.Thread(target=keep_asking)
     asker.start()
-    update_weights(Weights(1, str(second)), settings)
+    update_weights(Weights(1, str(second)), settings.weights_file)
     asker.join()
     assert [a.status_code for a in answers] == [200] * 30
     versions = [a.json()["rlpipe"]["weight_version"] for a in answers]

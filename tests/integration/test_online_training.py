@@ -4,6 +4,7 @@ stored feedback, also when the driver dies after claiming a batch and the run re
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -17,8 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from infra.online.deployment import read_weights
 from infra.online.simulated_user import SimulatedUser
+from infra.online.store import FeedbackStore, Generation
 from rl_core.data.arithmetic import ArithmeticTask
+from rl_core.online import Feedback
 from rl_core.online.simulated_user import QuestionPlan
 from tests.integration.conftest import ROOT, run_process, run_train, train_cmd
 from tests.integration.online_preset import tiny_online_preset
@@ -135,3 +139,48 @@ def test_rlpipe_serve_serves_the_run_and_stores_feedback_until_sigterm(
     with sqlite3.connect(db) as con:
         stored = con.execute("select count(*) from feedback where batch is null").fetchone()[0]
     assert stored == 3  # waiting for the run's next iterations
+
+
+def test_gated_promotion_serves_new_versions_as_candidates_until_the_users_prefer_one(
+    tmp_path: Path, train_env: dict[str, str], preset: Path
+) -> None:
+    gated = ["--config", str(preset), "tracking.promotion=gated", "run.max_iterations=2"]
+    run_train(tmp_path, train_env, *gated)
+    weights_file = tmp_path / RUN / "served" / "current.json"
+    # each weight sync served the new version beside main (version 0) to half the users: 1 in
+    # iteration 1, 2 for the final evaluation
+    served = read_weights(weights_file)
+    assert (served.version, served.candidate_version, served.candidate_share) == (0, 2, 0.5)
+    db = tmp_path / RUN / "feedback.db"
+    with sqlite3.connect(db) as con:
+        variants = set(con.execute("select variant, weight_version from generations"))
+    assert variants == {("main", 0), ("candidate", 1)}
+    assert metric(tmp_path, "online/ab_candidate_version") == [1.0]
+    assert metric(tmp_path, "online/ab_main_version") == [0.0, 0.0]
+    # users clearly prefer the candidate: 30 more verdicts on each version's answers
+    store = FeedbackStore(db)
+    for i in range(60):
+        version, variant = (2, "candidate") if i % 2 else (0, "main")
+        request_id = f"cmpl-{i:032x}"
+        store.record_generation(
+            Generation(request_id, version, variant, "1+1=", "2", [1], [2], [-0.1], True)
+        )
+        store.record_feedback(Feedback(request_id, accepted=bool(i % 2)))
+    store.close()
+    promote = [sys.executable, str(ROOT / "flows" / "promote_served.py"), "--config", str(preset)]
+    promote += ["--auto-approve", f"run.output_dir={tmp_path}"]
+    decided = run_process(promote, train_env, timeout=300)
+    said = decided.stdout + decided.stderr
+    assert decided.returncode == 0, said[-4000:]
+    summary = json.loads(decided.stdout[decided.stdout.index("{") :])
+    assert summary["outcome"] == "auto_approved" and summary["promoted"], summary
+    assert (summary["main_version"], summary["candidate_version"]) == (0, 2)
+    assert summary["candidate_acceptance"] > summary["main_acceptance"]
+    assert read_weights(weights_file).version == 2  # the candidate is main now
+    assert read_weights(weights_file).candidate_version is None
+    with sqlite3.connect(tmp_path / "mlflow.db") as con:
+        tags = dict(con.execute("select key, value from tags where key like 'rlpipe.served%'"))
+    assert tags["rlpipe.served_promotion.v2"] == "auto_approved"
+    again = run_process(promote, train_env, timeout=300)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
+    assert '"outcome": "no_candidate"' in again.stdout
