@@ -206,9 +206,9 @@ class PolicyServer:
 
     @app.get("/health")
     async def health(self) -> Any:
-        """Liveness and the versions served (no token needed)."""
+        """Liveness, the versions served and the answering replica's process id (no token)."""
         await asyncio.to_thread(self._refresh)
-        return self.service.health()
+        return {**self.service.health(), "replica_pid": os.getpid()}
 
 
 def start_policy_server(

@@ -51,6 +51,8 @@ class SimulatedUser:
         model: The served model's name.
         max_tokens: Longest answer asked for (None: the server's default).
         timeout: Seconds per HTTP call.
+        retry_for: Seconds to keep retrying a call the server does not answer (a replica
+            restarting) before failing.
     """
 
     def __init__(
@@ -61,12 +63,14 @@ class SimulatedUser:
         model: str | None = None,
         max_tokens: int | None = None,
         timeout: float = 60.0,
+        retry_for: float = 180.0,
     ) -> None:
         self.url = url.rstrip("/")
         self.plan = plan
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.model = model
         self.max_tokens = max_tokens
+        self.retry_for = retry_for
         self.client = httpx.Client(timeout=timeout, headers=self.headers)
 
     def close(self) -> None:
@@ -74,22 +78,34 @@ class SimulatedUser:
         self.client.close()
 
     def _post(self, path: str, body: dict) -> dict:
-        for attempt in range(5):  # a restarting server: retry, feedback is idempotent
+        """POST, retrying while the server restarts.
+
+        Feedback is idempotent; a completion asked again gets a new request id, and the
+        unanswered one is never trained on.
+        """
+        deadline = time.monotonic() + self.retry_for
+        wait = 0.25
+        while True:
             try:
                 answer = self.client.post(f"{self.url}{path}", json=body)
+                problem = None if answer.status_code < 500 else f"status {answer.status_code}"
             except httpx.TransportError as exc:
-                logger.warning("simulated user: %s failed (%s); retrying", path, exc)
-                time.sleep(0.5 * (attempt + 1))
-                continue
-            if answer.status_code >= 500:
-                time.sleep(0.5 * (attempt + 1))
-                continue
-            if answer.status_code >= 400:
+                problem = str(exc) or type(exc).__name__
+            if problem is None:
+                break
+            if time.monotonic() + wait > deadline:
                 raise RuntimeError(
-                    f"simulated user: {path} answered {answer.status_code}: {answer.text[:500]}"
+                    f"simulated user: {self.url}{path} did not answer within {self.retry_for:.0f}"
+                    f" s ({problem})"
                 )
-            return answer.json()
-        raise RuntimeError(f"simulated user: {self.url}{path} did not answer after 5 tries")
+            logger.warning("simulated user: %s failed (%s); retrying", path, problem)
+            time.sleep(wait)
+            wait = min(wait * 2, 5.0)
+        if answer.status_code >= 400:
+            raise RuntimeError(
+                f"simulated user: {path} answered {answer.status_code}: {answer.text[:500]}"
+            )
+        return answer.json()
 
     def interact(self) -> Interaction:
         """Ask one question and post the verdict on the answer."""

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from infra.online.deployment import read_weights
@@ -184,3 +185,74 @@ def test_gated_promotion_serves_new_versions_as_candidates_until_the_users_prefe
     again = run_process(promote, train_env, timeout=300)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert '"outcome": "no_candidate"' in again.stdout
+
+
+def test_killing_the_server_and_the_trainer_loses_no_feedback_and_trains_each_record_once(
+    tmp_path: Path, train_env: dict[str, str], preset: Path
+) -> None:
+    # the trainer rank dies in iteration 3's update (the run rebuilds it and replays from the
+    # step-2 checkpoint); the policy server's replica is SIGKILLed while the simulated user
+    # asks iteration 2's questions (Ray Serve restarts it, the user retries)
+    env = {**train_env, "RLPIPE_FAULTS": "kill:update@3"}
+    proc = subprocess.Popen(
+        train_cmd(tmp_path, "--config", str(preset)),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    said: list[str] = []
+    db = tmp_path / RUN / "feedback.db"
+    url = killed = restarted = None
+    deadline = time.monotonic() + 600
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            while not lines.empty():
+                said.append(lines.get())
+                found = re.search(rf"serving {RUN} at (http://\S+)/v1", said[-1])
+                url = url or (found.group(1) if found else None)
+            if url and killed is None and served_count(db) >= 2 * BATCH + 2:
+                killed = httpx.get(f"{url}/health", timeout=30).json()["replica_pid"]
+                os.kill(killed, signal.SIGKILL)
+            if killed and restarted is None:
+                try:
+                    restarted = httpx.get(f"{url}/health", timeout=5).json()["replica_pid"]
+                except httpx.HTTPError:
+                    pass  # (restarting)
+            time.sleep(0.02)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    time.sleep(1)
+    while not lines.empty():
+        said.append(lines.get())
+    out = "".join(said)
+    assert proc.returncode == 0, out[-6000:]
+    assert killed is not None and restarted not in (None, killed), (killed, restarted)
+    assert "injected fault kill" in out and "replaying from iteration 2" in out, out[-6000:]
+    claimed = batches(db)
+    assert sorted(claimed) == [0, 1, 2, 3] and all(len(v) == BATCH for v in claimed.values())
+    ids = [r for batch in claimed.values() for r in batch]
+    assert len(set(ids)) == len(ids)  # no record in two batches
+    with sqlite3.connect(db) as con:
+        unclaimed = con.execute("select count(*) from feedback where batch is null").fetchone()[0]
+        answered = con.execute("select count(*) from feedback").fetchone()[0]
+    assert unclaimed == 0 and answered == ITERATIONS * BATCH  # every verdict given was trained
+    # iterations 2 and 3 ran twice (the replay): each time on the same batch
+    assert metric(tmp_path, "online/records")[-ITERATIONS:] == [float(BATCH)] * ITERATIONS
+
+
+def served_count(db: Path) -> int:
+    """Completions the server stored so far (0 before the store exists)."""
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=1) as con:
+            return con.execute("select count(*) from generations").fetchone()[0]
+    except sqlite3.OperationalError:  # (the tables are being created)
+        return 0
