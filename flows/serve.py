@@ -35,6 +35,7 @@ from infra.checkpoint.store import open_store
 from infra.cluster import ray_cluster
 from infra.online.deployment import Weights, read_weights, start_policy_server
 from infra.online.runtime import SERVED_DIR, WEIGHTS_FILE, server_settings, store_path
+from infra.online.store_mirror import restore_store
 from rl_core.config import RLPipeConfig, load_config
 
 logger = logging.getLogger("rlpipe.serve")
@@ -128,6 +129,8 @@ def serve(
         run_name=cfg.run.name,
         overrides=trainer_overrides(cfg, given),
     )
+    if online.mirror:  # (a lost database comes back from the mirror before serving)
+        restore_store(store_path(cfg), online.mirror)
     ray_cluster.connect_cluster(cfg.cluster)
     port = online.port or _free_port()
     url = start_policy_server(settings, weights, online.host, port)

@@ -31,9 +31,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from ray import serve
 
+from infra.cluster.runtime_env import store_access_env
 from infra.online.events import ReadyEvents
 from infra.online.service import OnlineService, ServedModel, ServeError
 from infra.online.store import FeedbackStore
+from infra.online.store_mirror import StoreMirror
 from rl_core.config.online_section import LOOPBACK_HOSTS
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ class ServerSettings:
         trainer: Who trains on the feedback: ``run`` or ``external`` (the event's
             ``rlpipe.online.trainer`` label).
         trigger: The parameters of the train flow run the event should start (its payload).
+        mirror: Where the store's records are also written (``online.mirror``), or None.
     """
 
     model_name: str
@@ -69,6 +72,7 @@ class ServerSettings:
     resource_id: str = "rlpipe.online"
     trainer: str = "run"
     trigger: dict[str, Any] = field(default_factory=dict)
+    mirror: str | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ class PolicyServer:
             s = self.settings
             self.service = OnlineService(
                 main,
-                FeedbackStore(s.store),
+                FeedbackStore(s.store, StoreMirror(s.mirror) if s.mirror else None),
                 s.model_name,
                 token_sha256=s.token_sha256,
                 max_new_tokens=s.max_new_tokens,
@@ -231,7 +235,11 @@ def start_policy_server(
         )
     write_weights(settings.weights_file, weights)
     serve.start(http_options={"host": host, "port": port})
-    deployment = PolicyServer.options(num_replicas=num_replicas)
+    options: dict[str, Any] = {"num_replicas": num_replicas}
+    access = store_access_env(settings.mirror)  # (the mirror's credentials, if any)
+    if access:
+        options["ray_actor_options"] = {"runtime_env": {"env_vars": access}}
+    deployment = PolicyServer.options(**options)
     serve.run(deployment.bind(asdict(settings)), name=app_name, route_prefix="/")
     return f"http://{host}:{port}"
 

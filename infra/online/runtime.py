@@ -34,6 +34,7 @@ from infra.online.served_versions import (
 from infra.online.service import token_digest
 from infra.online.simulated_user import SimulatedUser
 from infra.online.store import FeedbackStore
+from infra.online.store_mirror import StoreMirror, restore_store
 from infra.ops.processes import free_port
 from infra.reasoning.runtime import ReasoningRuntime
 from rl_core.config.online_section import LOOPBACK_HOSTS
@@ -74,7 +75,17 @@ def server_settings(cfg: Any, token: str | None, trainer: str, **trigger: Any) -
         resource_id=f"rlpipe.online.{cfg.run.name}",
         trainer=trainer,
         trigger=trigger,
+        mirror=cfg.online.mirror,
     )
+
+
+def open_feedback_store(cfg: Any) -> FeedbackStore:
+    """The run's feedback store, rebuilt from ``online.mirror`` first when its file is lost."""
+    path, mirror = store_path(cfg), cfg.online.mirror
+    if mirror is None:
+        return FeedbackStore(path)
+    restore_store(path, mirror)
+    return FeedbackStore(path, StoreMirror(mirror))
 
 
 def store_path(cfg: Any) -> Path:
@@ -106,7 +117,7 @@ class OnlineRuntime(ReasoningRuntime):
         cfg = self.cfg
         online = cfg.online
         self.run_dir = Path(cfg.run.output_dir) / cfg.run.name
-        self.feedback_store = FeedbackStore(store_path(cfg))
+        self.feedback_store = open_feedback_store(cfg)
         token = os.environ.get(online.token_env) or None
         self.server_settings = server_settings(cfg, token, trainer="run")
         self._export_model = get_model(cfg.model, None)

@@ -18,8 +18,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rl_core.online.feedback import Feedback, FeedbackError
+
+if TYPE_CHECKING:
+    from infra.online.store_mirror import StoreMirror
 
 _SCHEMA = """
 create table if not exists generations (
@@ -97,10 +101,13 @@ class FeedbackStore:
 
     Args:
         path: The database file (created with its folder when missing).
+        mirror: Also write every record there before returning
+            (:class:`~infra.online.store_mirror.StoreMirror`), or None.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, mirror: StoreMirror | None = None) -> None:
         self.path = Path(path)
+        self.mirror = mirror
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(
@@ -147,6 +154,8 @@ class FeedbackStore:
                     int(gen.finished),
                 ),
             )
+        if self.mirror is not None:
+            self.mirror.put_generation(gen)
 
     def generation(self, request_id: str) -> Generation | None:
         """The served completion of ``request_id``, or None."""
@@ -181,23 +190,25 @@ class FeedbackStore:
                     status=404,
                 )
             row = db.execute(
-                "select accepted, score, edited_text from feedback where request_id = ?",
+                "select accepted, score, edited_text, received from feedback where request_id = ?",
                 (feedback.request_id,),
             ).fetchone()
-            if row is not None:
-                if tuple(row) == values:
-                    return False
+            if row is not None and tuple(row[:3]) != values:
                 raise FeedbackError(
                     f"request {feedback.request_id!r} already has different feedback; "
                     "feedback is given once per completion",
                     status=409,
                 )
-            db.execute(
-                "insert into feedback (request_id, accepted, score, edited_text, received) "
-                "values (?, ?, ?, ?, ?)",
-                (feedback.request_id, *values, time.time()),
-            )
-        return True
+            received = time.time() if row is None else row[3]
+            if row is None:
+                db.execute(
+                    "insert into feedback (request_id, accepted, score, edited_text, received) "
+                    "values (?, ?, ?, ?, ?)",
+                    (feedback.request_id, *values, received),
+                )
+        if self.mirror is not None:  # (again on a retry: the first write may have failed)
+            self.mirror.put_feedback(feedback, received)
+        return row is None
 
     # -- training -------------------------------------------------------------------------
     def pending(self) -> int:
@@ -227,21 +238,58 @@ class FeedbackStore:
         """
         with self._transaction() as db:
             rows = self._batch_rows(db, run, batch)
-            if rows:
-                return rows
-            seqs = [
-                s
-                for (s,) in db.execute(
-                    "select seq from feedback where batch is null order by seq limit ?", (size,)
+            if not rows:
+                seqs = [
+                    s
+                    for (s,) in db.execute(
+                        "select seq from feedback where batch is null order by seq limit ?",
+                        (size,),
+                    )
+                ]
+                if len(seqs) < size:
+                    return None
+                db.executemany(
+                    "update feedback set run = ?, batch = ? where seq = ?",
+                    [(run, batch, s) for s in seqs],
                 )
-            ]
-            if len(seqs) < size:
-                return None
+                rows = self._batch_rows(db, run, batch)
+        if self.mirror is not None:  # (again on a retry: the first write may have failed)
+            self.mirror.put_claim(run, batch, [r.generation.request_id for r in rows])
+        return rows
+
+    def load_records(
+        self,
+        generations: list[Generation],
+        feedback: list[tuple[Feedback, float, tuple[str, int] | None]],
+    ) -> None:
+        """Insert records read back from a mirror (into an empty store).
+
+        Args:
+            generations: The served completions.
+            feedback: ``(feedback, received, (run, batch) or None)`` in arrival order.
+        """
+        mirror, self.mirror = self.mirror, None  # (they come from it)
+        try:
+            for gen in generations:
+                self.record_generation(gen)
+        finally:
+            self.mirror = mirror
+        with self._transaction() as db:
             db.executemany(
-                "update feedback set run = ?, batch = ? where seq = ?",
-                [(run, batch, s) for s in seqs],
+                "insert into feedback (request_id, accepted, score, edited_text, received, run, "
+                "batch) values (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        f.request_id,
+                        None if f.accepted is None else int(f.accepted),
+                        f.score,
+                        f.edited_text,
+                        received,
+                        *(claim or (None, None)),
+                    )
+                    for f, received, claim in feedback
+                ],
             )
-            return self._batch_rows(db, run, batch)
 
     @staticmethod
     def _batch_rows(db: sqlite3.Connection, run: str, batch: int) -> list[FeedbackRecord]:

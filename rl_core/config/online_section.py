@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from rl_core.config.limits import MAX_PROMPTS, MAX_STEPS
+from rl_core.config.run_sections import check_storage_uri
 from rl_core.config.sections import Section, check_registered_name
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -80,6 +81,13 @@ class OnlineConfig(Section):
         description="online: the feedback database file (None: <output_dir>/<run name>/"
         "feedback.db).",
     )
+    mirror: str | None = Field(
+        None,
+        min_length=1,
+        description="online: also write every served generation, feedback record and batch "
+        "claim to this s3://bucket/prefix (or folder) before answering; a lost feedback "
+        "database is rebuilt from it (None: the local database only).",
+    )
     wait_timeout_s: float | None = Field(
         None,
         gt=0,
@@ -111,6 +119,11 @@ class OnlineConfig(Section):
                 "asks the run's own endpoint (an external endpoint's users are its clients)"
             )
         return self
+
+    @field_validator("mirror")
+    @classmethod
+    def _mirror_supported(cls, value: str | None) -> str | None:
+        return check_storage_uri(value, ("s3",))
 
     @field_validator("baseline")
     @classmethod

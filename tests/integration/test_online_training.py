@@ -256,3 +256,31 @@ def served_count(db: Path) -> int:
             return con.execute("select count(*) from generations").fetchone()[0]
     except sqlite3.OperationalError:  # (the tables are being created)
         return 0
+
+
+def test_a_lost_feedback_database_comes_back_from_its_s3_mirror(
+    tmp_path: Path, train_env: dict[str, str], preset: Path, s3_bucket: str, moto_s3
+) -> None:
+    import boto3
+
+    env = {**train_env, **moto_s3.env()}
+    mirrored = ["--config", str(preset), f"online.mirror=s3://{s3_bucket}/feedback"]
+    run_train(tmp_path, env, *mirrored, "run.max_iterations=2")
+    db = tmp_path / RUN / "feedback.db"
+    before = batches(db)
+    assert sorted(before) == [0, 1]
+    s3 = boto3.client("s3", endpoint_url=moto_s3.url)
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=s3_bucket, Prefix="feedback/")
+    keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
+    with sqlite3.connect(db) as con:
+        generations = con.execute("select count(*) from generations").fetchone()[0]
+    # the replicas wrote each answered completion and verdict, the trainer each claim
+    assert sum(k.startswith("feedback/generations/") for k in keys) == generations
+    assert sum(k.startswith("feedback/feedback/") for k in keys) == 2 * BATCH
+    assert sum(k.startswith(f"feedback/claims/{RUN}/") for k in keys) == 2
+    for lost in tmp_path.joinpath(RUN).glob("feedback.db*"):
+        lost.unlink()
+    out = run_train(tmp_path, env, *mirrored, "run.max_iterations=3")
+    assert "was missing: restored" in out and "resumed_from: 2" in out, out[-4000:]
+    after = batches(db)
+    assert {b: after[b] for b in (0, 1)} == before and len(after[2]) == BATCH
