@@ -59,6 +59,7 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ("algorithm", "is_correction"): "or `none` (no correction)",
     ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
     ("online", "baseline"): "registered: `none`, `running_mean`",
+    ("online", "mirror"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
     (
         "run",
         "init_from",
