@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,24 +152,48 @@ def decide(comparison: Any, cfg: RLPipeConfig, auto_approve: bool | None) -> tup
 
 def main(argv: list[str] | None = None, prog: str = "python flows/promote.py") -> int:
     """CLI entry point: 0 decided (promoted or not), 1 failed (e.g. timeout), 2 bad input."""
-    from flows.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FINISHED, prefect_api, print_error
-
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--model", default=None, help="registered model name (default: preset's)")
     parser.add_argument("--config", default=DEFAULT_PRESET, help="preset name or YAML path")
+    add_approval_arguments(parser, "move 'best' when newest wins")
+    args = parser.parse_args(argv)
+    return run_decision(
+        args.config,
+        args.overrides,
+        lambda: promote(args.model, args.config, args.overrides, args.auto_approve),
+    )
+
+
+def add_approval_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--auto-approve`` (``what`` happens without pausing for approval) and overrides."""
     parser.add_argument(
         "--auto-approve",
         action="store_true",
         default=None,
-        help="move 'best' when newest wins, without pausing for approval",
+        help=f"{what}, without pausing for approval",
     )
     parser.add_argument("overrides", nargs="*", help="section.field=value")
-    args = parser.parse_args(argv)
+
+
+def run_decision(preset: str, overrides: list[str], decide_now: Callable[[], dict]) -> int:
+    """Run a promotion flow from the CLI: print its JSON summary; the exit code.
+
+    Args:
+        preset: The preset whose ``run.output_dir`` hosts a local Prefect API when none is
+            configured.
+        overrides: Its overrides.
+        decide_now: Runs the flow and returns its summary.
+
+    Returns:
+        0 decided (promoted or not), 1 failed (e.g. no approval in time), 2 bad input.
+    """
+    from flows.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FINISHED, prefect_api, print_error
+
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        cfg = load_config(args.config, args.overrides)
+        cfg = load_config(preset, overrides)
         with prefect_api(Path(cfg.run.output_dir)):
-            summary = promote(args.model, args.config, args.overrides, args.auto_approve)
+            summary = decide_now()
     except (ConfigError, PromotionError) as exc:
         print_error(exc)
         return EXIT_BAD_INPUT

@@ -13,7 +13,6 @@ of the run's MLflow run. See docs/online.md.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import sys
@@ -27,7 +26,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
-from flows.promote import decide
+from flows.promote import add_approval_arguments, decide, run_decision
 from infra.online.runtime import SERVED_DIR, WEIGHTS_FILE, store_path
 from infra.online.served_versions import ab_comparison, promote_candidate
 from infra.online.store import FeedbackStore
@@ -143,33 +142,18 @@ def record_decision(cfg: RLPipeConfig, version: int, outcome: str, note: str) ->
 
 def main(argv: list[str] | None = None, prog: str = "python flows/promote_served.py") -> int:
     """CLI entry point: 0 decided (promoted or not), 1 failed, 2 bad input."""
-    from flows.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FINISHED, prefect_api, print_error
     from flows.cli_args import run_name_arg
 
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="online_arith", help="preset name or YAML path")
     parser.add_argument("--run-name", type=run_name_arg, help="run name; same as run.name=...")
-    parser.add_argument(
-        "--auto-approve",
-        action="store_true",
-        default=None,
-        help="promote when the candidate wins, without pausing for approval",
-    )
-    parser.add_argument("overrides", nargs="*", help="section.field=value")
+    add_approval_arguments(parser, "promote when the candidate wins")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        cfg = load_config(args.config, args.overrides)
-        with prefect_api(Path(cfg.run.output_dir)):
-            summary = promote_served(args.config, args.overrides, args.run_name, args.auto_approve)
-    except (ConfigError, PromotionError) as exc:
-        print_error(exc)
-        return EXIT_BAD_INPUT
-    except Exception as exc:  # noqa: BLE001 - e.g. the approval timed out
-        print_error(exc)
-        return EXIT_FAILED
-    print(json.dumps(summary, indent=2))
-    return EXIT_FINISHED
+    return run_decision(
+        args.config,
+        args.overrides,
+        lambda: promote_served(args.config, args.overrides, args.run_name, args.auto_approve),
+    )
 
 
 if __name__ == "__main__":

@@ -235,7 +235,11 @@ def start_policy_server(
         )
     write_weights(settings.weights_file, weights)
     serve.start(http_options={"host": host, "port": port})
-    options: dict[str, Any] = {"num_replicas": num_replicas}
+    # no access-log line per request in the run's output (Serve's log files keep them)
+    options: dict[str, Any] = {
+        "num_replicas": num_replicas,
+        "logging_config": {"enable_access_log": False},
+    }
     access = store_access_env(settings.mirror)  # (the mirror's credentials, if any)
     if access:
         options["ray_actor_options"] = {"runtime_env": {"env_vars": access}}

@@ -8,13 +8,9 @@ opened in the Prefect UI (headless Chromium)."""
 from __future__ import annotations
 
 import os
-import queue
-import re
 import signal
 import sqlite3
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +28,7 @@ from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.online.simulated_user import QuestionPlan
 from tests.browser import chromium, screenshot, wait_for
 from tests.integration.conftest import ROOT
-from tests.integration.online_preset import tiny_online_preset
+from tests.integration.online_preset import ProcessOutput, start_process, tiny_online_preset
 from tests.integration.stack_helpers import base_env, prefect_cli, running_stack, stack_env
 
 pytestmark = pytest.mark.integration
@@ -42,39 +38,17 @@ DEPLOYMENT = "train/train-online-on-feedback"
 
 
 @contextmanager
-def serving(preset: Path, out: Path, env: dict[str, str]) -> Iterator[tuple[str, list[str]]]:
-    """``flows/serve.py`` for the run; yields its URL and its output lines so far."""
+def serving(preset: Path, out: Path, env: dict[str, str]) -> Iterator[tuple[str, ProcessOutput]]:
+    """``flows/serve.py`` for the run; yields its URL and its output."""
     cmd = [sys.executable, str(ROOT / "flows" / "serve.py"), "--config", str(preset)]
-    proc = subprocess.Popen(
-        [*cmd, f"run.output_dir={out}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
-    seen: list[str] = []
-    url = None
-    deadline = time.monotonic() + 300
+    proc, output = start_process([*cmd, f"run.output_dir={out}"], env)
     try:
-        while url is None and time.monotonic() < deadline and proc.poll() is None:
-            try:
-                seen.append(lines.get(timeout=1))
-            except queue.Empty:
-                continue
-            found = re.search(rf"serving {RUN} \(weight version 0\) at (http://\S+)/v1", seen[-1])
-            url = found.group(1) if found else None
-        assert url, "".join(seen[-60:])
-        yield url, seen
+        url = output.wait_for(rf"serving {RUN} \(weight version 0\) at (http://\S+)/v1").group(1)
+        yield url, output
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=120)
-    while not lines.empty():
-        seen.append(lines.get())
-    assert proc.returncode == 0, "".join(seen[-60:])
+    assert proc.returncode == 0, output.text(60)
 
 
 def completed_triggered_runs(api, count: int, worker_logs: list[Path], timeout: float = 420):
@@ -127,7 +101,7 @@ def test_each_batch_of_feedback_starts_a_training_run_that_updates_the_endpoint(
             assert {t.weight_version for t in first} == {0}
             (run_a,) = completed_triggered_runs(api, 1, worker_logs)
             weights = out / RUN / "served" / "current.json"
-            assert read_weights(weights).version == 1, "".join(said[-40:])
+            assert read_weights(weights).version == 1, said.text(40)
             second = user.run(BATCH)  # answered by the version the run trained
             assert {t.weight_version for t in second} == {1}
             run_a, run_b = completed_triggered_runs(api, 2, worker_logs)

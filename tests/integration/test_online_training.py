@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import sqlite3
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -26,7 +23,7 @@ from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.online import Feedback
 from rl_core.online.simulated_user import QuestionPlan
 from tests.integration.conftest import ROOT, run_process, run_train, train_cmd
-from tests.integration.online_preset import tiny_online_preset
+from tests.integration.online_preset import start_process, tiny_online_preset
 
 pytestmark = pytest.mark.integration
 
@@ -90,38 +87,10 @@ def test_each_feedback_record_is_trained_on_once_across_a_driver_kill(
 def test_rlpipe_serve_serves_the_run_and_stores_feedback_until_sigterm(
     tmp_path: Path, train_env: dict[str, str], preset: Path
 ) -> None:
-    cmd = [
-        sys.executable,
-        str(ROOT / "flows" / "serve.py"),
-        "--config",
-        str(preset),
-        f"run.output_dir={tmp_path}",
-    ]
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=train_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
-    seen: list[str] = []
-    url = None
-    deadline = time.monotonic() + 300
+    cmd = [sys.executable, str(ROOT / "flows" / "serve.py"), "--config", str(preset)]
+    proc, output = start_process([*cmd, f"run.output_dir={tmp_path}"], train_env)
     try:
-        while url is None and time.monotonic() < deadline and proc.poll() is None:
-            try:
-                seen.append(lines.get(timeout=1))
-            except queue.Empty:
-                continue
-            found = re.search(
-                r"serving online-it \(weight version 0\) at (http://\S+)/v1", seen[-1]
-            )
-            url = found.group(1) if found else None
-        assert url, "".join(seen[-60:])
+        url = output.wait_for(r"serving online-it \(weight version 0\) at (http://\S+)/v1").group(1)
         plan = QuestionPlan(ArithmeticTask().heldout(10), noise=0.0, seed=1)
         user = SimulatedUser(url, plan, model="online-it")
         talks = user.run(3)
@@ -130,10 +99,7 @@ def test_rlpipe_serve_serves_the_run_and_stores_feedback_until_sigterm(
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=120)
-    time.sleep(1)  # the reader thread takes the last lines
-    while not lines.empty():
-        seen.append(lines.get())
-    said = "".join(seen)
+    said = output.text()
     assert proc.returncode == 0, said[-4000:]
     assert "stopped serving online-it" in said
     db = tmp_path / RUN / "feedback.db"
@@ -194,26 +160,14 @@ def test_killing_the_server_and_the_trainer_loses_no_feedback_and_trains_each_re
     # step-2 checkpoint); the policy server's replica is SIGKILLed while the simulated user
     # asks iteration 2's questions (Ray Serve restarts it, the user retries)
     env = {**train_env, "RLPIPE_FAULTS": "kill:update@3"}
-    proc = subprocess.Popen(
-        train_cmd(tmp_path, "--config", str(preset)),
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
-    said: list[str] = []
+    proc, output = start_process(train_cmd(tmp_path, "--config", str(preset)), env)
     db = tmp_path / RUN / "feedback.db"
     url = killed = restarted = None
     deadline = time.monotonic() + 600
     try:
         while proc.poll() is None and time.monotonic() < deadline:
-            while not lines.empty():
-                said.append(lines.get())
-                found = re.search(rf"serving {RUN} at (http://\S+)/v1", said[-1])
+            for line in output.take():
+                found = re.search(rf"serving {RUN} at (http://\S+)/v1", line)
                 url = url or (found.group(1) if found else None)
             if url and killed is None and served_count(db) >= 2 * BATCH + 2:
                 killed = httpx.get(f"{url}/health", timeout=30).json()["replica_pid"]
@@ -228,10 +182,7 @@ def test_killing_the_server_and_the_trainer_loses_no_feedback_and_trains_each_re
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    time.sleep(1)
-    while not lines.empty():
-        said.append(lines.get())
-    out = "".join(said)
+    out = output.text()
     assert proc.returncode == 0, out[-6000:]
     assert killed is not None and restarted not in (None, killed), (killed, restarted)
     assert "injected fault kill" in out and "replaying from iteration 2" in out, out[-6000:]
