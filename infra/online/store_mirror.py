@@ -65,7 +65,7 @@ class StoreMirror:
 
     def put_claim(self, run: str, batch: int, request_ids: list[str]) -> None:
         """Write which records a training batch holds."""
-        self._put(f"claims/{run}/{_batch_name(batch)}", {"request_ids": request_ids})
+        self._put("/".join(("claims", run, _batch_name(batch))), {"request_ids": request_ids})
 
     def _put(self, relpath: str, body: dict[str, Any]) -> None:
         self.store.write_bytes(relpath, json.dumps(body, sort_keys=True).encode())
