@@ -123,6 +123,9 @@ def deploy_fail_and_retry(env: dict[str, str], out: Path, ui: str) -> str:
         page = f"{ui}/runs/flow-run/{flow_run.id}"
         with chromium() as browser:  # closed while the run trains: its page redraws often
             retry_in_the_ui(browser, page)
+            # the click's request is sent after the click returns: keep the page open until
+            # the server has the new state (closing at once could drop it)
+            wait_state(api, flow_run.id, lambda s: not s.is_failed(), timeout=60)
         done = wait_state(api, flow_run.id, lambda s: s.is_final())
         assert done.state.is_completed(), done.state
         with chromium() as browser:
@@ -190,6 +193,8 @@ def cancel_in_the_ui(env: dict[str, str], out: Path, ui: str) -> None:
             (button,) = [b for b in browser.find_elements(By.XPATH, confirm) if b.is_displayed()]
             button.click()
             cancelled_at = time.monotonic()
+            # keep the page open until the server has the cancellation (see above)
+            wait_state(api, flow_run.id, lambda s: s.is_cancelling() or s.is_final(), timeout=60)
         logs = (*out.parent.glob("*/logs/worker.log"), out / "deploy-cancel" / "rlpipe.log")
         done = wait_state(api, flow_run.id, lambda s: s.is_final(), timeout=180, logs=logs)
         assert done.state.is_cancelled(), done.state
