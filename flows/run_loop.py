@@ -23,7 +23,7 @@ from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settin
 from flows.iteration import STEPS, IterationResult, baseline_evaluation_flow, iteration_flow
 from flows.masked_flow import warn_if_secret_parameters
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
-from flows.stop_signals import note_termination
+from flows.stop_signals import note_termination, reclaim_stop_signals
 from flows.terminal import PROGRESS_FIELD, PROGRESS_LOGGER
 from infra.cluster.runtime_env import apply_base_env
 from infra.cost import TOTAL_CPU, TOTAL_GPU, CostMeter, reserved_resources
@@ -223,6 +223,7 @@ def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict
             break
         try:
             result = step_flow(session.id, it)
+            reclaim_stop_signals()  # (inside the try: a signal before it is caught below)
         except TerminationSignal as exc:
             # The signal reached the engine of the iteration's flow run in the moments
             # around its body (the body itself stops after the iteration): the iteration
@@ -369,6 +370,7 @@ def finish_tracking(session: TrainSession, register: bool = True) -> dict[str, A
 def _evaluate_before_training(session: TrainSession) -> None:
     """Evaluate the starting weights; ``eval/*`` metrics go to MLflow at step 0."""
     result = baseline_evaluation_flow(session.id)
+    reclaim_stop_signals()
     metrics = {k: v for k, v in result.metrics.items() if k.startswith("eval/")}
     if session.tracker:
         session.tracker.log_metrics(metrics, step=0)

@@ -9,7 +9,8 @@ run's lease and returns; the CLI then marks the Prefect flow run Cancelled and e
 
 Prefect's flow engine installs its own SIGTERM handler while a flow runs (it raises
 ``TerminationSignal`` and the run ends Crashed); :func:`stop_signals_in_flow` puts this one
-back for the duration of the train flow's body.
+back for the duration of the train flow's body, and :func:`reclaim_stop_signals` takes it back
+after each child flow run (whose engine may leave Prefect's handler installed).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ logger = logging.getLogger("rlpipe.signals")
 #: The signals that stop a run after its iteration.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []
+_flow_blocks = 0  #: :func:`stop_signals_in_flow` blocks open in the main thread
 
 
 def stop_signal() -> int | None:
@@ -63,6 +65,7 @@ def note_termination(exc: BaseException) -> None:
     first, as it does for a cancellation from the Prefect UI or API, the bridge only raises:
     the run then stops here as if the handler had received it.
     """
+    reclaim_stop_signals()  # (the commit that follows must not be cut by Prefect's bridge)
     if STOP_REQUESTED.is_set():
         return
     signum = int(getattr(exc, "signal", signal.SIGTERM))
@@ -92,14 +95,34 @@ def stop_signals_in_flow() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    global _flow_blocks
     previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     install_stop_handlers()
+    _flow_blocks += 1
     try:
         yield
     finally:
+        _flow_blocks -= 1
         for signum, handler in previous.items():
             if handler is not None:
                 signal.signal(signum, handler)
+
+
+def reclaim_stop_signals() -> None:
+    """Within a :func:`stop_signals_in_flow` block, make the stop handlers current again.
+
+    Call it right after a child flow run returns. Its engine installs Prefect's SIGTERM bridge
+    around the child; once the engine has acknowledged a cancellation announced by the Prefect
+    runner, it leaves that bridge installed when the child ends, so the runner's SIGTERM would
+    raise ``TerminationSignal`` anywhere in the run loop (and the run would end failed instead
+    of stopping after its iteration). Outside such a block, or outside the main thread, this
+    does nothing.
+    """
+    if _flow_blocks == 0 or threading.current_thread() is not threading.main_thread():
+        return
+    if any(signal.getsignal(signum) is not request_stop for signum in STOP_SIGNALS):
+        logger.debug("taking SIGINT/SIGTERM back from the child flow's engine")
+        install_stop_handlers()
 
 
 def reset_stop_request() -> None:

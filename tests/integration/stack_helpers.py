@@ -62,14 +62,20 @@ def wait_state(api, flow_run_id, done, timeout: float = 420, logs: tuple[Path, .
     states = [
         f"{s.timestamp} {s.type.value} {s.name}" for s in api.read_flow_run_states(flow_run_id)
     ]
-    tails = [
-        f"--- {log} ---\n{log.read_text(errors='replace')[-3000:]}" for log in logs if log.is_file()
-    ]
     raise AssertionError(
         f"flow run stuck in {run.state.type if run.state else None}; states:\n"
         + "\n".join(states)
         + "\n"
-        + "\n".join(tails)
+        + log_tails(logs)
+    )
+
+
+def log_tails(logs: tuple[Path, ...], chars: int = 3000) -> str:
+    """The last ``chars`` characters of each log that exists, for a failure message."""
+    return "\n".join(
+        f"--- {log} ---\n{log.read_text(errors='replace')[-chars:]}"
+        for log in logs
+        if log.is_file()
     )
 
 

@@ -39,6 +39,7 @@ from tests.integration.conftest import (
 )
 from tests.integration.stack_helpers import (
     base_env,
+    log_tails,
     prefect_cli,
     running_stack,
     stack_env,
@@ -204,7 +205,7 @@ def cancel_in_the_ui(env: dict[str, str], out: Path, ui: str) -> None:
     assert (checkpoints / f"step_{manifest['step']:06d}" / "COMPLETE").exists()
     assert not (checkpoints / "lease.json").exists(), "the cancelled run kept its lease"
     run = MlflowClient(env["MLFLOW_TRACKING_URI"]).get_run(manifest["mlflow_run_id"])
-    assert run.info.status == "KILLED", run.info.status
+    assert run.info.status == "KILLED", f"{run.info.status}\n{log_tails(logs)}"
 
 
 def retry_in_the_ui(browser, url: str) -> None:

@@ -76,3 +76,32 @@ def test_a_termination_prefect_kept_for_itself_is_a_stop_request() -> None:
     assert STOP_REQUESTED.is_set() and stop_signal() == signal.SIGTERM
     note_termination(TerminationSignal(signal.SIGINT))  # a stop already requested stays
     assert stop_signal() == signal.SIGTERM
+
+
+def test_after_a_child_flow_that_saw_a_cancellation_the_stop_handlers_come_back() -> None:
+    """A cancellation from the Prefect UI is announced to the process (its "intent") before
+    the runner's SIGTERM. A child flow's engine that saw the announcement leaves Prefect's
+    bridge installed when it ends: without taking the handlers back, the SIGTERM would raise
+    in the run loop between iterations and the run would end failed."""
+    from prefect._internal import control_listener
+    from prefect.utilities.engine import capture_sigterm, is_prefect_sigterm_handler_installed
+
+    from flows.stop_signals import reclaim_stop_signals
+
+    with stop_signals_in_flow():
+        try:
+            with capture_sigterm():  # the child flow's engine
+                control_listener._set_intent("cancel")  # acknowledged during the child
+            assert is_prefect_sigterm_handler_installed(), "Prefect no longer keeps its bridge"
+            reclaim_stop_signals()
+            os.kill(os.getpid(), signal.SIGTERM)  # the runner's signal: no TerminationSignal
+            assert STOP_REQUESTED.is_set() and stop_signal() == signal.SIGTERM
+        finally:
+            control_listener.clear_intent()
+
+
+def test_outside_a_flow_body_taking_the_handlers_back_does_nothing() -> None:
+    from flows.stop_signals import reclaim_stop_signals, request_stop
+
+    reclaim_stop_signals()
+    assert signal.getsignal(signal.SIGTERM) is not request_stop
