@@ -1,6 +1,7 @@
 """Online runs through the train CLI: the policy served on Ray Serve (127.0.0.1), a
 simulated user asking it over HTTP, each iteration trained on exactly one batch of the
-stored feedback, also when the driver dies after claiming a batch and the run resumes."""
+stored feedback, also when the driver dies after claiming a batch and the run resumes (its
+feedback database rebuilt from its S3 mirror)."""
 
 from __future__ import annotations
 
@@ -56,20 +57,36 @@ def metric(output_dir: Path, key: str) -> list[float]:
         return [r[0] for r in rows]
 
 
-def test_each_feedback_record_is_trained_on_once_across_a_driver_kill(
-    tmp_path: Path, train_env: dict[str, str], preset: Path
+def test_each_record_is_trained_once_across_a_driver_kill_and_a_database_lost_meanwhile(
+    tmp_path: Path, train_env: dict[str, str], preset: Path, s3_bucket: str, moto_s3
 ) -> None:
+    import boto3
+
     # the driver dies in iteration 3's update, after it claimed its batch and after the
-    # step-2 checkpoint: the resumed run trains iterations 2 and 3 again, on the same batches
-    dies = {**train_env, "RLPIPE_FAULTS": "exit:update@3"}
-    failed = run_process(train_cmd(tmp_path, "--config", str(preset)), dies, timeout=600)
+    # step-2 checkpoint; then the feedback database is lost: the rerun rebuilds it from its
+    # S3 mirror and trains iterations 2 and 3 again, on the batches they had claimed
+    env = {**train_env, **moto_s3.env()}
+    mirrored = ["--config", str(preset), f"online.mirror=s3://{s3_bucket}/feedback"]
+    dies = {**env, "RLPIPE_FAULTS": "exit:update@3"}
+    failed = run_process(train_cmd(tmp_path, *mirrored), dies, timeout=600)
     said = failed.stdout + failed.stderr
     assert failed.returncode != 0 and "injected fault exit" in said, said[-4000:]
     db = tmp_path / RUN / "feedback.db"
     before = batches(db)
     assert sorted(before) == [0, 1, 2, 3] and all(len(v) == BATCH for v in before.values())
-    out = run_train(tmp_path, dies, "--config", str(preset))
-    assert "resumed_from: 2" in out
+    s3 = boto3.client("s3", endpoint_url=moto_s3.url)
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=s3_bucket, Prefix="feedback/")
+    keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
+    with sqlite3.connect(db) as con:
+        generations = con.execute("select count(*) from generations").fetchone()[0]
+    # the replicas wrote each answered completion and verdict, the trainer each claim
+    assert sum(k.startswith("feedback/generations/") for k in keys) == generations
+    assert sum(k.startswith("feedback/feedback/") for k in keys) == ITERATIONS * BATCH
+    assert sum(k.startswith(f"feedback/claims/{RUN}/") for k in keys) == ITERATIONS
+    for lost in tmp_path.joinpath(RUN).glob("feedback.db*"):
+        lost.unlink()
+    out = run_train(tmp_path, dies, *mirrored)
+    assert "was missing: restored" in out and "resumed_from: 2" in out, out[-4000:]
     after = batches(db)
     assert after == before  # the resumed iterations took the batches they had claimed
     with sqlite3.connect(db) as con:
@@ -207,31 +224,3 @@ def served_count(db: Path) -> int:
             return con.execute("select count(*) from generations").fetchone()[0]
     except sqlite3.OperationalError:  # (the tables are being created)
         return 0
-
-
-def test_a_lost_feedback_database_comes_back_from_its_s3_mirror(
-    tmp_path: Path, train_env: dict[str, str], preset: Path, s3_bucket: str, moto_s3
-) -> None:
-    import boto3
-
-    env = {**train_env, **moto_s3.env()}
-    mirrored = ["--config", str(preset), f"online.mirror=s3://{s3_bucket}/feedback"]
-    run_train(tmp_path, env, *mirrored, "run.max_iterations=2")
-    db = tmp_path / RUN / "feedback.db"
-    before = batches(db)
-    assert sorted(before) == [0, 1]
-    s3 = boto3.client("s3", endpoint_url=moto_s3.url)
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=s3_bucket, Prefix="feedback/")
-    keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
-    with sqlite3.connect(db) as con:
-        generations = con.execute("select count(*) from generations").fetchone()[0]
-    # the replicas wrote each answered completion and verdict, the trainer each claim
-    assert sum(k.startswith("feedback/generations/") for k in keys) == generations
-    assert sum(k.startswith("feedback/feedback/") for k in keys) == 2 * BATCH
-    assert sum(k.startswith(f"feedback/claims/{RUN}/") for k in keys) == 2
-    for lost in tmp_path.joinpath(RUN).glob("feedback.db*"):
-        lost.unlink()
-    out = run_train(tmp_path, env, *mirrored, "run.max_iterations=3")
-    assert "was missing: restored" in out and "resumed_from: 2" in out, out[-4000:]
-    after = batches(db)
-    assert {b: after[b] for b in (0, 1)} == before and len(after[2]) == BATCH
