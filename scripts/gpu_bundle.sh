@@ -49,12 +49,13 @@ pip_quiet download --quiet --no-deps "${target[@]}" -d "$work/wheels" -r "$work/
 pip_quiet install --quiet --no-index --no-deps --no-compile "${target[@]}" \
   --target "$work/site" "$work"/wheels/*.whl
 
-# Strip what no run imports: Ray's Java jar, RLlib and its AI libraries, the web UIs of
-# Prefect and MLflow (activate.sh turns Prefect's off), dashboard source maps, the botocore
-# models of services other than S3 and its credential services, bytecode caches.
+# Strip what no run imports: Ray's Java jar, RLlib and its AI libraries (Ray Serve stays:
+# online runs serve their policy with it), the web UIs of Prefect and MLflow (activate.sh
+# turns Prefect's off), dashboard source maps, the botocore models of services other than
+# S3 and its credential services, bytecode caches.
 (
   cd "$work/site"
-  rm -rf ray/jars ray/rllib ray/data ray/tune ray/train ray/serve ray/llm \
+  rm -rf ray/jars ray/rllib ray/data ray/tune ray/train ray/llm \
     mlflow/server/js prefect/server/ui prefect/server/ui-v2
   find ray/dashboard -name "*.map" -delete
   for d in botocore/data/*/; do

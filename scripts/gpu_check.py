@@ -12,7 +12,8 @@ subprocesses, each with a time limit of ``--timeout`` seconds, one Prefect API f
 ``grpo_arith_megatron`` at tensor parallel 1, ``resume_after_kill`` (a run SIGKILLed
 after its first committed checkpoint and rerun, compared with an uninterrupted run), and the
 agent presets ``agent_calc`` (multi-turn tool calls) and ``code_tests`` (rewards from unit
-tests in the sandbox), each with its SFT warm start; one
+tests in the sandbox), each with its SFT warm start, and ``online_arith`` (served by Ray
+Serve, trained from a simulated user's feedback); one
 JSON line per run with the device each worker reported and each process's peak GPU memory
 (``nvidia-smi``). ``--runs`` picks some, ``--set key=value`` adds overrides to every run,
 ``--device cpu`` is the CPU dry run (``cluster.device=cpu``, tiny sizes). Outputs and logs
@@ -23,7 +24,7 @@ the checkout with ``.gpu/`` there and run, from the project root there::
 
     bash scripts/gpu_bundle.sh                     # here: writes .gpu/
     source .gpu/activate.sh                        # there: unpacks it once (~20 s)
-    python3 scripts/gpu_check.py --system          # there: the six runs (ten CLI runs)
+    python3 scripts/gpu_check.py --system          # there: the seven runs
 
 Each run starts its own local Ray cluster; ``grpo_arith`` first trains its SFT warm start
 (``sft_arith``), which ``grpo_arith_megatron`` then reuses. Where one command may only run a
@@ -52,6 +53,7 @@ SYSTEM_RUNS = (
     "resume_after_kill",
     "agent_calc",
     "code_tests",
+    "online_arith",
 )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from scripts.gpu_checks.system_probe import (
     GpuMemorySampler,
+    progress_values,
     run_command,
     tail,
     worker_devices,
@@ -101,6 +102,13 @@ RUNS = {
             ("run.max_iterations=2", "run.eval_interval=0", "run.checkpoint_interval=2")
             + ("rollout.max_new_tokens=8", *_LM_CPU),
         ),
+        Run(  # served by Ray Serve, trained on the GPU from a simulated user's verdicts
+            "online_arith",
+            "online_arith",
+            ("run.max_iterations=20", "run.eval_interval=10", "run.checkpoint_interval=10"),
+            ("run.max_iterations=2", "run.eval_interval=0", "run.checkpoint_interval=2")
+            + ("online.batch_size=4", "rollout.max_new_tokens=4", *_LM_CPU),
+        ),
         Run(  # SIGKILL after the first committed checkpoint, rerun, compare
             "resume_after_kill",
             "ppo_cartpole",
@@ -166,6 +174,7 @@ def observe(
     result["checkpoint_step"] = done["step"] if done else None
     result["state"] = {k: v for k, v in (done or {}).get("state", {}).items() if k != "history"}
     result["log"] = str(out / run_name / "rlpipe.log")
+    result["rewards"] = progress_values(out / run_name / "rlpipe.log", "reward")
     if result["exit_code"] != 0:
         result["output_tail"] = tail(output)
     return result

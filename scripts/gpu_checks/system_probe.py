@@ -127,6 +127,15 @@ def worker_devices(log: Path) -> list[dict[str, Any]] | str:
     return parse_device_lines(log.read_text(errors="replace")) or NOT_REPORTED
 
 
+def progress_values(log: Path, key: str) -> list[float]:
+    """The ``key`` figure of each progress line (``iter N/M | ... | key 0.52 | ...``) of
+    ``log``, in order (empty without a log or such lines)."""
+    if not log.exists():
+        return []
+    pattern = re.compile(rf"\biter \d+/\d+ \|.*\| {re.escape(key)} (-?[0-9.]+)")
+    return [float(m.group(1)) for m in pattern.finditer(log.read_text(errors="replace"))]
+
+
 def kill_session(proc: subprocess.Popen) -> None:
     """SIGKILL a process started with ``start_new_session`` and everything in its session."""
     try:

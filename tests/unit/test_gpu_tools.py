@@ -16,6 +16,7 @@ from scripts.gpu_checks.system_probe import (
     NOT_REPORTED,
     parse_device_lines,
     parse_nvidia_smi,
+    progress_values,
     worker_devices,
 )
 from scripts.gpu_checks.system_resume import compare
@@ -122,3 +123,18 @@ def test_checkpoint_comparison() -> None:
 def test_card_peaks(name: str, peak: float | None) -> None:
     model = _load(ROOT / "benchmarks" / "_step_model.py")
     assert model.peak_tflops(name) == peak
+
+
+def test_progress_values_reads_one_figure_of_each_progress_line(tmp_path: Path) -> None:
+    log = tmp_path / "rlpipe.log"
+    log.write_text(
+        "2026-11-29 15:21:42,086 INFO    rlpipe.progress: iter 1/60 | env steps 128 | "
+        "94 tokens/s | reward 0.414 | orch 308 ms\n"
+        "2026-11-29 15:21:43,000 INFO    rlpipe.progress: iter 2/60 | env steps 256 | "
+        "eval 0.700 | orch 259 ms\n"
+        "12:00:01 | INFO    | iter 3/60 | env steps 384 | reward -1.5 | orch 205 ms\n"
+        "the reward 0.9 of something else\n"
+    )
+    assert progress_values(log, "reward") == [0.414, -1.5]
+    assert progress_values(log, "eval") == [0.7]
+    assert progress_values(tmp_path / "missing.log", "reward") == []
