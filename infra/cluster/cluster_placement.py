@@ -252,6 +252,7 @@ def place(
     sizes: dict[str, int],
     attached: dict[str, Attached] | None = None,
     tensor_parallel: int = 1,
+    free_cpus: float = 0.0,
 ) -> ClusterPlacement:
     """Plan (and on GPUs reserve) the placement of a run's worker groups.
 
@@ -261,6 +262,9 @@ def place(
             the config places them).
         attached: Helper groups living with another group's rank 0 (the replay buffer).
         tensor_parallel: Trainer ranks per tensor-parallel group (kept on one node).
+        free_cpus: On GPUs, CPUs the workers leave free on the first node for the run's
+            processes outside its groups (an online run's policy server replicas). On CPUs
+            each worker reserves at most its share of its CPU set, which leaves room.
 
     Raises:
         PlacementError: See :func:`placement_device`, :func:`gpu_cluster_shape`,
@@ -288,6 +292,7 @@ def place(
             cfg.cluster.gpus_per_worker,
             attached,
             tensor_parallel,
+            free_cpus,
         )
         reserved = _reserve(plan, shape, cfg.timeouts.worker_start)
         result = ClusterPlacement("cuda", plan, shape, reserved)

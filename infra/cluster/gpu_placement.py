@@ -192,6 +192,7 @@ def plan_gpu_placement(
     gpus_per_worker: dict[str, float] | None = None,
     attached: dict[str, Attached] | None = None,
     tensor_parallel: int = 1,
+    free_cpus: float = 0.0,
 ) -> dict[str, GroupPlacement]:
     """Plan a GPU placement of each worker group.
 
@@ -202,6 +203,8 @@ def plan_gpu_placement(
         gpus_per_worker: ``cluster.gpus_per_worker`` (fixed shares per component).
         attached: Helper groups of one worker placed with another group's rank 0.
         tensor_parallel: Trainer ranks per tensor-parallel group (kept on one node).
+        free_cpus: CPUs the workers leave free on the first node, for the run's processes
+            outside its worker groups (the replicas of an online run's policy server).
 
     Raises:
         PlacementError: An index beyond the cluster, a group without a placement, workers
@@ -220,6 +223,7 @@ def plan_gpu_placement(
     # CPUs: each node's share after the attached helpers' fixed reservations.
     per_node = cluster.gpus_per_node
     fixed_cpus: dict[int, float] = defaultdict(float)
+    fixed_cpus[0] = free_cpus
     counts: dict[int, int] = defaultdict(int)
     for name, gpus in assigned.items():
         for gpu in gpus:

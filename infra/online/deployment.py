@@ -39,6 +39,8 @@ from infra.online.store_mirror import StoreMirror
 from rl_core.config.online_section import LOOPBACK_HOSTS
 
 logger = logging.getLogger(__name__)
+#: CPUs each replica reserves (it generates on the CPU); a GPU placement leaves them free.
+REPLICA_CPUS = 1.0
 app = FastAPI(title="rlpipe policy server", docs_url=None, redoc_url=None)
 
 
@@ -240,9 +242,11 @@ def start_policy_server(
         "num_replicas": num_replicas,
         "logging_config": {"enable_access_log": False},
     }
+    actor_options: dict[str, Any] = {"num_cpus": REPLICA_CPUS}
     access = store_access_env(settings.mirror)  # (the mirror's credentials, if any)
     if access:
-        options["ray_actor_options"] = {"runtime_env": {"env_vars": access}}
+        actor_options["runtime_env"] = {"env_vars": access}
+    options["ray_actor_options"] = actor_options
     deployment = PolicyServer.options(**options)
     serve.run(deployment.bind(asdict(settings)), name=app_name, route_prefix="/")
     return f"http://{host}:{port}"

@@ -22,7 +22,12 @@ import torch
 
 from infra.checkpoint.export import export_policy
 from infra.driver.step_runtime import StepResult
-from infra.online.deployment import ServerSettings, Weights, start_policy_server
+from infra.online.deployment import (
+    REPLICA_CPUS,
+    ServerSettings,
+    Weights,
+    start_policy_server,
+)
 from infra.online.feedback_generation import FeedbackGeneration
 from infra.online.served_versions import (
     ab_comparison,
@@ -112,6 +117,11 @@ class OnlineRuntime(ReasoningRuntime):
                 f"online.host = {online.host!r} serves beyond this machine: set the bearer "
                 f"token in ${online.token_env} (online.token_env) or bind 127.0.0.1"
             )
+
+    @classmethod
+    def cpus_outside_groups(cls, cfg: Any) -> float:
+        """The policy server's replica, when the run serves its policy itself."""
+        return REPLICA_CPUS if cfg.online.server == "run" else 0.0
 
     def _choose_generation(self) -> FeedbackGeneration:
         cfg = self.cfg

@@ -95,7 +95,7 @@ class ReasoningRuntime(StepRuntime):
         self.reward_plan = reward_plan(cfg.reward)
         if self.reward_plan.uses_model:  # the model is there before any worker starts
             check_model_source(cfg.reward.model)
-        workers = start_reasoning_groups(cfg, self.config_dict)
+        workers = start_reasoning_groups(cfg, self.config_dict, self.cpus_outside_groups(cfg))
         self.model_reward = (
             ModelRewardScorer(workers.reward, cfg.reward.model) if workers.reward else None
         )
@@ -110,6 +110,11 @@ class ReasoningRuntime(StepRuntime):
         self.batch = ResponseBatch()
         self.published_version = 0  # the weight version the rollout workers were last given
         self.generation = self._choose_generation()  # sync, or batches launched ahead
+
+    @classmethod
+    def cpus_outside_groups(cls, cfg: RLPipeConfig) -> float:
+        """CPUs the run's processes outside its worker groups need (none here)."""
+        return 0.0
 
     def _choose_generation(self) -> Generation:
         cfg = self.cfg

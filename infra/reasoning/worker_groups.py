@@ -60,12 +60,16 @@ class ReasoningGroups:
         return [g for g in (self.actor, *others, self.reward) if g is not None]
 
 
-def start_reasoning_groups(cfg: RLPipeConfig, config: dict[str, Any]) -> ReasoningGroups:
+def start_reasoning_groups(
+    cfg: RLPipeConfig, config: dict[str, Any], free_cpus: float = 0.0
+) -> ReasoningGroups:
     """Place and start the worker groups of ``cfg``'s placement (not yet waited for).
 
     Args:
         cfg: The validated run config.
         config: The same config as a plain dict (what workers are built from).
+        free_cpus: CPUs to leave free for processes outside the groups (see
+            :func:`~infra.cluster.cluster_placement.place`).
     """
     use_ref = cfg.algorithm.kl_coef > 0 and cfg.actor.backend == "fsdp"
     hybrid = uses_hybrid_engine(cfg)
@@ -78,7 +82,7 @@ def start_reasoning_groups(cfg: RLPipeConfig, config: dict[str, Any]) -> Reasoni
     if reward_plan(cfg.reward).uses_model:
         sizes["reward"] = cfg.reward.model.num_workers
         check_reward_placement(cfg)
-    plan = place(cfg, sizes, tensor_parallel=cfg.actor.tensor_parallel_size)
+    plan = place(cfg, sizes, tensor_parallel=cfg.actor.tensor_parallel_size, free_cpus=free_cpus)
     liveness = Liveness.from_config(cfg.timeouts)
     reward = None
     if "reward" in sizes:

@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infra.online.deployment import read_weights
+from infra.cluster.devices import ALLOW_LOGICAL_GPUS_VAR
+from infra.online.deployment import REPLICA_CPUS, read_weights
 from infra.online.simulated_user import SimulatedUser
 from infra.online.store import FeedbackStore, Generation
 from rl_core.data.arithmetic import ArithmeticTask
@@ -129,7 +130,14 @@ def test_gated_promotion_serves_new_versions_as_candidates_until_the_users_prefe
     tmp_path: Path, train_env: dict[str, str], preset: Path
 ) -> None:
     gated = ["--config", str(preset), "tracking.promotion=gated", "run.max_iterations=2"]
-    run_train(tmp_path, train_env, *gated)
+    # on a GPU (a logical one here) the trainer reserves its node's CPUs, less the one the
+    # policy server's replica needs (else the replica is never scheduled and the run hangs)
+    on_gpu = {**train_env, ALLOW_LOGICAL_GPUS_VAR: "1"}
+    run_train(tmp_path, on_gpu, *gated, "cluster.device=cuda", "cluster.num_gpus_per_node=1")
+    log = (tmp_path / RUN / "rlpipe.log").read_text()
+    trainer_cpus = re.search(r"placement actor: 1 worker\(s\) on GPUs 0 .*?([0-9.]+) CPU each", log)
+    assert trainer_cpus, log[-4000:]
+    assert float(trainer_cpus.group(1)) <= (os.cpu_count() or 1) * 0.99 - REPLICA_CPUS + 1e-3
     weights_file = tmp_path / RUN / "served" / "current.json"
     # each weight sync served the new version beside main (version 0) to half the users: 1 in
     # iteration 1, 2 for the final evaluation

@@ -153,3 +153,14 @@ def test_an_attached_helper_lives_with_rank_zero_of_its_anchor():
     assert plan["replay"].num_gpus_per_worker == 0.0
     assert plan["replay"].num_cpus_per_worker == 0.001
     assert plan["actor"].num_cpus_per_worker == pytest.approx((16 * 0.99 - 0.001) / 4, abs=1e-4)
+
+
+def test_cpus_left_free_for_processes_outside_the_groups_come_off_the_first_node():
+    """An online run's policy server replica needs a CPU the trainer must not reserve."""
+    one = plan_gpu_placement({"actor": "0"}, {"actor": 1}, ONE_BY_FOUR, free_cpus=1.0)
+    assert one["actor"].num_cpus_per_worker == pytest.approx(16 * 0.99 - 1.0, abs=1e-4)
+    # two workers per node: the first node's pair is the tighter one, every rank gets as much
+    two = plan_gpu_placement({"actor": "0-3"}, {"actor": 4}, TWO_BY_TWO, free_cpus=1.0)
+    assert two["actor"].num_cpus_per_worker == pytest.approx((8 * 0.99 - 1.0) / 2, abs=1e-4)
+    with pytest.raises(PlacementError, match="actor workers get no CPU"):
+        plan_gpu_placement({"actor": "0"}, {"actor": 1}, TWO_BY_TWO, free_cpus=8.0)
