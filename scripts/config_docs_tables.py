@@ -200,6 +200,10 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`actor.num_minibatches × actor.num_workers` equal parts (megatron: data-parallel "
         "replicas, `actor.num_workers / actor.megatron.tensor_model_parallel_size`)."
     ),
+    ("ReasoningConfig", "_token_budget_fits_a_row"): (
+        "Reasoning: `actor.max_tokens_per_micro_batch`, when set, must hold the longest row, "
+        "`data.max_prompt_length + rollout.max_new_tokens` tokens."
+    ),
     ("RLPipeConfig", "_async_mode_fits"): (
         "`run.mode: async` runs the kinds that support it (embodied PPO and reasoning "
         "models); it turns the hybrid engine off (`cluster.hybrid_engine: on` is refused "

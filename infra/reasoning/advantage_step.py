@@ -15,13 +15,29 @@ from rl_core.algorithms import GroupIndexError
 from rl_core.llm import pad_left, pad_loss_masks, pad_right
 from rl_core.training.llm_advantage import compute_llm_advantages, unscored_loss_mask
 from rl_core.training.loss_mask import LOSS_MASK, loss_mask_of
+from rl_core.training.rank_balance import balanced_split, row_lengths
 
 
-def _shards(runtime: Any, arrays: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
-    """One part of the rows per trainer rank (tensor-parallel peers share theirs)."""
+def _shards(
+    runtime: Any, arrays: dict[str, np.ndarray]
+) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
+    """One part of the rows per trainer rank (tensor-parallel peers share theirs).
+
+    With ``actor.balance_batch`` the parts hold about equal tokens.
+
+    Returns:
+        The shards, and the batch's row of each row of the shards laid end to end.
+    """
     count = len(arrays["response_ids"])
-    rows = np.array_split(np.arange(count), runtime.layout.replicas)
-    return runtime.layout.per_rank([{k: v[r] for k, v in arrays.items()} for r in rows])
+    replicas = runtime.layout.replicas
+    if getattr(runtime.cfg.actor, "balance_batch", False):
+        rows = [
+            np.asarray(r, dtype=np.int64) for r in balanced_split(row_lengths(arrays), replicas)
+        ]
+    else:
+        rows = np.array_split(np.arange(count), replicas)
+    shards = runtime.layout.per_rank([{k: v[r] for k, v in arrays.items()} for r in rows])
+    return shards, np.concatenate(rows)
 
 
 def _padded(runtime: Any, prompts: list[list[int]], responses: list[list[int]]) -> dict:
@@ -42,19 +58,18 @@ def _score(runtime: Any, arrays: dict[str, np.ndarray]) -> tuple[Any, Any, Any]:
 
     The reference log-probs also go into ``arrays`` (``ref_logprobs``).
     """
+    shards, order = _shards(runtime, arrays)
     outs = runtime.actor.get(
-        [
-            h.compute_logprobs.remote(s)
-            for h, s in zip(runtime.actor.handles, _shards(runtime, arrays), strict=True)
-        ],
+        [h.compute_logprobs.remote(s) for h, s in zip(runtime.actor.handles, shards, strict=True)],
         runtime.timeouts.advantage,
         "advantage",
     )
-    outs = runtime.layout.per_replica(outs)
-    old = torch.tensor(np.concatenate([o["logprobs"] for o in outs]))
-    values = (
-        torch.tensor(np.concatenate([o["values"] for o in outs])) if "values" in outs[0] else None
-    )
+    # the ranks' rows laid end to end, put back in the batch's order
+    inverse = np.argsort(order)
+    replicas = runtime.layout.per_replica(outs)
+    outs = [{k: np.concatenate([o[k] for o in replicas])[inverse] for k in replicas[0]}]
+    old = torch.tensor(outs[0]["logprobs"])
+    values = torch.tensor(outs[0]["values"]) if "values" in outs[0] else None
     ref_lp = runtime.engines.reference_logprobs(outs, arrays, runtime.timeouts.advantage)
     if ref_lp is None:
         return old, values, None

@@ -14,6 +14,7 @@ from infra.reasoning.responses import ResponseBatch
 from rl_core.seeding import update_shuffle_seed
 from rl_core.training.llm_update import minibatch_totals, rank_rows
 from rl_core.training.parallel_layout import ParallelLayout
+from rl_core.training.rank_balance import row_lengths
 
 
 def update_step(
@@ -26,6 +27,9 @@ def update_step(
     timeout: float,
 ) -> StepResult:
     """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks.
+
+    With ``actor.balance_batch`` each rank's part of every minibatch holds about the same
+    number of tokens (:func:`~rl_core.training.rank_balance.balanced_split`).
 
     Args:
         actor: The trainer ranks.
@@ -41,7 +45,8 @@ def update_step(
     num_rows = len(batch.arrays["response_ids"])
     order = np.random.default_rng(update_shuffle_seed(seed, iteration)).permutation(num_rows)
     arrays = {k: v[order] for k, v in batch.arrays.items()}
-    rows = rank_rows(len(order), actor_cfg.num_minibatches, layout.replicas)
+    lengths = row_lengths(arrays) if getattr(actor_cfg, "balance_batch", False) else None
+    rows = rank_rows(len(order), actor_cfg.num_minibatches, layout.replicas, lengths)
     shards = [{k: v[r] for k, v in arrays.items()} for r in rows]
     totals = minibatch_totals(
         [{k: torch.from_numpy(v) for k, v in s.items()} for s in shards],

@@ -164,7 +164,28 @@ class ReasoningActorConfig(ActorConfig):
         8,
         ge=1,
         le=MAX_MINIBATCHES,
-        description="Reasoning: sequences per forward/backward (gradient accumulation).",
+        description="Reasoning: sequences per forward/backward (gradient accumulation), "
+        "unless max_tokens_per_micro_batch is set.",
+    )
+    max_tokens_per_micro_batch: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_TOKENS,
+        description="Reasoning: fill each forward/backward with rows up to this many real "
+        "tokens (prompt + response) instead of micro_batch_size rows (verl's "
+        "ppo_max_token_len_per_gpu); at least data.max_prompt_length + "
+        "rollout.max_new_tokens. None: by rows.",
+    )
+    packing: bool = Field(
+        True,
+        description="Reasoning: compute each micro-batch as one sequence of its rows' real "
+        "tokens, without padding (attention stays within each row; the same log-probs). "
+        "false: rows padded to the micro-batch's longest.",
+    )
+    balance_batch: bool = Field(
+        True,
+        description="Reasoning: give each data-parallel rank rows of about the same total "
+        "length (tokens) in every minibatch (verl's balance_batch).",
     )
     sft_steps_per_iteration: int = Field(
         1,

@@ -205,6 +205,19 @@ class ReasoningConfig(RLPipeConfig):
         return self
 
     @model_validator(mode="after")
+    def _token_budget_fits_a_row(self) -> ReasoningConfig:
+        budget = self.actor.max_tokens_per_micro_batch
+        longest = self.data.max_prompt_length + self.rollout.max_new_tokens
+        if budget is not None and budget < longest:
+            raise ValueError(
+                f"actor.max_tokens_per_micro_batch = {budget} cannot hold the longest row, "
+                f"data.max_prompt_length + rollout.max_new_tokens = "
+                f"{self.data.max_prompt_length} + {self.rollout.max_new_tokens} = {longest} "
+                f"tokens (allowed: at least {longest}, or null for micro-batches by rows)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _rollout_buffer_fits_memory(self) -> ReasoningConfig:
         estimate = limits.reasoning_buffer(
             self.data.prompts_per_batch,

@@ -20,9 +20,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from rl_core.llm.batching import pad_left, pad_right
 from rl_core.llm.generation import SamplingParams, hf_generate
 from rl_core.llm.logprobs import entropy_from_logits, logprobs_from_logits
+from rl_core.llm.packed_attention import packed_forward_kwargs, use_packed_attention
+from rl_core.llm.packing import pack_rows
 from rl_core.models.base_policy import BasePolicy
 from rl_core.models.lora import adapter_tensors
 
+#: The ``forward_inputs`` of :meth:`CausalLMPolicy.default_forward`, in packing order.
+FORWARD_INPUT_KEYS = ("prompt_ids", "prompt_mask", "response_ids", "response_mask")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -36,6 +40,8 @@ class CausalLMPolicy(BasePolicy):
     """
 
     export_format = "hf_pretrained"
+    #: :meth:`default_forward` computes packed rows (``packed=True``).
+    supports_packing = True
 
     def __init__(self, model: nn.Module, tokenizer: Any, value_head: bool = False) -> None:
         super().__init__()
@@ -45,6 +51,7 @@ class CausalLMPolicy(BasePolicy):
         #: engines get the adapters alone.
         self.adapter_only = False
         self.value_head = nn.Linear(model.config.hidden_size, 1) if value_head else None
+        self._packing_ready = False
         if self.value_head is not None:
             nn.init.zeros_(self.value_head.weight)
             nn.init.zeros_(self.value_head.bias)
@@ -72,6 +79,7 @@ class CausalLMPolicy(BasePolicy):
         compute_values: bool = False,
         compute_entropy: bool = True,
         temperature: float = 1.0,
+        packed: bool = False,
         **kwargs: Any,
     ) -> dict[str, torch.Tensor]:
         """Log-probs ``[N, R]`` of the response tokens, and entropy / values if asked.
@@ -85,30 +93,67 @@ class CausalLMPolicy(BasePolicy):
                 value of the state before each response token.
             compute_entropy: Also return ``entropy`` ``[N, R]``.
             temperature: The sampling temperature the responses were drawn with.
+            packed: Compute on the rows packed into one sequence without padding
+                (:mod:`rl_core.llm.packing`): the same results on real tokens, 0 on
+                padding, and only the real tokens' work.
             **kwargs: Ignored (callers may pass options other policies use).
         """
+        if compute_values and self.value_head is None:
+            raise ValueError("values requested but the model has no value head")
+        if packed:
+            return self._packed_forward(
+                forward_inputs, compute_values, compute_entropy, temperature
+            )
         prompt_ids, response_ids = forward_inputs["prompt_ids"], forward_inputs["response_ids"]
         mask = torch.cat([forward_inputs["prompt_mask"], forward_inputs["response_mask"]], dim=1)
         ids = torch.cat([prompt_ids, response_ids], dim=1)
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-        want_hidden = compute_values and self.value_head is not None
         out = self.model(
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions,
-            output_hidden_states=want_hidden,
+            output_hidden_states=compute_values,
             use_cache=False,
+            logits_to_keep=response_ids.shape[1] + 1,  # no vocabulary projection of prompts
         )
-        start = prompt_ids.shape[1] - 1
-        logits = out.logits[:, start:-1]
+        logits = out.logits[:, :-1]
         result = {"logprobs": logprobs_from_logits(logits, response_ids, temperature)}
         if compute_entropy:
             result["entropy"] = entropy_from_logits(logits, temperature)
         if compute_values:
-            if self.value_head is None:
-                raise ValueError("values requested but the model has no value head")
-            hidden = out.hidden_states[-1][:, start:-1]
+            hidden = out.hidden_states[-1][:, prompt_ids.shape[1] - 1 : -1]
             result["values"] = self.value_head(hidden.float()).sum(dim=-1)  # not a view
+        return result
+
+    def _packed_forward(
+        self,
+        forward_inputs: dict[str, torch.Tensor],
+        compute_values: bool,
+        compute_entropy: bool,
+        temperature: float,
+    ) -> dict[str, torch.Tensor]:
+        """:meth:`default_forward` on the rows packed into one sequence."""
+        if not self._packing_ready:
+            use_packed_attention(self.model)
+            self._packing_ready = True
+        packed = pack_rows(*(forward_inputs[k] for k in FORWARD_INPUT_KEYS))
+        out = self.model(
+            input_ids=packed.input_ids,
+            position_ids=packed.position_ids,
+            output_hidden_states=compute_values,
+            use_cache=False,
+            logits_to_keep=packed.logit_positions,
+            **packed_forward_kwargs(packed.cu_seqlens, packed.max_length),
+        )
+        logits = out.logits[0]  # [K, V]: one row per response token
+        result = {
+            "logprobs": packed.unpack(logprobs_from_logits(logits, packed.targets, temperature))
+        }
+        if compute_entropy:
+            result["entropy"] = packed.unpack(entropy_from_logits(logits, temperature))
+        if compute_values:
+            hidden = out.hidden_states[-1][0, packed.logit_positions]
+            result["values"] = packed.unpack(self.value_head(hidden.float()).sum(dim=-1))
         return result
 
     @torch.no_grad()

@@ -20,6 +20,7 @@ N-worker update equals a single-process one.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +36,10 @@ from rl_core.algorithms import (
 )
 from rl_core.models.base_policy import BasePolicy
 from rl_core.training.loss_mask import check_loss_mask, loss_mask_of
+from rl_core.training.micro_batches import MicroBatching, micro_batches
 from rl_core.training.nonfinite import SkippedUpdateGuard, all_finite, any_rank
 from rl_core.training.optim import clip_gradients
+from rl_core.training.rank_balance import balanced_split
 
 FORWARD_KEYS = ("prompt_ids", "prompt_mask", "response_ids", "response_mask")
 #: Terms of the minibatch loss reported by :func:`accumulate_minibatch`.
@@ -68,7 +71,12 @@ def split_rows(batch: dict[str, torch.Tensor], parts: int) -> list[dict[str, tor
     ]
 
 
-def rank_rows(num_rows: int, num_minibatches: int, world_size: int) -> list[list[int]]:
+def rank_rows(
+    num_rows: int,
+    num_minibatches: int,
+    world_size: int,
+    lengths: Sequence[int] | None = None,
+) -> list[list[int]]:
     """Row indices of each data-parallel rank; minibatch ``k`` is the same whatever the ranks.
 
     The batch is cut into ``num_minibatches`` contiguous chunks and each chunk into
@@ -76,11 +84,24 @@ def rank_rows(num_rows: int, num_minibatches: int, world_size: int) -> list[list
     :func:`split_rows` of its shard gives back its part of chunk ``k``. With
     ``num_rows`` divisible by ``num_minibatches * world_size`` (checked by the config), an
     N-rank update sees exactly the minibatches of a single-process one.
+
+    Args:
+        num_rows: Rows of the batch.
+        num_minibatches: Optimizer steps per pass over it.
+        world_size: Data-parallel ranks.
+        lengths: Tokens of each row: the parts of each chunk are then balanced by tokens
+            (:func:`~rl_core.training.rank_balance.balanced_split`) instead of cut in row
+            order; the chunks, hence the minibatches, are the same.
     """
-    chunks = [c.tolist() for c in np.array_split(np.arange(num_rows), num_minibatches)]
+    chunks = np.array_split(np.arange(num_rows), num_minibatches)
     ranks: list[list[int]] = [[] for _ in range(world_size)]
     for chunk in chunks:
-        for rank, part in enumerate(np.array_split(np.asarray(chunk, dtype=int), world_size)):
+        if lengths is None:
+            parts = [p.tolist() for p in np.array_split(chunk, world_size)]
+        else:
+            split = balanced_split([lengths[i] for i in chunk], world_size)
+            parts = [[int(chunk[i]) for i in part] for part in split]
+        for rank, part in enumerate(parts):
             ranks[rank].extend(int(i) for i in part)
     return ranks
 
@@ -100,6 +121,11 @@ def minibatch_totals(
         tokens = float(sum(p.sum() for p in parts))
         totals.append(MinibatchTotals(tokens, sum(count_sequences(p) for p in parts)))
     return totals
+
+
+def supports_packing(policy: torch.nn.Module) -> bool:
+    """Whether ``policy``'s ``default_forward`` takes ``packed=True`` (else rows are trimmed)."""
+    return bool(getattr(policy, "supports_packing", False))
 
 
 def _grad_norm(policy: torch.nn.Module, max_norm: float | None) -> float:
@@ -154,12 +180,23 @@ def accumulate_minibatch(
     minibatch: dict[str, torch.Tensor],
     totals: MinibatchTotals,
     algo: Any,
-    micro_batch_size: int,
+    batching: MicroBatching | int,
     world_size: int = 1,
     temperature: float = 1.0,
     norm: float | None = None,
 ) -> dict[str, float]:
     """Forward/backward one minibatch in micro-batches (gradients accumulate; no step).
+
+    Args:
+        policy: The policy in train mode.
+        minibatch: This rank's rows of the minibatch.
+        totals: The global minibatch's totals (every rank's rows).
+        algo: The ``algorithm`` config section.
+        batching: How the rows are cut into micro-batches (and packed); an int: rows
+            per micro-batch.
+        world_size: Data-parallel ranks (they agree on the number of micro-batches).
+        temperature: Sampling temperature of the responses.
+        norm: Constant of ``seq-mean-token-sum-norm``.
 
     Returns:
         This rank's share of each loss term and of the mean PPO statistics: summed over
@@ -170,19 +207,20 @@ def accumulate_minibatch(
     kl_as_loss = algo.kl_coef > 0 and not algo.kl_in_reward
     sums: dict[str, float] = {}
     stats: dict[str, float] = {}
-    micro = split_rows(
-        minibatch, max(1, -(-minibatch["response_mask"].shape[0] // micro_batch_size))
-    )
-    for part in micro:
+    micro = micro_batches(minibatch, batching, supports_packing(policy), world_size)
+    real = sum(not m.filler for m in micro)
+    for pass_ in micro:
+        part = pass_.inputs
         mask = loss_mask_of(part)  # the forward pass attends to all of response_mask
         weights = aggregation_weights(mask, algo.loss_agg_mode, totals.tokens, totals.seqs, norm)
-        weights = weights * world_size
+        weights = weights * (0.0 if pass_.filler else world_size)
         out = policy(  # __call__, not .forward: FSDP2's hooks unshard the root's parameters
             forward_type="default_forward",
             forward_inputs={k: part[k] for k in FORWARD_KEYS},
             compute_values=use_values,
             compute_entropy=True,
             temperature=temperature,
+            packed=pass_.packed,
         )
         pg_weights, is_stats = _corrected(weights, part, algo)
         pg_loss, pg_stats = loss_fn(
@@ -212,10 +250,12 @@ def accumulate_minibatch(
             loss = loss + algo.value_coef * value_loss
             terms["value_loss"] = value_loss
         loss.backward()
+        if pass_.filler:
+            continue
         for name, value in terms.items():
             sums[name] = sums.get(name, 0.0) + float(value.detach()) / world_size
         for name, value in pg_stats.items():
-            stats[name] = stats.get(name, 0.0) + float(value) / len(micro) / world_size
+            stats[name] = stats.get(name, 0.0) + float(value) / real / world_size
     return {**sums, **stats}
 
 
@@ -314,7 +354,7 @@ def llm_update(
                 minibatch,
                 totals[k],
                 algo,
-                actor.micro_batch_size,
+                MicroBatching.of(actor),
                 world_size,
                 temperature,
                 norm,
@@ -344,7 +384,7 @@ def sft_update(
     optimizer: torch.optim.Optimizer,
     shard: dict[str, torch.Tensor],
     totals: MinibatchTotals,
-    micro_batch_size: int,
+    batching: MicroBatching | int,
     max_grad_norm: float | None,
     world_size: int = 1,
     *,
@@ -365,7 +405,8 @@ def sft_update(
         optimizer: Its optimizer (learning rate already set).
         shard: This rank's rows.
         totals: Trained-on tokens (loss mask) and sequences of the global batch.
-        micro_batch_size: Rows per forward/backward.
+        batching: How the rows are cut into micro-batches (and packed); an int: rows
+            per micro-batch.
         max_grad_norm: Gradient clipping norm (None: no clipping).
         world_size: Data-parallel ranks.
         guard: Tracks skipped updates across calls (default: one that stops at the first).
@@ -380,17 +421,19 @@ def sft_update(
     """
     check_loss_mask(shard)
     guard = guard or SkippedUpdateGuard(1)
-    n = shard["response_mask"].shape[0]
     loss_sum = 0.0
-    for part in split_rows(shard, max(1, -(-n // micro_batch_size))):
+    for pass_ in micro_batches(shard, batching, supports_packing(policy), world_size):
+        part = pass_.inputs
         weights = aggregation_weights(loss_mask_of(part), "token-mean", totals.tokens, totals.seqs)
         out = policy(
             forward_type="default_forward",
             forward_inputs={k: part[k] for k in FORWARD_KEYS},
             compute_values=False,
             compute_entropy=False,
+            packed=pass_.packed,
         )
-        loss = -(out["logprobs"] * weights * world_size).sum()
+        scale = 0.0 if pass_.filler else world_size
+        loss = -(out["logprobs"] * weights * scale).sum()
         loss.backward()
         loss_sum += float(loss.detach()) / world_size
     applied, grad_norm = guarded_step(

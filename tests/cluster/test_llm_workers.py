@@ -9,6 +9,7 @@ import ray
 import torch
 
 from rl_core.models.tiny_lm import create_tiny_lm
+from rl_core.training.micro_batches import MicroBatching, micro_batch_rows
 from tests.llm_trainers import (
     batch,
     config,
@@ -41,6 +42,31 @@ def test_two_fsdp_ranks_match_a_single_process_update(ray_local, tiny_dir):
     moved = max(float(np.abs(a[k] - before[k]).max()) for k in a)
     assert moved > 1e-3, "the update did not change the weights"
     assert diff < 1e-5, f"2-rank FSDP2 differs from 1 rank by {diff}"
+    for h in single + double:
+        ray.kill(h)
+
+
+def test_two_fsdp_ranks_with_a_token_budget_match_one_rank(ray_local, tiny_dir):
+    """Packed micro-batches filled up to a token budget: the ranks' shards need different
+    numbers of micro-batches, so they agree on the largest (fillers on the other) and
+    still train exactly as one rank does."""
+    budget = ["data.max_prompt_length=5", "rollout.max_new_tokens=4"]
+    cfg = config(tiny_dir, *budget, "actor.max_tokens_per_micro_batch=14")
+    data = batch()
+    # rank 0's rows of minibatch 0 are the longest: they need more micro-batches
+    lengths = data["prompt_mask"].sum(1) + data["response_mask"].sum(1)
+    data = {k: v[np.argsort(-lengths, kind="stable")] for k, v in data.items()}
+    lengths = sorted(lengths.tolist(), reverse=True)
+    cut = MicroBatching(rows=1, max_tokens=14)
+    assert len(micro_batch_rows(lengths[0:2], cut)) > len(micro_batch_rows(lengths[2:4], cut))
+    single = trainer(config(tiny_dir, *budget, "actor.packing=false"), 1)
+    double = trainer(cfg, 2)
+    for it in range(2):
+        update(single, data, it)
+        update(double, data, it)
+    a, b = full_state(single), full_state(double)
+    diff = max(float(np.abs(a[k] - b[k]).max()) for k in a)
+    assert diff < 1e-5, f"2 packed ranks with a token budget differ from 1 rank by {diff}"
     for h in single + double:
         ray.kill(h)
 

@@ -65,11 +65,11 @@ def test_micro_batches_and_two_ranks_match_one_pass(tiny_dir, mode):
     batch = make_batch()
     (total,) = minibatch_totals([batch], 1)
     reference = policy_of(tiny_dir)
-    accumulate_minibatch(reference, batch, total, algo(mode), micro_batch_size=6, norm=8.0)
+    accumulate_minibatch(reference, batch, total, algo(mode), batching=6, norm=8.0)
     want = grads(reference)
 
     micro = policy_of(tiny_dir)
-    accumulate_minibatch(micro, batch, total, algo(mode), micro_batch_size=2, norm=8.0)
+    accumulate_minibatch(micro, batch, total, algo(mode), batching=2, norm=8.0)
     for name, g in grads(micro).items():
         torch.testing.assert_close(g, want[name], atol=1e-6, rtol=1e-5)
 

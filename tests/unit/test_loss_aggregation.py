@@ -116,7 +116,7 @@ def test_trainer_policy_loss_over_micro_batches_equals_the_whole_minibatch_loss(
     )
     (total,) = minibatch_totals([batch], 1)
     tiny_policy.zero_grad(set_to_none=True)
-    shares = accumulate_minibatch(tiny_policy, batch, total, algo, micro_batch_size=2, norm=5.0)
+    shares = accumulate_minibatch(tiny_policy, batch, total, algo, batching=2, norm=5.0)
     tiny_policy.zero_grad(set_to_none=True)
     with torch.no_grad():
         out = tiny_policy(

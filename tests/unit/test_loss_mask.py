@@ -116,7 +116,7 @@ def run(policy, batch, cfg):
     """Metrics and gradients of one minibatch (no optimizer step)."""
     policy.zero_grad(set_to_none=True)
     (totals,) = minibatch_totals([batch], 1)
-    metrics = accumulate_minibatch(policy, batch, totals, cfg, micro_batch_size=2, norm=9.0)
+    metrics = accumulate_minibatch(policy, batch, totals, cfg, batching=2, norm=9.0)
     grads = {k: p.grad.clone() for k, p in policy.named_parameters() if p.grad is not None}
     policy.zero_grad(set_to_none=True)
     return metrics, grads
@@ -302,7 +302,7 @@ def test_sft_trains_on_model_tokens_only(policy):
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.0)
     totals = MinibatchTotals(float(lm.sum()), 4)
     shard = {k: batch[k] for k in (*keys, "loss_mask")}
-    out = sft_update(policy, optimizer, shard, totals, micro_batch_size=2, max_grad_norm=None)
+    out = sft_update(policy, optimizer, shard, totals, batching=2, max_grad_norm=None)
     expected = float(-(logprobs * lm).sum() / lm.sum())
     assert out["train/sft_loss"] == pytest.approx(expected, rel=1e-5)
     unmasked = float(-(logprobs * batch["response_mask"]).sum() / batch["response_mask"].sum())

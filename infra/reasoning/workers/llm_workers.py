@@ -26,8 +26,9 @@ from rl_core.training.llm_update import (
     MinibatchTotals,
     llm_update,
     sft_update,
-    split_rows,
+    supports_packing,
 )
+from rl_core.training.micro_batches import MicroBatching, micro_batches
 
 logger = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -35,21 +36,38 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 @torch.no_grad()
 def _forward_in_micro_batches(
-    policy: Any, batch: dict[str, torch.Tensor], micro: int, temperature: float, values: bool
+    policy: Any,
+    batch: dict[str, torch.Tensor],
+    batching: MicroBatching | int,
+    temperature: float,
+    values: bool,
+    world_size: int = 1,
 ) -> dict[str, np.ndarray]:
-    outs: dict[str, list[torch.Tensor]] = {}
-    n = batch["response_ids"].shape[0]
-    for part in split_rows(batch, max(1, -(-n // micro))):
+    """The policy's outputs of every row, ``[N, R]`` each, computed in micro-batches.
+
+    Micro-batches hold any rows (a token budget sorts them by length); the outputs are put
+    back in row order, padded to the batch's response width.
+    """
+    n, width = batch["response_ids"].shape
+    outs: dict[str, np.ndarray] = {}
+    passes = micro_batches(batch, batching, supports_packing(policy), world_size)
+    for pass_ in passes:
+        part = pass_.inputs
         out = policy(  # __call__, not .forward: FSDP2's hooks unshard the root's parameters
             forward_type="default_forward",
             forward_inputs={k: part[k] for k in FORWARD_KEYS},
             compute_values=values,
             compute_entropy=False,
             temperature=temperature,
+            packed=pass_.packed,
         )
+        if pass_.filler:
+            continue
+        at = np.asarray(pass_.rows, dtype=np.int64)
         for key, value in out.items():
-            outs.setdefault(key, []).append(value.float())
-    return {k: torch.cat(v).cpu().numpy() for k, v in outs.items()}
+            target = outs.setdefault(key, np.zeros((n, width), dtype=np.float32))
+            target[at, : value.shape[1]] = value.float().cpu().numpy()
+    return outs
 
 
 def reference_model(cfg: Any, device: torch.device) -> torch.nn.Module:
@@ -57,16 +75,29 @@ def reference_model(cfg: Any, device: torch.device) -> torch.nn.Module:
     return get_model(cfg.model, None).to(device).eval()
 
 
+def trainer_batching(cfg: Any) -> MicroBatching:
+    """How the trainer's forward passes cut their rows (the backend's micro-batch size)."""
+    return MicroBatching.of(cfg.actor, cfg.actor.update_micro_batch_size)
+
+
 def reference_logprobs(
-    reference: torch.nn.Module, cfg: Any, batch: dict[str, np.ndarray], device: torch.device
+    reference: torch.nn.Module,
+    cfg: Any,
+    batch: dict[str, np.ndarray],
+    device: torch.device,
+    world_size: int = 1,
 ) -> np.ndarray:
-    """``[N, R]`` log-probs of the batch's responses under ``reference``."""
+    """``[N, R]`` log-probs of the batch's responses under ``reference``.
+
+    ``world_size``: ranks computing their parts in step (a sharded reference model).
+    """
     out = _forward_in_micro_batches(
         reference,
         _tensors(batch, device),
-        cfg.actor.update_micro_batch_size,
+        trainer_batching(cfg),
         cfg.rollout.temperature,
         values=False,
+        world_size=world_size,
     )
     return out["logprobs"]
 
@@ -125,12 +156,15 @@ class LLMActorWorker(TrainerRank):
         out = _forward_in_micro_batches(
             self.policy,
             _tensors(shard, self.device),
-            self.cfg.actor.update_micro_batch_size,
+            trainer_batching(self.cfg),
             self.cfg.rollout.temperature,
             values=self.cfg.model.value_head,
+            world_size=self.data_parallel_size,
         )
         if self.reference is not None:
-            out["ref_logprobs"] = reference_logprobs(self.reference, self.cfg, shard, self.device)
+            out["ref_logprobs"] = reference_logprobs(
+                self.reference, self.cfg, shard, self.device, self.data_parallel_size
+            )
         return out
 
     def _update_options(self) -> Any:
@@ -177,7 +211,7 @@ class LLMActorWorker(TrainerRank):
             self.optimizer,
             _tensors(shard, self.device),
             MinibatchTotals(*totals),
-            actor.update_micro_batch_size,
+            trainer_batching(self.cfg),
             actor.max_grad_norm,
             replicas,
             guard=self.guard,
