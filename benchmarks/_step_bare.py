@@ -15,12 +15,14 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from infra.reasoning.workers.llm_workers import _forward_in_micro_batches
 from rl_core.algorithms import consecutive_groups
 from rl_core.llm import pad_left, pad_right
 from rl_core.llm.prompting import encode_prompts, load_task_samples
 from rl_core.models.causal_lm import CausalLMPolicy
 from rl_core.training.llm_advantage import compute_llm_advantages
-from rl_core.training.llm_update import llm_update, minibatch_totals, split_rows
+from rl_core.training.llm_update import llm_update, minibatch_totals
+from rl_core.training.micro_batches import MicroBatching
 from rl_core.training.optim import adam_eps
 
 
@@ -75,15 +77,11 @@ class BareStep:
         return responses
 
     def _logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        keys = ("prompt_ids", "prompt_mask", "response_ids", "response_mask")
-        micro = self.cfg.actor.micro_batch_size
-        parts = split_rows({k: batch[k] for k in keys}, -(-len(batch["prompt_ids"]) // micro))
-        with torch.no_grad():
-            outs = [
-                self.policy(forward_type="default_forward", forward_inputs=p, compute_entropy=False)
-                for p in parts
-            ]
-        return torch.cat([o["logprobs"].float() for o in outs])
+        """The trainer's log-prob pass, cut as its ranks cut it (``actor.packing``, budget)."""
+        out = _forward_in_micro_batches(
+            self.policy, batch, MicroBatching.of(self.cfg.actor), 1.0, values=False
+        )
+        return torch.from_numpy(out["logprobs"]).to(self.device)
 
     def step(self, index: int) -> dict[str, float]:
         """One GRPO step on the next prompts; seconds and token counts of its phases."""

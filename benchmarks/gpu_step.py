@@ -15,8 +15,15 @@ Prints, side by side with the ratio: seconds per step, generation tokens/s, upda
 update MFU against the card's bf16 dense peak (FLOPs = 6 x parameters x update tokens), and
 the flow's orchestration share of an iteration. Medians after one warm-up, [min-max].
 
+Then the trainer's passes at reasoning lengths (``--long-rows`` responses of
+``--long-response`` tokens, spread 16x, after ``--long-prompt`` tokens of prompt): the
+log-prob pass and one update, padded (micro-batches of ``--micro-batch`` rows at the
+batch's width) against packed (micro-batches up to ``--max-tokens`` real tokens as one
+sequence each): real tokens/s of each, the ratio, and the update MFU of each
+(``_trainer_step.py``; ``--no-long`` skips it).
+
 Usage: ``python benchmarks/gpu_step.py [--prompts 64] [--group 8] [--new-tokens 512]
-[--micro-batch 16] [--repeats 3] [--iterations 5] [--no-flow] [--tiny]``. Without CUDA it
+[--micro-batch 16] [--repeats 3] [--iterations 5] [--no-flow] [--no-long] [--tiny]``. Without CUDA it
 runs ``--tiny`` (2 layers; 4 prompts x 4 responses x 16 tokens unless given; float32 on
 the CPU) so the script keeps working; those figures are no GPU result.
 """
@@ -32,7 +39,9 @@ from pathlib import Path
 import torch
 from _runs import flow_run_metrics  # sets up the path and env first
 from _step_bare import BareStep
+from _step_long_batch import long_batch
 from _step_model import QWEN2_05B, TINY, build_model_dir, count_parameters, model_dtype, peak_tflops
+from _trainer_step import timed_steps
 
 from infra.cluster.runtime_env import limit_threads
 from rl_core.config import ConfigError, load_config
@@ -154,6 +163,76 @@ def report(args, device, params, bare: list[dict], flow: dict | str) -> None:
     print(TARGETS)
 
 
+def run_long(model_dir: Path, args: argparse.Namespace, device: torch.device) -> dict:
+    """Padded and packed trainer passes on one batch at reasoning lengths."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rl_core.training.micro_batches import MicroBatching
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=model_dtype(device)).to(device)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    long = long_batch(
+        args.long_rows,
+        tuple(args.long_prompt),
+        tuple(args.long_response),
+        260,
+        tokenizer.pad_token_id,
+    )
+    batch = {k: v.to(device) for k, v in long.tensors.items()}
+    algo = load_config("grpo_arith", ["algorithm.kl_coef=0.0"]).algorithm
+    sides = {
+        "padded": MicroBatching(rows=args.micro_batch, trim=False),
+        "packed": MicroBatching(rows=args.micro_batch, max_tokens=args.max_tokens, packed=True),
+    }
+    results = {"batch": long}
+    for name, batching in sides.items():
+        try:
+            results[name] = timed_steps(model, tokenizer, batch, batching, algo, args.repeats)
+        except torch.OutOfMemoryError as exc:
+            results[name] = f"out of memory: {str(exc)[:200]}"
+        if device.type == "cuda":
+            results[f"{name}_peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+            torch.cuda.reset_peak_memory_stats(device)
+    del model
+    return results
+
+
+def report_long(results: dict, params: int, peak: float | None, args) -> None:
+    """Print the padded/packed table of :func:`run_long`."""
+    long = results["batch"]
+    real = long.real_tokens
+    print(
+        f"\ntrainer passes at reasoning lengths: {long.describe()}; padded micro-batches of "
+        f"{args.micro_batch} rows, packed up to {args.max_tokens} tokens; medians [min-max]"
+    )
+    sides = [n for n in ("padded", "packed") if isinstance(results.get(n), list)]
+    for name in ("padded", "packed"):
+        if isinstance(results.get(name), str):
+            print(f"{name}: {results[name]}")
+    print(f"{'':22}" + "".join(f"{n:>24}" for n in sides))
+    for label, key in (("log-prob tokens/s", "logprob_s"), ("update tokens/s", "update_s")):
+        cells = [spread([real / r[key] for r in results[n]], "{:.0f}") for n in sides]
+        print(f"{label:22}" + "".join(f"{c:>24}" for c in cells))
+    if peak:
+        cells = [
+            spread(
+                [6 * params * real / r["update_s"] / peak / 1e12 * 100 for r in results[n]],
+                "{:.1f}",
+            )
+            for n in sides
+        ]
+        print(f"{'update MFU % (real)':22}" + "".join(f"{c:>24}" for c in cells))
+    for name in sides:
+        if f"{name}_peak_gib" in results:
+            print(f"{name}: peak GPU memory {results[f'{name}_peak_gib']:.1f} GiB")
+    if len(sides) == 2:
+        for key, label in (("logprob_s", "log-prob"), ("update_s", "update")):
+            ratio = statistics.median(r[key] for r in results["padded"]) / statistics.median(
+                r[key] for r in results["packed"]
+            )
+            print(f"packed / padded, {label} tokens/s: {ratio:.2f}x (goal >= 1.5x)")
+
+
 def main() -> None:
     """Build the model, run both, print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -166,6 +245,15 @@ def main() -> None:
     parser.add_argument("--no-flow", action="store_true", help="only the bare loop")
     parser.add_argument("--peak-tflops", type=float, help="the card's bf16 dense peak")
     parser.add_argument("--tiny", action="store_true", help="tiny shape (default without CUDA)")
+    parser.add_argument("--no-long", action="store_true", help="skip packed vs padded")
+    parser.add_argument("--long-rows", type=int, help="responses of that batch (64; --tiny 8)")
+    parser.add_argument(
+        "--long-prompt", type=int, nargs=2, help="prompt lengths (64 256; --tiny 8 32)"
+    )
+    parser.add_argument(
+        "--long-response", type=int, nargs=2, help="response lengths (128 2048; --tiny 16 256)"
+    )
+    parser.add_argument("--max-tokens", type=int, help="tokens per packed pass (16384; 2048)")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
@@ -173,22 +261,31 @@ def main() -> None:
         if not args.tiny:
             print("no CUDA: running the --tiny shape on the CPU")
         args.tiny = True
-    sizes = (4, 4, 16) if args.tiny else (64, 8, 512)
-    for key, default in zip(("prompts", "group", "new_tokens"), sizes, strict=True):
+    sizes = (4, 4, 16, 8, (8, 32), (16, 256), 2048)
+    if not args.tiny:
+        sizes = (64, 8, 512, 64, (64, 256), (128, 2048), 16384)
+    names = ("prompts", "group", "new_tokens", "long_rows", "long_prompt", "long_response")
+    for key, default in zip((*names, "max_tokens"), sizes, strict=True):
         if getattr(args, key) is None:
             setattr(args, key, default)
     with tempfile.TemporaryDirectory(prefix="rlpipe-gpu-step-") as tmp:
         shape = TINY if args.tiny else QWEN2_05B
-        model_dir = build_model_dir(Path(tmp) / "model", shape, args.new_tokens + 512, device)
+        positions = max(args.new_tokens + 512, args.long_prompt[1] + args.long_response[1] + 8)
+        model_dir = build_model_dir(Path(tmp) / "model", shape, positions, device)
         ovr = shape_overrides(model_dir, args, device)
         bare = run_bare(model_dir, ovr, device, args.repeats)
         params = _parameters(model_dir)
+        long = None if args.no_long else run_long(model_dir, args, device)
         flow = (
             "train flow not run (--no-flow)"
             if args.no_flow
             else run_flow(ovr, device, args.iterations, Path(tmp) / "out")
         )
     report(args, device, params, bare, flow)
+    if long is not None:
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+        peak = args.peak_tflops or (peak_tflops(name) if device.type == "cuda" else None)
+        report_long(long, params, peak, args)
 
 
 def _parameters(model_dir: Path) -> int:

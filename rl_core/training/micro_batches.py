@@ -43,11 +43,14 @@ class MicroBatching:
         rows: Rows per micro-batch when cutting by rows.
         max_tokens: Real tokens per micro-batch (None: cut by rows).
         packed: Pack each micro-batch into one sequence (policies that support it).
+        trim: Unpacked micro-batches are cut to their own longest row (False: they keep
+            the batch's width, fixed shapes).
     """
 
     rows: int
     max_tokens: int | None = None
     packed: bool = False
+    trim: bool = True
 
     @classmethod
     def of(cls, actor: Any, rows: int | None = None) -> MicroBatching:
@@ -179,7 +182,9 @@ def micro_batches(
     out = []
     for index in rows:
         part = {k: v[index] for k, v in batch.items()}
-        out.append(MicroBatch(part if packed else trim_padding(part), tuple(index), packed))
+        if not packed and batching.trim:
+            part = trim_padding(part)
+        out.append(MicroBatch(part, tuple(index), packed))
     if out:
         for _ in range(count - len(out)):
             filler = _first_row(out[0].inputs)

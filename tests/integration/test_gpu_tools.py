@@ -39,3 +39,6 @@ def test_gpu_step_tiny_prints_both_sides(train_env: dict[str, str]) -> None:
     row = next(line for line in proc.stdout.splitlines() if line.startswith("update tokens/s"))
     assert row.rstrip().endswith("x"), row  # bare and flow figures and their ratio
     assert "train flow orchestration" in proc.stdout and "train flow failed" not in out
+    # the trainer's passes at reasoning lengths, padded against packed
+    ratio = next(line for line in proc.stdout.splitlines() if "packed / padded, update" in line)
+    assert float(ratio.split(": ")[1].split("x")[0]) > 0, ratio
