@@ -7,14 +7,18 @@ Attention must stay inside each row:
   (``cu_seq_lens_q``/``cu_seq_lens_k``) and run their variable-length kernels, which skip
   padding entirely (the fastest path on a GPU).
 * ``sdpa`` and ``eager`` do not; :func:`use_packed_attention` switches such a model to
-  :data:`PACKED_SDPA`, which computes ``scaled_dot_product_attention`` row by row (causal
-  within each row: the work of the real tokens only, where a block-diagonal mask over the
-  whole packed sequence would cost its length squared). Unpacked calls (generation, padded
+  :data:`PACKED_SDPA`. It gathers rows of similar length into buckets (:func:`length_buckets`)
+  and runs one causal ``scaled_dot_product_attention`` per bucket, each row right-padded to
+  its bucket's longest: under a causal mask a real token never sees the padding behind it,
+  so the result is exact, and the work stays close to that of the real tokens (a
+  block-diagonal mask over the whole packed sequence would cost its length squared; one call
+  per row would cost a kernel launch per row and layer). Unpacked calls (generation, padded
   batches) go to plain ``sdpa`` with the usual mask, so the model computes what it did.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -29,6 +33,62 @@ NATIVE_VARLEN = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
 #: Implementations :func:`use_packed_attention` replaces with :data:`PACKED_SDPA`.
 REPLACED = ("sdpa", "eager", PACKED_SDPA)
 _FLASH_KWARGS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")
+#: The keyword carrying :func:`length_buckets` from the model's call to its layers.
+BUCKETS_KWARG = "packed_buckets"
+
+
+#: Bucket rows so that padding adds at most this share to a bucket's positions.
+BUCKET_WASTE = 0.2
+
+
+@dataclass(frozen=True)
+class LengthBucket:
+    """Rows of a packed sequence computed together, right-padded to the longest.
+
+    Attributes:
+        index: ``[rows, width]`` packed position of each (row, column); padding slots
+            repeat the row's last position.
+        valid: ``[rows, width]`` True on real tokens.
+        positions: ``[valid.sum()]`` packed positions of the real tokens, in ``valid``'s
+            row-major order.
+    """
+
+    index: torch.Tensor
+    valid: torch.Tensor
+    positions: torch.Tensor
+
+
+def length_buckets(cu_seqlens: torch.Tensor, waste: float = BUCKET_WASTE) -> list[LengthBucket]:
+    """Rows grouped, longest first, while padding stays under ``waste`` of each group.
+
+    Args:
+        cu_seqlens: ``[N + 1]`` row boundaries of the packed sequence.
+        waste: Largest share of padding positions a bucket may hold.
+    """
+    edges = cu_seqlens.tolist()
+    lengths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    order = sorted((i for i in range(len(lengths)) if lengths[i]), key=lambda i: -lengths[i])
+    groups: list[list[int]] = []
+    for row in order:
+        if groups:
+            group = groups[-1]
+            width = lengths[group[0]]
+            real = sum(lengths[r] for r in group) + lengths[row]
+            if width * (len(group) + 1) * (1.0 - waste) <= real:
+                group.append(row)
+                continue
+        groups.append([row])
+    device = cu_seqlens.device
+    buckets = []
+    for group in groups:
+        width = lengths[group[0]]
+        starts = torch.tensor([edges[r] for r in group], device=device).unsqueeze(1)
+        ends = torch.tensor([edges[r + 1] for r in group], device=device).unsqueeze(1)
+        index = starts + torch.arange(width, device=device).unsqueeze(0)
+        valid = index < ends
+        index = torch.minimum(index, ends - 1)
+        buckets.append(LengthBucket(index, valid, index[valid]))
+    return buckets
 
 
 def packed_sdpa_forward(
@@ -47,34 +107,29 @@ def packed_sdpa_forward(
         key: ``[1, kv_heads, T, d]``.
         value: ``[1, kv_heads, T, d]``.
         attention_mask: The mask of an unpacked call (None for a packed one).
-        **kwargs: ``cu_seq_lens_q`` (row boundaries) marks a packed call; the rest goes to
-            ``sdpa``.
+        **kwargs: ``cu_seq_lens_q`` (row boundaries) marks a packed call, and
+            ``packed_buckets`` (:func:`length_buckets` of them, computed once per forward
+            pass rather than per layer) may come with it; the rest goes to ``sdpa``.
 
     Returns:
         ``([1, T, heads, d], None)`` like every Hugging Face attention function.
     """
     bounds = kwargs.pop("cu_seq_lens_q", None)
+    buckets = kwargs.pop(BUCKETS_KWARG, None)
     for name in _FLASH_KWARGS:
         kwargs.pop(name, None)
     if bounds is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     if query.shape[0] != 1:
         raise ValueError(f"packed attention takes one packed sequence, got {query.shape[0]}")
-    edges = bounds.tolist()
-    outs = []
-    for start, end in zip(edges[:-1], edges[1:], strict=True):
-        if end > start:
-            out, _ = sdpa_attention_forward(
-                module,
-                query[:, :, start:end],
-                key[:, :, start:end],
-                value[:, :, start:end],
-                None,
-                is_causal=True,
-                **kwargs,
-            )
-            outs.append(out)
-    return torch.cat(outs, dim=1), None
+    if buckets is None:
+        buckets = length_buckets(bounds)
+    out = query.new_zeros(1, query.shape[2], query.shape[1], value.shape[-1])
+    for bucket in buckets:
+        q, k, v = (t[0][:, bucket.index].transpose(0, 1) for t in (query, key, value))
+        part, _ = sdpa_attention_forward(module, q, k, v, None, is_causal=True, **kwargs)
+        out[0, bucket.positions] = part[bucket.valid]  # [rows, width, heads, d] → real tokens
+    return out, None
 
 
 AttentionInterface.register(PACKED_SDPA, packed_sdpa_forward)
@@ -104,16 +159,22 @@ def use_packed_attention(model: torch.nn.Module) -> str:
     return PACKED_SDPA
 
 
-def packed_forward_kwargs(cu_seqlens: torch.Tensor, max_length: int) -> dict[str, Any]:
-    """The keywords a packed call of a Hugging Face model takes besides ids and positions.
+def packed_forward_kwargs(
+    model: torch.nn.Module, cu_seqlens: torch.Tensor, max_length: int
+) -> dict[str, Any]:
+    """The keywords a packed call of ``model`` takes besides ids and positions.
 
-    The row boundaries in flash attention's names, and a prepared mask of None for every
-    layer type, so the model builds no ``[T, T]`` mask for the packed sequence.
+    The row boundaries in flash attention's names, a prepared mask of None for every layer
+    type (so the model builds no ``[T, T]`` mask for the packed sequence) and, for
+    :data:`PACKED_SDPA`, the rows' length buckets (computed once for every layer).
     """
-    return {
+    kwargs: dict[str, Any] = {
         "attention_mask": {"full_attention": None, "sliding_attention": None},
         "cu_seq_lens_q": cu_seqlens,
         "cu_seq_lens_k": cu_seqlens,
         "max_length_q": max_length,
         "max_length_k": max_length,
     }
+    if getattr(model.config, "_attn_implementation", None) == PACKED_SDPA:
+        kwargs[BUCKETS_KWARG] = length_buckets(cu_seqlens)
+    return kwargs

@@ -143,7 +143,7 @@ class CausalLMPolicy(BasePolicy):
             output_hidden_states=compute_values,
             use_cache=False,
             logits_to_keep=packed.logit_positions,
-            **packed_forward_kwargs(packed.cu_seqlens, packed.max_length),
+            **packed_forward_kwargs(self.model, packed.cu_seqlens, packed.max_length),
         )
         logits = out.logits[0]  # [K, V]: one row per response token
         result = {

@@ -236,3 +236,20 @@ def test_a_token_budget_below_the_longest_row_is_refused():
         load_config("grpo_arith", overrides=[*overrides, "actor.max_tokens_per_micro_batch=40"])
     cfg = load_config("grpo_arith", overrides=[*overrides, "actor.max_tokens_per_micro_batch=48"])
     assert cfg.actor.max_tokens_per_micro_batch == 48
+
+
+def test_length_buckets_cover_every_token_once_with_little_padding():
+    from rl_core.llm.packed_attention import length_buckets
+
+    lengths = torch.tensor([5, 40, 38, 3, 12, 11, 10, 1, 39])
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
+    cu[1:] = lengths.cumsum(0)
+    buckets = length_buckets(cu, waste=0.2)
+    covered = torch.cat([b.positions for b in buckets]).sort().values
+    assert covered.tolist() == list(range(int(lengths.sum())))
+    for b in buckets:
+        assert b.valid.sum() >= 0.8 * b.valid.numel() or b.valid.shape[0] == 1
+        assert torch.equal(b.index[b.valid], b.positions)
+    # rows of one length share one bucket: one attention call for all of them
+    same = torch.tensor([0, 12, 24, 36, 48], dtype=torch.int32)
+    assert len(length_buckets(same)) == 1
