@@ -1,7 +1,7 @@
 """GPU checks of rlpipe: its CUDA code paths alone, or the whole system through its CLI.
 
 Usage (on a machine with a GPU): ``python scripts/gpu_check.py [--checks a,b]``. Runs each
-check (``fsdp_generation``, ``embodied_sampling``, ``megatron_cuda``) without Ray, Prefect or
+check (``fsdp_generation``, ``embodied_sampling``, ``megatron_cuda``, ``packing_cuda``) without Ray, Prefect or
 MLflow, prints one JSON line per check with its figures, and exits 1 when a check failed or
 raised; exits 0 without a GPU (nothing to check). ``--device cpu`` runs the same checks on
 the CPU (a dry run of the script itself, not a GPU result).
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-CHECKS = ("fsdp_generation", "embodied_sampling", "megatron_cuda")
+CHECKS = ("fsdp_generation", "embodied_sampling", "megatron_cuda", "packing_cuda")
 SYSTEM_RUNS = (
     "ppo_cartpole",
     "grpo_arith",
