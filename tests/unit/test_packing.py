@@ -253,3 +253,28 @@ def test_length_buckets_cover_every_token_once_with_little_padding():
     # rows of one length share one bucket: one attention call for all of them
     same = torch.tensor([0, 12, 24, 36, 48], dtype=torch.int32)
     assert len(length_buckets(same)) == 1
+
+
+def test_packed_supervised_step_equals_padded(tiny_dir):
+    from rl_core.training.llm_update import sft_update
+
+    batch = {k: v for k, v in spread_batch(seed=5).items() if k in FORWARD_INPUT_KEYS}
+    (total,) = minibatch_totals([batch], 1)
+    results = []
+    for batching in (MicroBatching(rows=7), MicroBatching(rows=1, max_tokens=60, packed=True)):
+        policy = policy_of(tiny_dir)
+        optimizer = torch.optim.SGD(policy.parameters(), lr=0.0)  # keep the gradients' weights
+        grads_seen = {}
+
+        def keep(policy=policy, grads_seen=grads_seen):
+            grads_seen.update(grads(policy))
+
+        optimizer.register_step_pre_hook(lambda *_: keep())
+        metrics = sft_update(policy, optimizer, batch, total, batching, max_grad_norm=None)
+        results.append((metrics["train/sft_loss"], grads_seen))
+    (loss_a, grads_a), (loss_b, grads_b) = results
+    assert loss_b == pytest.approx(loss_a, rel=1e-5)
+    assert grads_a and set(grads_a) == set(grads_b)
+    for name, g in grads_b.items():
+        scale = max(1.0, float(grads_a[name].abs().max()))
+        torch.testing.assert_close(g, grads_a[name], atol=2e-6 * scale, rtol=1e-4)
