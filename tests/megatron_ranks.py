@@ -96,23 +96,31 @@ def logits_parity(world: int, model_dir: str) -> dict:
 
 
 def policy_parity(world: int, model_dir: str) -> dict:
-    """Megatron policy vs the HF policy on a padded batch: log-probs, entropy, gradients."""
+    """Megatron policy vs the HF policy on a padded batch: log-probs, entropy, gradients;
+    and the megatron policy's packed rows vs its padded rows (both computed on each rank)."""
     from megatron.core import parallel_state
 
     from rl_core.config.reasoning_sections import ReasoningModelConfig as ModelConfig
+    from rl_core.llm.packing import pack_rows
     from rl_core.models.causal_lm import build_causal_lm
     from rl_core.models.megatron.config import HFShape
+    from rl_core.models.megatron.policy import FORWARD_INPUT_KEYS
+    from rl_core.models.megatron.sequences import packed_logits
     from rl_core.models.megatron.weights import megatron_to_hf
     from tests.llm_batches import random_llm_batch
 
     hf_policy = build_causal_lm(ModelConfig(model_type="hf_causal_lm", model_path=model_dir))
     shape = HFShape.from_hf(hf_policy.model.config)
     batch = random_llm_batch(6, seed=1)
-    inputs = {k: batch[k] for k in ("prompt_ids", "prompt_mask", "response_ids", "response_mask")}
+    inputs = {k: batch[k] for k in FORWARD_INPUT_KEYS}
     weights = batch["advantages"] * batch["response_mask"]
+    mask = batch["response_mask"].bool()
 
     def loss_of(out):
         return (out["logprobs"] * weights).sum() + 0.1 * (out["entropy"] * weights).sum()
+
+    def diff(a, b):
+        return float((a - b).detach().abs().max())
 
     expected = hf_policy(forward_type="default_forward", forward_inputs=inputs, temperature=0.7)
     loss_of(expected).backward()
@@ -120,33 +128,64 @@ def policy_parity(world: int, model_dir: str) -> dict:
     result = {}
     for tp in sorted({world, 1}, reverse=True):
         policy = megatron_policy(hf_policy.model.state_dict(), shape, tp)
-        out = policy(forward_type="default_forward", forward_inputs=inputs, temperature=0.7)
-        loss_of(out).backward()
-        policy.reduce_gradients()  # what the trainer does first (sums key/value copies)
-        grads = {k: p.grad for k, p in policy.model.named_parameters()}
+        runs = {}
+        for packed in (False, True):
+            policy.zero_grad(set_to_none=True)
+            out = policy(
+                forward_type="default_forward",
+                forward_inputs=inputs,
+                temperature=0.7,
+                packed=packed,
+            )
+            loss_of(out).backward()
+            policy.reduce_gradients()  # what the trainer does first (sums key/value copies)
+            runs[packed] = out, {k: p.grad for k, p in policy.model.named_parameters()}
+        out, grads = runs[False]
         ranks: list = [None] * tp
         dist.all_gather_object(ranks, grads, group=policy.tp_group)
         as_hf = megatron_to_hf(ranks, shape)
-        mask = batch["response_mask"].bool()
+        packed_out, packed_grads = runs[True]
+        rows = pack_rows(*(inputs[k] for k in FORWARD_INPUT_KEYS))
+        with torch.no_grad():  # a filler sequence after the rows (sequence parallelism's)
+            alone = packed_logits(policy.model, rows)
+            filled = packed_logits(policy.model, rows, multiple=rows.num_tokens + 3)
         result[f"tp{tp}"] = {
-            "logprobs": float((out["logprobs"] - expected["logprobs"])[mask].abs().max()),
-            "entropy": float((out["entropy"] - expected["entropy"])[mask].abs().max()),
-            "grads": max(
-                float((as_hf[k] - g).abs().max())
-                for k, g in hf_grads.items()
-                if k != "lm_head.weight"
-            ),
+            "logprobs": diff(out["logprobs"][mask], expected["logprobs"][mask]),
+            "entropy": diff(out["entropy"][mask], expected["entropy"][mask]),
+            "grads": max(diff(as_hf[k], g) for k, g in hf_grads.items() if k != "lm_head.weight"),
             "grad_scale": max(float(g.abs().max()) for g in hf_grads.values()),
+            "packed": {
+                "supported": policy.supports_packing,
+                "logprobs": diff(packed_out["logprobs"][mask], out["logprobs"][mask]),
+                "entropy": diff(packed_out["entropy"][mask], out["entropy"][mask]),
+                "padding": max(float(packed_out[k][~mask].abs().max()) for k in packed_out),
+                "grads": max(diff(packed_grads[k], g) for k, g in grads.items()),
+                "filler": diff(alone, filled),
+            },
         }
         parallel_state.destroy_model_parallel()
     return result
+
+
+#: Micro-batching of the megatron runs checked against the default one (packed rows,
+#: ``actor.micro_batch_size`` rows each), for the default loss and aggregation mode.
+MICRO_BATCHING = {
+    "padded": ["actor.packing=false"],
+    "token-budget": [  # packed micro-batches of up to 12 tokens (rows: 3 to 9 tokens)
+        "actor.max_tokens_per_micro_batch=12",
+        "data.max_prompt_length=5",
+        "rollout.max_new_tokens=4",
+    ],
+}
 
 
 def update_parity(world: int, model_dir: str, every_loss: bool = True) -> dict:
     """One GRPO update (2 epochs × 2 minibatches, micro-batches of 3) with the megatron
     policy at TP = world (one replica) and at TP 1 × DP = world, against the HF policy in
     one process, for every registered policy loss and loss aggregation mode (or only the
-    defaults when ``every_loss`` is False)."""
+    defaults when ``every_loss`` is False); the default loss and mode also with padded
+    micro-batches and with packed ones cut by a token budget (:data:`MICRO_BATCHING`),
+    whose weights are compared with the default (packed) run's too."""
 
     from megatron.core import parallel_state
 
@@ -168,59 +207,79 @@ def update_parity(world: int, model_dir: str, every_loss: bool = True) -> dict:
     batch = random_llm_batch(8, seed=2)
     batch.pop("ref_logprobs")
     defaults = load_config("grpo_arith", [f"model.model_path={model_dir}"])
-    modes = LOSS_AGG_MODES.names() if every_loss else [defaults.algorithm.loss_agg_mode]
+    default = (defaults.algorithm.loss_type, defaults.algorithm.loss_agg_mode)
+    modes = LOSS_AGG_MODES.names() if every_loss else [default[1]]
     result = {}
-    for loss in POLICY_LOSSES.names() if every_loss else [defaults.algorithm.loss_type]:
+    for loss in POLICY_LOSSES.names() if every_loss else [default[0]]:
         for mode in modes:
-            cfg = load_config(
-                overrides=[
-                    "model.model_type=hf_causal_lm",
-                    f"model.model_path={model_dir}",
-                    "algorithm.adv_type=grpo",
-                    "reward.reward_type=math_verify",
-                    "algorithm.kl_coef=0.0",
-                    f"algorithm.loss_type={loss}",
-                    f"algorithm.loss_agg_mode={mode}",
-                    "algorithm.loss_agg_norm=4",
-                    "actor.micro_batch_size=3",
-                    "actor.update_epochs=2",
-                    "actor.num_minibatches=2",
-                    "actor.lr=1e-3",
-                    "actor.max_grad_norm=0.5",
-                ]
-            )
-            args = (cfg.algorithm, cfg.actor)
+            variants = {"": []}
+            if (loss, mode) == default:
+                variants.update(MICRO_BATCHING)
+
+            def cfg_of(*extra, loss=loss, mode=mode):
+                return load_config(
+                    overrides=[
+                        "model.model_type=hf_causal_lm",
+                        f"model.model_path={model_dir}",
+                        "algorithm.adv_type=grpo",
+                        "reward.reward_type=math_verify",
+                        "algorithm.kl_coef=0.0",
+                        f"algorithm.loss_type={loss}",
+                        f"algorithm.loss_agg_mode={mode}",
+                        "algorithm.loss_agg_norm=4",
+                        "actor.micro_batch_size=3",
+                        "actor.update_epochs=2",
+                        "actor.num_minibatches=2",
+                        "actor.lr=1e-3",
+                        "actor.max_grad_norm=0.5",
+                        *extra,
+                    ]
+                )
+
+            cfg = cfg_of()
             torch.manual_seed(0)
             hf = build_causal_lm(cfg.model)
             shape = HFShape.from_hf(hf.model.config)
             start = {k: v.clone() for k, v in hf.model.state_dict().items()}
             opt = torch.optim.Adam(hf.parameters(), lr=1e-3, eps=adam_eps(cfg.actor))
-            want = llm_update(hf, opt, batch, minibatch_totals([batch], 2), *args, 1, 0.7, 4.0)
+            want = llm_update(
+                hf, opt, batch, minibatch_totals([batch], 2), cfg.algorithm, cfg.actor, 1, 0.7, 4.0
+            )
             expected = hf.model.state_dict()
             for tp in sorted({world, 1}, reverse=True):
-                dp = world // tp
-                policy = megatron_policy(start, shape, tp)
-                dp_rank = parallel_state.get_data_parallel_rank()
-                rows = rank_rows(8, 2, dp)
-                shards = [{k: v[r] for k, v in batch.items()} for r in rows]
-                opt = torch.optim.Adam(policy.parameters(), lr=1e-3, eps=adam_eps(cfg.actor))
-                totals = minibatch_totals(shards, 2)
-                got = llm_update(policy, opt, shards[dp_rank], totals, *args, dp, 0.7, 4.0)
-                summed = {}
-                for key, value in got.items():  # the driver adds the replicas' shares
-                    t = torch.tensor(value, dtype=torch.float64)
-                    dist.all_reduce(t)
-                    summed[key] = float(t) / tp
-                back = policy.hf_state_dict()  # the gather a weight sync or export uses
-                result[f"{loss}/{mode}/tp{tp}"] = {
-                    "weights": max(
-                        float((back[k] - expected[k]).abs().max())
-                        for k in expected
-                        if k != "lm_head.weight"
-                    ),
-                    "moved": max(float((expected[k] - start[k]).abs().max()) for k in expected),
-                    "metrics": {k: abs(summed[k] - want[k]) for k in compared if k in want},
-                    "grad_norm": want["train/grad_norm"],
-                }
-                parallel_state.destroy_model_parallel()
+                finals = {}
+                for variant, extra in variants.items():
+                    run = cfg_of(*extra)
+                    args = (run.algorithm, run.actor)
+                    dp = world // tp
+                    policy = megatron_policy(start, shape, tp)
+                    dp_rank = parallel_state.get_data_parallel_rank()
+                    rows = rank_rows(8, 2, dp)
+                    shards = [{k: v[r] for k, v in batch.items()} for r in rows]
+                    opt = torch.optim.Adam(policy.parameters(), lr=1e-3, eps=adam_eps(run.actor))
+                    totals = minibatch_totals(shards, 2)
+                    got = llm_update(policy, opt, shards[dp_rank], totals, *args, dp, 0.7, 4.0)
+                    summed = {}
+                    for key, value in got.items():  # the driver adds the replicas' shares
+                        t = torch.tensor(value, dtype=torch.float64)
+                        dist.all_reduce(t)
+                        summed[key] = float(t) / tp
+                    back = policy.hf_state_dict()  # the gather a weight sync or export uses
+                    finals[variant] = back
+                    name = f"{loss}/{mode}/tp{tp}" + (f"/{variant}" if variant else "")
+                    result[name] = {
+                        "weights": max(
+                            float((back[k] - expected[k]).abs().max())
+                            for k in expected
+                            if k != "lm_head.weight"
+                        ),
+                        "moved": max(float((expected[k] - start[k]).abs().max()) for k in expected),
+                        "metrics": {k: abs(summed[k] - want[k]) for k in compared if k in want},
+                        "grad_norm": want["train/grad_norm"],
+                    }
+                    if variant:  # this micro-batching against the default one, directly
+                        result[name]["vs_default"] = max(
+                            float((back[k] - finals[""][k]).abs().max()) for k in back
+                        )
+                    parallel_state.destroy_model_parallel()
     return result

@@ -71,9 +71,25 @@ def fsdp_reference(ray_local, tiny_dir) -> dict:
     return {"data": data, "before": before, "metrics": metrics, "after": after}
 
 
-@pytest.mark.parametrize(("tp", "world"), [(2, 2), (1, 2)])
-def test_megatron_update_equals_the_fsdp_update(ray_local, tiny_dir, fsdp_reference, tp, world):
-    ranks = trainer(megatron(tiny_dir, tp, world), world)
+#: Packed micro-batches filled up to a token budget (rows: 3 to 9 tokens).
+TOKEN_BUDGET = (
+    "actor.max_tokens_per_micro_batch=12",
+    "data.max_prompt_length=5",
+    "rollout.max_new_tokens=4",
+)
+
+
+@pytest.mark.parametrize(
+    ("tp", "world", "batching"),
+    [(2, 2, TOKEN_BUDGET), (1, 2, ("actor.packing=false",))],
+    ids=["tp2-packed-token-budget", "tp1-dp2-padded"],
+)
+def test_megatron_update_equals_the_fsdp_update(
+    ray_local, tiny_dir, fsdp_reference, tp, world, batching
+):
+    """The FSDP2 reference packs micro-batches of rows; the megatron ranks pack theirs by
+    a token budget, or pad them: the same updates either way."""
+    ranks = trainer(megatron(tiny_dir, tp, world, *batching), world)
     # the bridge loads the HF weights
     assert max_diff(full_state(ranks), fsdp_reference["before"]) == 0.0
     for it, want in enumerate(fsdp_reference["metrics"]):

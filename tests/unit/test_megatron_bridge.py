@@ -1,5 +1,6 @@
 """The Hugging Face ↔ megatron-core bridge: config mapping, exact weight round trips, and
-logits equal to the Hugging Face model's at tensor-parallel sizes 1 and 2 (gloo, CPU)."""
+logits equal to the Hugging Face model's at tensor-parallel sizes 1 and 2 (gloo, CPU);
+packed rows (megatron's thd format) compute what padded rows compute."""
 
 from __future__ import annotations
 
@@ -166,13 +167,32 @@ def test_policy_logprobs_entropy_and_gradients_equal_the_hf_policys(parity: dict
         assert r["grads"] < 1e-5, (tp, r)
 
 
+def test_packed_rows_compute_what_padded_rows_compute(parity: dict) -> None:
+    """Megatron's thd packed sequences (rotary positions restart per row, attention within
+    each row) against the padded rows, on every tensor-parallel rank."""
+    for rank in range(2):
+        for tp in ("tp2", "tp1"):
+            r = parity[rank]["policy"][tp]["packed"]
+            assert r["supported"], "SDPACoreAttention takes packed sequences"
+            assert r["logprobs"] < 1e-5 and r["entropy"] < 1e-5, (rank, tp, r)
+            assert r["padding"] == 0.0, (rank, tp, r)
+            assert r["grads"] < 1e-5, (rank, tp, r)
+            assert r["filler"] < 1e-5, (rank, tp, r)  # a filler sequence changes nothing
+
+
 def test_an_update_equals_the_single_process_hf_update(parity: dict) -> None:
-    """TP 2 (one replica) and TP 1 × DP 2, every policy loss and aggregation mode."""
+    """TP 2 (one replica) and TP 1 × DP 2, every policy loss and aggregation mode (packed
+    micro-batches); the default loss and mode also padded and packed by a token budget."""
     result = parity[0]["update"]
-    # every loss × 4 aggregation modes × 2 layouts (kv2); the default loss and mode (kv1)
-    assert len(result) >= (8 if parity["every_loss"] else 2), result
+    # every loss × 4 aggregation modes × 2 layouts (kv2); the default loss and mode (kv1);
+    # the default loss and mode with 2 other micro-batchings × 2 layouts
+    assert len(result) >= (8 if parity["every_loss"] else 2) + 4, result
+    variants = [case for case in result if case.endswith(("/padded", "/token-budget"))]
+    assert len(variants) == 4, variants
     for case, r in result.items():
         assert r["moved"] > 1e-4, f"{case}: the update did not move the weights"
         assert r["weights"] < 1e-5, (case, r)
         assert "train/policy_loss" in r["metrics"] and "train/grad_norm" in r["metrics"], r
         assert max(r["metrics"].values()) < 1e-5, (case, r)
+    for case in variants:  # packed with a token budget, or padded: the default's weights
+        assert result[case]["vs_default"] < 1e-5, (case, result[case])

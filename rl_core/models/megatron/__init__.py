@@ -2,7 +2,8 @@
 
 :mod:`.config` maps a Hugging Face config to megatron's ``TransformerConfig``,
 :mod:`.weights` converts weights both ways (per tensor-parallel rank),
-:mod:`.gpt` builds the ``GPTModel`` and :mod:`.cpu_modules` replaces the two modules that need CUDA.
+:mod:`.gpt` builds the ``GPTModel`` and :mod:`.cpu_modules` replaces the two modules that need CUDA;
+:mod:`.policy` is the trainer's policy, feeding the model padded or packed rows (:mod:`.sequences`).
 """
 
 import warnings

@@ -2,7 +2,8 @@
 
 * Megatron's local ``DotProductAttention`` takes its score buffer from a CUDA memory pool:
   :class:`SDPACoreAttention` takes its place in the layer spec (same inputs and output
-  layout, computed with ``torch.nn.functional.scaled_dot_product_attention``).
+  layout, computed with ``torch.nn.functional.scaled_dot_product_attention``), and also
+  takes packed sequences (``thd``) as Transformer Engine's attention does on a GPU.
 * ``RotaryEmbedding`` moves its frequencies to the current CUDA device on first use:
   :func:`keep_rotary_on_cpu` makes a model's rotary embedding compute them where they are.
 """
@@ -38,6 +39,10 @@ def keep_rotary_on_cpu(model: nn.Module) -> None:
 
 class SDPACoreAttention(nn.Module):
     """Causal attention over one tensor-parallel rank's heads (grouped-query aware).
+
+    Padded rows (megatron's ``sbhd`` layout) or packed sequences (``thd``, with megatron's
+    ``PackedSeqParams``: rows end to end, each attending to itself only), as Transformer
+    Engine's attention takes them on a GPU.
 
     Args:
         config: The layer's ``TransformerConfig``.
@@ -78,25 +83,70 @@ class SDPACoreAttention(nn.Module):
         attention_bias: Any = None,
         packed_seq_params: Any = None,
     ) -> torch.Tensor:
-        """``[s, b, heads, d]`` queries, ``[s, b, groups, d]`` keys/values → ``[s, b, heads·d]``.
+        """Causal attention over padded rows or packed sequences.
+
+        Padded rows (``packed_seq_params`` None): ``[s, b, heads, d]`` queries and
+        ``[s, b, groups, d]`` keys/values → ``[s, b, heads·d]``. Packed sequences
+        (``qkv_format="thd"``): ``[t, heads, d]`` queries and ``[t, groups, d]`` keys/values
+        of sequences laid end to end at ``cu_seqlens_q`` → ``[t, heads·d]``, each sequence
+        attending causally to itself only.
 
         Raises:
-            ValueError: A padding mask, packed sequences or an attention bias (rows come
-                packed left, so the causal mask is the only one needed).
+            ValueError: A padding mask, an attention bias (rows come packed left, so the
+                causal mask is the only one needed), or packed sequences in another format
+                than ``thd`` or with padded or different query/key boundaries.
         """
-        if (
-            attention_mask is not None
-            or packed_seq_params is not None
-            or attention_bias is not None
-        ):
+        if attention_mask is not None or attention_bias is not None:
             raise ValueError(
-                "SDPACoreAttention takes no padding mask, packed sequences or bias: pack rows left"
+                "SDPACoreAttention takes no padding mask or bias: pack rows left or pass "
+                "packed sequences"
             )
-        repeat = self.heads // self.groups
-        if repeat > 1:
-            key = key.repeat_interleave(repeat, dim=2)
-            value = value.repeat_interleave(repeat, dim=2)
+        if packed_seq_params is not None:
+            return self._packed(query, key, value, packed_seq_params)
+        key, value = self._repeat_kv(key, value, dim=2)
         q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))  # [b, h, s, d]
         out = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
         out = out.permute(2, 0, 1, 3)  # [s, b, h, d]
         return out.reshape(out.shape[0], out.shape[1], -1)
+
+    def _repeat_kv(
+        self, key: torch.Tensor, value: torch.Tensor, dim: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values with each query group's head repeated for its query heads."""
+        repeat = self.heads // self.groups
+        if repeat == 1:
+            return key, value
+        return key.repeat_interleave(repeat, dim=dim), value.repeat_interleave(repeat, dim=dim)
+
+    def _packed(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, params: Any
+    ) -> torch.Tensor:
+        """Causal attention of each ``thd`` sequence to itself: ``[t, heads·d]``."""
+        if params.qkv_format != "thd":
+            raise ValueError(
+                f"SDPACoreAttention packs only qkv_format 'thd', not {params.qkv_format!r}"
+            )
+        bounds = params.cu_seqlens_q
+        padded = (params.cu_seqlens_q_padded, params.cu_seqlens_kv_padded)
+        if any(p is not None for p in padded) or not torch.equal(bounds, params.cu_seqlens_kv):
+            raise ValueError(
+                "SDPACoreAttention packs self-attention only: cu_seqlens_kv must equal "
+                "cu_seqlens_q and no padded boundaries"
+            )
+        key, value = self._repeat_kv(key, value, dim=1)
+        cuts = bounds.tolist()
+        if cuts[0] != 0 or cuts[-1] != query.shape[0]:
+            raise ValueError(
+                f"cu_seqlens span {cuts[0]}..{cuts[-1]}, not the {query.shape[0]} tokens"
+            )
+        parts = []
+        for start, end in zip(cuts[:-1], cuts[1:], strict=True):
+            if end == start:
+                continue
+            q, k, v = (t[start:end].transpose(0, 1) for t in (query, key, value))  # [h, s, d]
+            out = nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=True, scale=self.scale
+            )
+            parts.append(out.transpose(0, 1))  # [s, h, d]
+        out = torch.cat(parts) if parts else query
+        return out.reshape(query.shape[0], query.shape[1] * query.shape[2])

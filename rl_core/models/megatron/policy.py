@@ -2,15 +2,13 @@
 
 It answers the trainer's one call, ``policy(forward_type="default_forward",
 forward_inputs=…)``, with the same log-probs and entropy as the Hugging Face policy
-(``rl_core.models.causal_lm``) of the same weights. Rows come left-padded (prompt) and
-right-padded (response); megatron's rotary positions start at 0 in every row, so each row
-is shifted left by its prompt padding first: its tokens then sit at positions 0, 1, … as
-the Hugging Face policy's position ids put them, and the padding moves behind them, where
-causal attention keeps it from every real token.
+(``rl_core.models.causal_lm``) of the same weights, from padded rows or from the rows
+packed into one sequence (:mod:`.sequences`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -19,16 +17,19 @@ import torch.distributed as dist
 from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from rl_core.llm.packing import pack_rows
 from rl_core.models.megatron.config import HFShape, kv_copies
+from rl_core.models.megatron.sequences import (
+    accepts_packed_sequences,
+    packed_logits,
+    padded_logits,
+)
 from rl_core.models.megatron.vocab_parallel import vocab_parallel_logprobs
 from rl_core.models.megatron.weights import megatron_to_hf, qkv_layout
 
-
-def pack_left(ids: torch.Tensor, left_pad: torch.Tensor) -> torch.Tensor:
-    """Shift row ``i`` of ``ids`` left by ``left_pad[i]`` (the padding wraps to the end)."""
-    length = ids.shape[1]
-    index = (torch.arange(length, device=ids.device) + left_pad.unsqueeze(1)) % length
-    return ids.gather(1, index)
+logger = logging.getLogger(__name__)
+#: The ``forward_inputs`` of :meth:`MegatronCausalLM.default_forward`, in packing order.
+FORWARD_INPUT_KEYS = ("prompt_ids", "prompt_mask", "response_ids", "response_mask")
 
 
 def kv_copy_group(tp: int, copies: int) -> Any:
@@ -89,6 +90,18 @@ class MegatronCausalLM(nn.Module):
         self.kv_copies = kv_copies(shape, self.tp)
         if self.kv_copies > 1 and kv_group is None:
             raise ValueError("copied key/value heads need their kv_group")
+        #: :meth:`default_forward` computes packed rows (``packed=True``): the model's core
+        #: attention takes megatron's ``thd`` packed sequences (Transformer Engine's on a
+        #: GPU, SDPA on the CPU; megatron's local attention does not).
+        self.supports_packing = accepts_packed_sequences(model)
+        if not self.supports_packing:
+            logger.info(
+                "megatron's local attention takes no packed sequences: micro-batches are "
+                "computed padded (packing needs Transformer Engine's attention on a GPU)"
+            )
+        config = getattr(model, "config", None)
+        # sequence parallelism splits the packed sequence over the tensor-parallel ranks
+        self._sequence_multiple = self.tp if getattr(config, "sequence_parallel", False) else 1
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole model's weights under Hugging Face names (collective over the TP group).
@@ -198,28 +211,42 @@ class MegatronCausalLM(nn.Module):
         compute_values: bool = False,
         compute_entropy: bool = True,
         temperature: float = 1.0,
+        packed: bool = False,
         **kwargs: Any,
     ) -> dict[str, torch.Tensor]:
         """Log-probs ``[N, R]`` of the response tokens (and entropy), as the HF policy's.
 
+        Args:
+            forward_inputs: ``prompt_ids``/``prompt_mask`` ``[N, P]`` (left-padded) and
+                ``response_ids``/``response_mask`` ``[N, R]`` (right-padded).
+            compute_values: Must be False (no value head).
+            compute_entropy: Also return ``entropy`` ``[N, R]``.
+            temperature: The sampling temperature the responses were drawn with.
+            packed: Compute on the rows packed into one sequence without padding
+                (:mod:`.sequences`): the same results on real tokens, 0 on padding.
+            **kwargs: Ignored (callers may pass options other policies use).
+
         Raises:
-            ValueError: ``compute_values`` (a value head is not supported here).
+            ValueError: ``compute_values``, or ``packed`` with an attention that takes no
+                packed sequences (:attr:`supports_packing` False).
         """
         if compute_values:
             raise ValueError("the megatron trainer has no value head")
-        prompt_ids, response_ids = forward_inputs["prompt_ids"], forward_inputs["response_ids"]
-        prompt_len = prompt_ids.shape[1]
-        left_pad = prompt_len - forward_inputs["prompt_mask"].sum(dim=1).long()
-        ids = pack_left(torch.cat([prompt_ids, response_ids], dim=1), left_pad)
-        positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-        logits = self.model(ids, positions, attention_mask=None)  # [N, L, W]
-        # logits predicting response token j: packed position prompt_len - 1 - left_pad + j
-        steps = torch.arange(response_ids.shape[1], device=ids.device)
-        at = (prompt_len - 1 - left_pad).unsqueeze(1) + steps
-        picked = logits.gather(1, at.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+        if packed:
+            if not self.supports_packing:
+                raise ValueError(
+                    "packed rows need a core attention that takes thd packed sequences "
+                    "(Transformer Engine's, or SDPACoreAttention on the CPU)"
+                )
+            rows = pack_rows(*(forward_inputs[k] for k in FORWARD_INPUT_KEYS))
+            logits = packed_logits(self.model, rows, self._sequence_multiple)  # [K, W]
+            targets = rows.targets
+        else:
+            logits = padded_logits(self.model, forward_inputs)  # [N, R, W]
+            targets = forward_inputs["response_ids"]
         logprobs, entropy = vocab_parallel_logprobs(
-            picked,
-            response_ids,
+            logits,
+            targets,
             self.tp_rank * logits.shape[-1],
             self.shape.vocab_size,
             self.tp_group,
@@ -229,4 +256,6 @@ class MegatronCausalLM(nn.Module):
         out = {"logprobs": logprobs}
         if entropy is not None:
             out["entropy"] = entropy
+        if packed:
+            out = {k: rows.unpack(v) for k, v in out.items()}
         return out
