@@ -3,8 +3,8 @@
 For each node rank, one ``STRICT_PACK`` placement group with a ``{"GPU": 1, "CPU": c}``
 bundle per GPU index the workers live with; different node ranks go to different nodes
 (a node-id label selector). Ray gives bundles the node's free GPUs lowest ids first, not
-the planned ones, so a tiny task in every bundle reports the GPU it holds (milliseconds
-each once a worker process runs; the nodes at once, one process per node reused):
+the planned ones, so a tiny task in every bundle reports the GPU it holds
+(:mod:`infra.cluster.gpu_probe`):
 
 * the bundles hold exactly the node's planned GPUs (the usual case: a placement from GPU 0
   on an idle node): each index goes to the bundle holding its GPU;
@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import ray
 from ray.util.placement_group import (
@@ -34,9 +33,9 @@ from ray.util.placement_group import (
     placement_group_table,
     remove_placement_group,
 )
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from infra.cluster.gpu_binding import NodeRequest, Probe, bind, unobtainable
+from infra.cluster.gpu_probe import probe, probe_ref, probed, seconds_left
 from infra.cluster.placement import PlacementError, format_indices
 from infra.log_detail import DETAIL
 
@@ -48,13 +47,6 @@ EXACT_WAIT_S = 5.0
 #: Times the planned GPUs are given back and re-reserved before giving up (each time a
 #: job taking GPUs on the node at the same moment may get one first).
 EXACT_TRIES = 3
-
-
-@ray.remote(num_gpus=1, num_cpus=0, max_calls=0)
-def _probe() -> tuple[tuple[int, ...], str]:
-    """The GPU ids and node of the bundle this task runs in (the process is reused)."""
-    gpus = tuple(int(float(g)) for g in ray.get_gpu_ids())
-    return gpus, ray.get_runtime_context().get_node_id()
 
 
 @dataclass
@@ -81,42 +73,6 @@ def release(groups: list[PlacementGroup]) -> None:
             pass
 
 
-def _left(deadline: float) -> float:
-    return max(deadline - time.monotonic(), 0.001)
-
-
-def _probe_ref(pg: PlacementGroup, bundle: int) -> Any:
-    strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=bundle)
-    return _probe.options(scheduling_strategy=strategy).remote()
-
-
-def probe(groups: list[PlacementGroup], deadline: float) -> list[list[Probe]]:
-    """What every bundle of ``groups`` holds.
-
-    The groups are probed at once, the bundles of a group one after the other: a probe
-    takes a few milliseconds once a worker process is up, and one after the other they
-    reuse one process per node instead of starting one per bundle.
-
-    Raises:
-        PlacementError: The probes did not run before the deadline.
-    """
-    seen: list[list[Probe]] = [[] for _ in groups]
-    pending = {_probe_ref(pg, 0): position for position, pg in enumerate(groups)}
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1, timeout=_left(deadline))
-        if not ready:
-            raise PlacementError(
-                "the tasks asking Ray which GPU each reserved bundle holds did not run in "
-                "time (no worker process started?); raise timeouts.worker_start"
-            )
-        position = pending.pop(ready[0])
-        gpus, node = ray.get(ready[0])
-        seen[position].append(Probe(tuple(gpus), node))
-        if len(seen[position]) < groups[position].bundle_count:
-            pending[_probe_ref(groups[position], len(seen[position]))] = position
-    return seen
-
-
 def _node_group(request: NodeRequest, avoid: list[str]) -> PlacementGroup:
     bundles = [{"GPU": 1.0, "CPU": cpus} for cpus in request.cpus]
     selector = [{NODE_ID_LABEL_KEY: f"!in({','.join(avoid)})"}] * len(bundles) if avoid else None
@@ -140,7 +96,7 @@ def reserve_nodes(
     for request in requests:
         pg = _node_group(request, nodes)
         held.append(pg)
-        if not pg.wait(_left(deadline)):
+        if not pg.wait(seconds_left(deadline)):
             need = {r.node_rank: len(r.gpus) for r in requests}
             raise PlacementError(
                 f"the Ray cluster could not reserve the placement's GPUs within "
@@ -151,8 +107,11 @@ def reserve_nodes(
     return nodes
 
 
-def _one_gpu(node: str, cpus: float, wait_s: float) -> tuple[PlacementGroup, int]:
-    """A one-bundle placement group on ``node`` and the GPU it holds (-1: none in time)."""
+def _one_gpu(node: str, cpus: float, deadline: float) -> tuple[PlacementGroup, int]:
+    """A one-bundle placement group on ``node`` and the GPU it holds (-1: none in time).
+
+    It waits :data:`EXACT_WAIT_S` at most (and not past the deadline) for a free GPU.
+    """
     bundle = {"GPU": 1.0, "CPU": cpus} if cpus else {"GPU": 1.0}
     pg = placement_group(
         [bundle],
@@ -160,23 +119,25 @@ def _one_gpu(node: str, cpus: float, wait_s: float) -> tuple[PlacementGroup, int
         bundle_label_selector=[{NODE_ID_LABEL_KEY: node}],
     )
     try:
-        if not pg.wait(wait_s):
+        if not pg.wait(min(EXACT_WAIT_S, seconds_left(deadline))):
             return pg, -1
-        gpus, _ = ray.get(_probe_ref(pg, 0), timeout=wait_s)
+        seen = probed(probe_ref(pg, 0), deadline)
     except BaseException:
         release([pg])
         raise
-    return pg, gpus[0]
+    return pg, seen.gpu_ids[0]
 
 
-def _absorb(request: NodeRequest, node: str, fillers: dict[int, PlacementGroup]) -> None:
+def _absorb(
+    request: NodeRequest, node: str, fillers: dict[int, PlacementGroup], deadline: float
+) -> None:
     """Take the node's free GPUs one by one until every wanted one is held.
 
     Raises:
         PlacementError: The node has no more free GPU and a wanted one is still missing.
     """
     while missing := sorted(set(request.gpus) - set(fillers)):
-        pg, gpu = _one_gpu(node, 0.0, EXACT_WAIT_S)
+        pg, gpu = _one_gpu(node, 0.0, deadline)
         if gpu < 0 or gpu in fillers:
             release([pg])
             raise unobtainable(request, missing, sorted(fillers), node)
@@ -184,7 +145,7 @@ def _absorb(request: NodeRequest, node: str, fillers: dict[int, PlacementGroup])
 
 
 def _swap(
-    request: NodeRequest, node: str, fillers: dict[int, PlacementGroup]
+    request: NodeRequest, node: str, fillers: dict[int, PlacementGroup], deadline: float
 ) -> tuple[dict[int, PlacementGroup], dict[int, int]]:
     """Give the wanted GPUs' fillers back and re-reserve them with their CPUs, lowest first.
 
@@ -196,7 +157,7 @@ def _swap(
     taken: dict[int, PlacementGroup] = {}
     wrong: dict[int, int] = {}
     for gpu, cpus in zip(request.gpus, request.cpus, strict=True):
-        pg, got = _one_gpu(node, cpus, EXACT_WAIT_S)
+        pg, got = _one_gpu(node, cpus, deadline)
         taken[got] = pg
         if got != gpu:
             wrong[gpu] = got
@@ -204,12 +165,13 @@ def _swap(
     return taken, wrong
 
 
-def take_exact(request: NodeRequest, node: str) -> dict[int, PlacementGroup]:
+def take_exact(request: NodeRequest, node: str, deadline: float) -> dict[int, PlacementGroup]:
     """One placement group per wanted GPU of ``request``, each holding exactly that GPU.
 
     Args:
         request: The node rank's wanted GPUs.
         node: The Ray node id (the node rank's first reservation landed there).
+        deadline: ``time.monotonic()`` to give up by.
 
     Raises:
         PlacementError: A wanted GPU is held by another job, or Ray kept giving others.
@@ -218,8 +180,8 @@ def take_exact(request: NodeRequest, node: str) -> dict[int, PlacementGroup]:
     wrong: dict[int, int] = {}
     try:
         for _ in range(EXACT_TRIES):
-            _absorb(request, node, fillers)
-            taken, wrong = _swap(request, node, fillers)
+            _absorb(request, node, fillers, deadline)
+            taken, wrong = _swap(request, node, fillers, deadline)
             if not wrong:
                 return taken
             release(list(taken.values()))
@@ -265,7 +227,7 @@ def reserve_gpus(requests: list[NodeRequest], timeout_s: float) -> Reservation:
             result.node_ids[request.node_rank] = node
             binding = bind(request, seen, request.cpus)
             if binding is None:
-                _retake(request, pg, node, seen, result)
+                _retake(request, pg, node, seen, result, deadline)
                 continue
             for gpu, bundle in binding.items():
                 result.slots[request.index(gpu)] = (pg, bundle)
@@ -281,12 +243,13 @@ def _retake(
     node: str,
     seen: list[Probe],
     result: Reservation,
+    deadline: float,
 ) -> None:
     """Replace a node rank's first reservation, which holds other GPUs, by the planned ones."""
     start = time.monotonic()
     result.groups.remove(first)
     release([first])
-    exact = take_exact(request, node)
+    exact = take_exact(request, node, deadline)
     result.groups.extend(exact.values())
     for gpu, pg in exact.items():
         result.slots[request.index(gpu)] = (pg, 0)
