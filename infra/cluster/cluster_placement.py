@@ -3,26 +3,30 @@
 :func:`place` decides what ``cluster.component_placement`` indices mean (GPUs when
 ``cluster.device`` is ``cuda``, or ``auto`` on a cluster that has GPUs; CPUs otherwise),
 plans every worker group (:func:`infra.cluster.placement.plan_placement` or
-:func:`infra.cluster.gpu_placement.plan_gpu_placement`) and, on GPUs, reserves one Ray placement
-group per node (``STRICT_PACK``: one bundle per GPU index, holding that GPU and the CPUs of
-the workers living with it), so collocated workers share exactly their GPU, disaggregated
-ones get disjoint GPUs and the ranks of a node stay on one node. All of it happens before
-any worker starts; a placement the cluster cannot host fails with
-:class:`~infra.cluster.placement.PlacementError`.
+:func:`infra.cluster.gpu_placement.plan_gpu_placement`) and, on GPUs, reserves exactly the
+GPUs the indices name (:mod:`infra.cluster.gpu_reserve`: index ``i`` is GPU
+``i % gpus_per_node`` of node rank ``i // gpus_per_node``, one bundle per GPU holding it and
+the CPUs of the workers living with it), so collocated workers share exactly their GPU,
+disaggregated ones get disjoint GPUs and the ranks of a node stay on one node. All of it
+happens before any worker starts; a placement the cluster cannot host fails with
+:class:`~infra.cluster.placement.PlacementError`. Once the workers run,
+:meth:`ClusterPlacement.check_workers` checks each is on its planned GPU and node.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from infra.cluster.devices import DeviceReport
+from infra.cluster.gpu_binding import PlacedReport, check_device_reports, node_requests
 from infra.cluster.gpu_placement import Attached, GpuCluster, plan_gpu_placement
+from infra.cluster.gpu_reserve import release, reserve_gpus
 from infra.cluster.placement import GroupPlacement, PlacementError, format_indices, plan_placement
 from infra.log_detail import DETAIL
 from rl_core.config.placement import component_specs
@@ -88,24 +92,22 @@ class ClusterPlacement:
         device: ``cuda`` (indices are GPUs) or ``cpu``.
         groups: Placement of each group, by component name.
         cluster: The GPU cluster's shape (None for a CPU placement).
-        reserved: The Ray placement groups (one per node; empty for a CPU placement).
+        reserved: The Ray placement groups holding the GPUs (empty for a CPU placement).
+        node_ids: The Ray node id of each node rank (empty for a CPU placement).
     """
 
     device: str
     groups: dict[str, GroupPlacement]
     cluster: GpuCluster | None = None
     reserved: list[Any] = field(default_factory=list)
+    node_ids: dict[int, str] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> GroupPlacement:
         return self.groups[name]
 
     def release(self) -> None:
         """Give the reserved bundles back to Ray (after the workers stopped)."""
-        for pg in self.reserved:
-            try:
-                ray.util.remove_placement_group(pg)
-            except Exception:  # noqa: BLE001 - the cluster is gone already
-                pass
+        release(self.reserved)
         self.reserved = []
 
     def log(self, sizes: dict[str, int], cfg_device: str) -> None:
@@ -139,13 +141,14 @@ class ClusterPlacement:
             groups: Started :class:`~infra.cluster.worker_group.WorkerGroup` s.
 
         Raises:
-            PlacementError: Workers planned on one GPU got different GPUs, workers planned on
-                different GPUs got the same one, or a worker got no GPU it reserved.
+            PlacementError: A worker that reserved a GPU got another than its index names,
+                or a worker runs on another node than its node rank's (see
+                :func:`~infra.cluster.gpu_binding.check_device_reports`).
         """
-        reports: list[tuple[GroupPlacement, int, DeviceReport]] = []
+        reports: list[PlacedReport] = []
         for group in groups:
             for rank, report in enumerate(ray.get(group.call("device_report"))):
-                reports.append((group.placement, rank, report))
+                reports.append((group.name, group.placement, rank, report))
                 logger.info(
                     "device %s %d: %s (GPU ids %s on node %s, CUDA_VISIBLE_DEVICES=%s, pid %d)",
                     report.group,
@@ -158,39 +161,8 @@ class ClusterPlacement:
                     extra=DETAIL,
                 )
         if self.cluster is not None:
-            check_device_reports(reports)
-        return [r for _, _, r in reports]
-
-
-def check_device_reports(reports: list[tuple[GroupPlacement, int, DeviceReport]]) -> None:
-    """Workers planned on one GPU share it; workers planned on different GPUs do not.
-
-    Raises:
-        PlacementError: Ray's assignment differs from the plan.
-    """
-    by_index: dict[int, set[tuple[str, tuple[int, ...]]]] = defaultdict(set)
-    for plan, rank, report in reports:
-        if not plan.num_gpus_per_worker:
-            continue
-        if not report.gpu_ids:
-            raise PlacementError(
-                f"{report.group} worker {rank} reserved {plan.num_gpus_per_worker:g} GPU but "
-                "Ray assigned it none"
-            )
-        by_index[plan.worker_gpus[rank]].add((report.node_id, report.gpu_ids))
-    seen: dict[tuple[str, tuple[int, ...]], int] = {}
-    for index, assigned in sorted(by_index.items()):
-        if len(assigned) > 1:
-            raise PlacementError(
-                f"workers planned on GPU {index} got different GPUs from Ray: {sorted(assigned)}"
-            )
-        got = next(iter(assigned))
-        if got in seen:
-            raise PlacementError(
-                f"GPUs {seen[got]} and {index} of the placement got the same GPU from Ray "
-                f"({got[1]} on node {got[0][:8]})"
-            )
-        seen[got] = index
+            check_device_reports(reports, self.node_ids)
+        return [r for _, _, _, r in reports]
 
 
 #: Components placed with the actor unless the config places them.
@@ -206,45 +178,24 @@ def _placement_with_ref(placement: dict[str, str | int], sizes: dict[str, int]) 
     return specs
 
 
-def _reserve(plan: dict[str, GroupPlacement], cluster: GpuCluster, timeout_s: float) -> list:
-    """One ``STRICT_PACK`` placement group per node; fills each group's ``scheduling``."""
-    from ray.util.placement_group import placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+def _reserve(
+    plan: dict[str, GroupPlacement], cluster: GpuCluster, timeout_s: float
+) -> tuple[list[Any], dict[int, str]]:
+    """Reserve the plan's GPUs exactly; fills each group's ``scheduling`` (its bundles).
 
-    cpus_at: dict[int, float] = defaultdict(float)
-    for group in plan.values():
-        for gpu in group.worker_gpus:
-            cpus_at[gpu] += group.num_cpus_per_worker
-    per_node: dict[int, list[int]] = defaultdict(list)
-    for gpu in sorted(cpus_at):
-        per_node[gpu // cluster.gpus_per_node].append(gpu)
-    reserved, where = [], {}
-    for node, gpus in sorted(per_node.items()):
-        bundles = [{"GPU": 1.0, "CPU": round(cpus_at[g] + 1e-4, 4)} for g in gpus]
-        pg = placement_group(bundles, strategy="STRICT_PACK", name=f"rlpipe-node{node}")
-        reserved.append(pg)
-        for position, gpu in enumerate(gpus):
-            where[gpu] = (pg, position)
-    ready, _ = ray.wait(
-        [pg.ready() for pg in reserved], num_returns=len(reserved), timeout=timeout_s
-    )
-    if len(ready) < len(reserved):
-        for pg in reserved:
-            ray.util.remove_placement_group(pg)
-        need = {node: len(gpus) for node, gpus in per_node.items()}
-        raise PlacementError(
-            f"the Ray cluster could not reserve the placement's GPUs within {timeout_s:.0f}s "
-            f"(GPUs per node rank: {need}); free now: {ray.available_resources()}"
-        )
+    Returns:
+        The placement groups held and the Ray node id of each node rank.
+    """
+    reservation = reserve_gpus(node_requests(plan, cluster.gpus_per_node), timeout_s)
     for name, group in plan.items():
         strategies = tuple(
             PlacementGroupSchedulingStrategy(
-                where[gpu][0], placement_group_bundle_index=where[gpu][1]
+                reservation.slots[gpu][0], placement_group_bundle_index=reservation.slots[gpu][1]
             )
             for gpu in group.worker_gpus
         )
         plan[name] = dataclasses.replace(group, scheduling=strategies)
-    return reserved
+    return reservation.groups, reservation.node_ids
 
 
 def place(
@@ -294,8 +245,8 @@ def place(
             tensor_parallel,
             free_cpus,
         )
-        reserved = _reserve(plan, shape, cfg.timeouts.worker_start)
-        result = ClusterPlacement("cuda", plan, shape, reserved)
+        reserved, node_ids = _reserve(plan, shape, cfg.timeouts.worker_start)
+        result = ClusterPlacement("cuda", plan, shape, reserved, node_ids)
     result.log({**sizes, **{n: 1 for n in attached}}, cfg.cluster.device)
     if device == "cuda":
         used = sorted({g for p in plan.values() for g in p.worker_gpus})

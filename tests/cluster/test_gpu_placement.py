@@ -1,7 +1,8 @@
 """GPU placements on one node with 4 logical GPUs (``ray.init(num_gpus=4)``): every worker
-gets the GPU its placement names (Ray's GPU ids and ``CUDA_VISIBLE_DEVICES``), collocated
-workers share it, disaggregated ones do not, trainer ranks never share one, and a placement
-the cluster cannot host is refused before any worker starts.
+gets the GPU its placement names (Ray's GPU ids and ``CUDA_VISIBLE_DEVICES``), also when the
+placement skips GPUs (Ray hands out the lowest free ones first), collocated workers share
+it, disaggregated ones do not, trainer ranks never share one, and a placement the cluster
+cannot host, or naming a GPU another job holds, is refused before any worker starts.
 
 The GPUs are Ray's logical ones (this machine has none), so ``RLPIPE_ALLOW_LOGICAL_GPUS=1``
 lets the workers compute on the CPU; which GPU Ray assigned them is what is checked.
@@ -37,6 +38,23 @@ LAYOUTS = {
         {"env": 2, "rollout": 2, "actor": 2},
         {"env": [2, 3], "rollout": [2, 3], "actor": [0, 1]},
     ),
+    # GPU 2 is skipped: Ray's first bundles hold 0-2, the actor must still get 3
+    "gap": (
+        ["cluster.component_placement={actor: 3, rollout: 1, env: 0}"],
+        {"env": 1, "rollout": 1, "actor": 1},
+        {"env": [0], "rollout": [1], "actor": [3]},
+    ),
+    "gap below the trainer": (
+        ["cluster.component_placement={actor: 2-3, 'rollout,env': 0}"],
+        {"env": 1, "rollout": 1, "actor": 2},
+        {"env": [0], "rollout": [0], "actor": [2, 3]},
+    ),
+    # a set written backwards (ranks follow the GPUs' order), shared, with a gap
+    "collocated on 3,1": (
+        ["cluster.component_placement={'actor,rollout': '3,1', env: 0}"],
+        {"env": 1, "rollout": 2, "actor": 2},
+        {"env": [0], "rollout": [1, 3], "actor": [1, 3]},
+    ),
 }
 # (the hybrid engine's layout, one trainer rank per GPU: test_gpu_placement_two_nodes.py)
 
@@ -59,6 +77,10 @@ def live_placement_groups() -> set[str]:
     return {pg_id for pg_id, info in table.items() if info["state"] != "REMOVED"}
 
 
+def reserved_ids(plan) -> set[str]:
+    return {pg.id.hex() for pg in plan.reserved}
+
+
 def start_groups(plan, sizes) -> list[WorkerGroup]:
     config = load_config("ppo_cartpole").model_dump(mode="json")
     groups = [
@@ -74,8 +96,13 @@ def start_groups(plan, sizes) -> list[WorkerGroup]:
 def test_each_worker_gets_the_gpu_its_placement_names(four_gpus, layout) -> None:
     overrides, sizes, expected = LAYOUTS[layout]
     cfg = load_config("ppo_cartpole", overrides)
+    before = live_placement_groups()
     plan = place(cfg, sizes)
     assert plan.device == "cuda"
+    used = {g for gpus in expected.values() for g in gpus}
+    # the run holds one bundle per planned GPU and nothing else (no filler left)
+    assert live_placement_groups() - before == reserved_ids(plan)
+    assert sum(pg.bundle_count for pg in plan.reserved) == len(used)
     groups = start_groups(plan, sizes)
     try:
         reports = plan.check_workers(groups)
@@ -94,7 +121,6 @@ def test_each_worker_gets_the_gpu_its_placement_names(four_gpus, layout) -> None
             assert all(r.device == "cpu" for r in mine)  # logical GPUs: computes on the CPU
         # reserved GPUs x wall time: one hour of update costs one GPU-hour per reserved GPU
         reserved = reserved_resources(groups)
-        used = {g for gpus in expected.values() for g in gpus}
         assert reserved["GPU"] == len(used)
         cost = CostMeter(reserved).add_iteration({"time/update": 3600.0}, samples=1)
         assert cost["cost/gpu_hours_update"] == pytest.approx(len(used))
@@ -136,6 +162,47 @@ def test_gpus_held_by_another_job_are_reported_and_nothing_stays_reserved(four_g
         assert live_placement_groups() == before  # only the other job's
     finally:
         remove_placement_group(other)
+
+
+@pytest.fixture
+def gpu_3_held_by_another_job(four_gpus) -> Iterator[None]:
+    """A placement group of another job holding GPU 3 (it got 3 while 0-2 were taken)."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    @ray.remote(num_gpus=1, num_cpus=0)
+    def gpu_ids() -> list[int]:
+        return [int(g) for g in ray.get_gpu_ids()]
+
+    lower = placement_group([{"GPU": 1.0}] * 3)
+    assert lower.wait(30)
+    other = placement_group([{"GPU": 1.0}])
+    try:
+        assert other.wait(30)
+        inside = PlacementGroupSchedulingStrategy(other, placement_group_bundle_index=0)
+        assert ray.get(gpu_ids.options(scheduling_strategy=inside).remote(), timeout=60) == [3]
+    finally:
+        remove_placement_group(lower)
+    yield
+    remove_placement_group(other)
+
+
+def test_a_gpu_another_job_holds_is_refused_and_nothing_stays_reserved(
+    gpu_3_held_by_another_job, monkeypatch
+) -> None:
+    import infra.cluster.gpu_reserve as gpu_reserve
+
+    monkeypatch.setattr(gpu_reserve, "EXACT_WAIT_S", 2.0)
+    cfg = load_config("ppo_cartpole", LAYOUTS["gap"][0])
+    before = live_placement_groups()
+    with pytest.raises(PlacementError) as info:
+        place(cfg, LAYOUTS["gap"][1])
+    assert str(info.value) == (
+        "cluster.component_placement: GPU 3 (actor) cannot be reserved: another job holds "
+        f"it on node rank 0 (Ray node {ray.get_runtime_context().get_node_id()[:8]}); Ray "
+        "could give GPUs 0-2 there. Free it, or place actor on GPUs that are free"
+    )
+    assert live_placement_groups() == before  # no bundle, no filler left
 
 
 def test_device_cpu_on_a_gpu_cluster_reserves_no_gpu_and_hides_them(four_gpus) -> None:

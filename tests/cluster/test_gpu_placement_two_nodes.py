@@ -1,7 +1,8 @@
 """GPU placements on two Ray nodes with 2 logical GPUs each (``ray.cluster_utils.Cluster``,
 every node on 127.0.0.1): placement indices count across nodes (index 2 is the first GPU of
-the second node), each node's workers share one placement group on one node, and the ranks
-of a tensor-parallel group sit on one node."""
+the second node), also when the placement skips GPUs of a node, the workers of a node rank
+share one node and node ranks use different nodes, and the ranks of a tensor-parallel group
+sit on one node."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from infra.cluster.placement import PlacementError
 from infra.cluster.ray_cluster import connect, loopback_only, shutdown
 from infra.cluster.worker_group import WorkerGroup
 from rl_core.config import load_config
+from tests.cluster.test_gpu_placement import live_placement_groups, reserved_ids
 from tests.toy_workers import ToyWorker
 
 pytestmark = pytest.mark.integration
@@ -41,6 +43,13 @@ LAYOUTS = {
         2,
         {"env": [0], "actor": [0, 1, 2, 3]},
     ),
+    # GPU 0 of the second node is skipped: its first bundle holds 0, the workers need 1
+    "gap on the second node": (
+        ["cluster.component_placement={actor: 0, 'rollout,env': 3}"],
+        {"env": 1, "rollout": 1, "actor": 1},
+        1,
+        {"env": [3], "rollout": [3], "actor": [0]},
+    ),
 }
 
 
@@ -64,8 +73,10 @@ def two_nodes() -> Iterator[Cluster]:
 def test_gpu_indices_count_across_nodes_and_tensor_peers_share_one(two_nodes, layout) -> None:
     overrides, sizes, tensor_parallel, expected = LAYOUTS[layout]
     cfg = load_config("ppo_cartpole", [*overrides, "cluster.num_nodes=2"])
+    before = live_placement_groups()
     plan = place(cfg, sizes, tensor_parallel=tensor_parallel)
     assert plan.cluster is not None and plan.cluster.describe() == "4 GPUs (2 node(s) x 2)"
+    assert live_placement_groups() - before == reserved_ids(plan)  # no filler left
     config = cfg.model_dump(mode="json")
     groups = [
         WorkerGroup(name, ToyWorker, n, plan[name], lambda r: (config, r))
@@ -89,10 +100,9 @@ def test_gpu_indices_count_across_nodes_and_tensor_peers_share_one(two_nodes, la
                 for first in range(0, size, tensor_parallel):
                     peers = {r.node_id for r in mine[first : first + tensor_parallel]}
                     assert len(peers) == 1, f"tensor-parallel ranks {first}.. on {peers}"
-        # one node per node rank, and two node ranks on two nodes
-        assert all(len(nodes) == 1 for nodes in node_of_rank.values())
-        used = {next(iter(nodes)) for nodes in node_of_rank.values()}
-        assert len(used) == len(node_of_rank)
+        # one node per node rank (the one its bundles are on), and two node ranks on two nodes
+        assert node_of_rank == {rank: {plan.node_ids[rank]} for rank in node_of_rank}
+        assert len(set(plan.node_ids.values())) == len(plan.node_ids)
     finally:
         for group in groups:
             group.shutdown()
