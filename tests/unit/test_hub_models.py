@@ -18,22 +18,9 @@ from rl_core.config import ConfigError, load_config
 from rl_core.models.model_path import hub_model_id
 from rl_core.models.standin import create_standin
 from scripts.build_standin import TEST_FILE, TRAIN_FILE, write_gsm8k
+from tests.hf_cache import cache_model
 
 MODEL_ID = "Qwen/Qwen2.5-0.5B-Instruct"
-COMMIT = "7ae557604adf67be50417f59c2c2f167def9a775"
-
-
-def cache_model(cache: Path, model_id: str, source: Path | None, commit: str = COMMIT) -> Path:
-    """Put ``source``'s files into ``cache`` as ``hf download model_id`` would."""
-    repo = cache / f"models--{model_id.replace('/', '--')}"
-    snapshot = repo / "snapshots" / commit
-    snapshot.mkdir(parents=True)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(commit)
-    if source is not None:
-        for file in source.iterdir():
-            shutil.copy(file, snapshot / file.name)
-    return snapshot
 
 
 @pytest.fixture()

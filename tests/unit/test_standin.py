@@ -66,7 +66,7 @@ def test_rollouts_ignore_the_models_sampling_defaults(standin: Path) -> None:
     for greedy in (False, True):
         sampling = SamplingParams(max_new_tokens=20, greedy=greedy, stop_token_ids=(2,))
         out = hf_generate(model, prompts, sampling, tokenizer.pad_token_id, seed=0)
-        for prompt, response, recorded in zip(prompts, out.response_ids, out.logprobs):
+        for prompt, response, recorded in zip(prompts, out.response_ids, out.logprobs, strict=True):
             ids = torch.tensor([prompt + response])
             with torch.no_grad():
                 logits = model(input_ids=ids).logits[:, len(prompt) - 1 : -1]
@@ -82,7 +82,7 @@ def test_generated_gsm8k_rows_load_as_question_and_final_answer(tmp_path: Path) 
     samples, problems = load_prompt_file(root / TRAIN_FILE)
     rows = gsm8k_rows(12, seed=3)
     assert not problems and len(samples) == 12
-    for sample, row in zip(samples, rows):
+    for sample, row in zip(samples, rows, strict=True):
         assert sample.prompt == row["question"]
         assert "####" in row["answer"] and sample.answer == row["answer"].split("#### ")[-1]
         assert sample.answer.isdigit() and sample.fields["solution"] == row["answer"]
