@@ -230,7 +230,9 @@ def load_causal_lm(model_cfg: Any) -> tuple[nn.Module, Any]:
     )
     tokenizer = load_tokenizer(model_cfg)
     if model_cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # transformers 5.23 renamed it (the old name warns on every load)
+        enable = getattr(model, "activation_checkpointing_enable", None)
+        (enable or model.gradient_checkpointing_enable)()
     return model, tokenizer
 
 
