@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     print("run the preset on this CPU against them:")
     print(
         "  python flows/train.py --config grpo_gsm8k_qwen05b --run-name standin-gsm8k "
-        f"cluster.device=cpu model.dtype=float32 model.model_path={model} "
+        f"cluster.device=cpu model.model_path={model} "
         f"data.train_files=[{data / TRAIN_FILE}] data.eval_files=[{data / TEST_FILE}] "
         "data.prompts_per_batch=2 algorithm.group_size=4 rollout.max_new_tokens=16 "
         "run.max_iterations=2 run.eval_interval=2"

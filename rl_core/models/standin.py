@@ -54,8 +54,8 @@ class StandIn:
         special_tokens: Special tokens, in id order.
         roles: ``pad_token``/``eos_token``/``bos_token``/``unk_token`` → a special token.
         chat_template: The tokenizer's chat template.
-        generation: ``generation_config.json`` fields other than the token ids (the real
-            model's sampling defaults: rollouts must not pick them up).
+        generation: ``generation_config.json`` fields other than the token ids: sampling
+            defaults like those the real model ships (rollouts must not pick them up).
         eos_tokens: Tokens whose ids are the generation config's ``eos_token_id``.
     """
 
