@@ -156,9 +156,16 @@ def mark_cancelled(flow_run_id: str, signum: int, iterations: Any) -> None:
 
 
 def preflight(cfg: Any) -> None:
-    """Run the input checks of ``cfg``'s model category (raises on bad input)."""
-    from infra.driver.step_runtime import runtime_class
+    """Run the input checks of ``cfg``'s model category (raises on bad input).
 
+    A ``model.model_path`` hub id must be in the local Hugging Face cache (unless the run
+    downloads it, or a warm start or ``run.init_from`` provides the model).
+    """
+    from infra.driver.step_runtime import runtime_class
+    from infra.hub_models import check_model_path
+
+    if not (cfg.run.warm_start or cfg.run.init_from):
+        check_model_path(cfg.model)
     runtime_class(cfg).preflight(cfg)
 
 

@@ -31,6 +31,7 @@ from infra.driver.guard import ITERATION_RETRIES
 from infra.driver.session import STOP_REQUESTED, TrainSession
 from infra.driver.step_runtime import StepResult
 from infra.extensions import load_extension_modules
+from infra.hub_models import resolve_model_path
 from infra.ops.prefect_api import lasting_flow_run_url, wait_for_configured_api
 from infra.provenance import git_commit
 from infra.tracking.register_run import last_metric
@@ -128,14 +129,22 @@ def train_session(
 
 
 def prepare_model_files(cfg: RLPipeConfig) -> RLPipeConfig:
-    """Make ``model.model_path`` absolute and create the tiny test model if asked to.
+    """Make ``model.model_path`` a local absolute path; create the tiny test model if asked to.
 
+    A Hugging Face hub id becomes its snapshot folder in the local Hugging Face cache
+    (downloaded first with ``model.hub_download``; :mod:`infra.hub_models`).
     ``model.tiny_init`` creates the tiny test model at ``model.model_path`` if it is missing.
     Kinds whose model has no ``model_path`` (control policies) are returned unchanged.
+
+    Raises:
+        HubModelError: A hub id the run cannot load (not cached, incomplete, no download).
     """
     if "model_path" not in type(cfg.model).model_fields:
         return cfg
-    if cfg.model.model_path and not Path(cfg.model.model_path).is_absolute():
+    cached = None if cfg.model.tiny_init else resolve_model_path(cfg.model)
+    if cached is not None:
+        cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"model_path": cached})})
+    elif cfg.model.model_path and not Path(cfg.model.model_path).is_absolute():
         # workers may run elsewhere than the driver's working directory
         model = cfg.model.model_copy(
             update={"model_path": str(Path(cfg.model.model_path).resolve())}

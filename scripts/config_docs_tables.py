@@ -172,7 +172,9 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "no `algorithm.kl_in_reward`."
     ),
     ("ReasoningConfig", "_model_files_exist"): (
-        "`hf_causal_lm` needs `model.model_path`, a local directory with a `config.json`."
+        "`hf_causal_lm` needs `model.model_path`, a local directory with a `config.json`, or "
+        "a Hugging Face hub id (`owner/name`); a hub id must be in the local Hugging Face cache "
+        "(or `model.hub_download: true`), checked before any server or worker starts."
     ),
     ("DataConfig", "_files_given"): (
         "`data.source: files` needs `data.train_files`; `data.prompt_template` must contain "
@@ -247,7 +249,8 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ),
     ("RewardModelConfig", "_model_files_exist"): (
         "`hf_reward_model` needs `model.model_path`, a local directory with a `config.json` "
-        "(or `model.tiny_init: true`, or `run.warm_start`, which provides it)."
+        "or a Hugging Face hub id in the local cache (or `model.tiny_init: true`, or "
+        "`run.warm_start`, which provides it)."
     ),
     ("PreferenceDataConfig", "_files_given"): (
         "Reward models: `data.source: files` needs `data.train_files`; `data.source: "

@@ -44,8 +44,9 @@ def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list
         iteration: Iteration index (recorded in the sample rows).
 
     Returns:
-        ``(metrics, rows)``: metrics, and ``eval.sample_rows`` rows of prompt, completion,
-        answer, reward and correctness for an MLflow table.
+        ``(metrics, rows)``: metrics, and ``eval.sample_rows`` rows of prompt, model input
+        (the prompt as the model saw it: ``data.prompt_template`` and the chat template
+        applied), completion, answer, reward and correctness for an MLflow table.
     """
     start = time.perf_counter()
     n, k = len(runtime.eval_prompts), runtime.cfg.eval.pass_k
@@ -93,6 +94,8 @@ def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list
         {
             "iteration": iteration,
             "prompt": chunk["prompts"][i],
+            # what the model was given: templates applied, special tokens shown
+            "model_input": runtime.tokenizer.decode(runtime.eval_prompts[i]),
             "completion": chunk["completions"][i],
             "answer": chunk["answers"][i],
             "reward": float(scores[i]),

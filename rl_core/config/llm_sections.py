@@ -12,12 +12,21 @@ from rl_core.config.sections import Section, check_registered_name
 
 
 class HuggingFaceModelConfig(ModelConfig):
-    """A Hugging Face model loaded from a local directory (``hf_causal_lm``, ``hf_reward_model``)."""
+    """A Hugging Face model (``hf_causal_lm``, ``hf_reward_model``): a local folder or a hub id."""
 
     model_path: str | None = Field(
         None,
-        description="hf_causal_lm, hf_reward_model: local Hugging Face model directory (nothing "
-        "is downloaded); a reward model's backbone is a causal LM, e.g. an SFT export.",
+        description="hf_causal_lm, hf_reward_model: local Hugging Face model directory, or a "
+        "hub id (owner/name, e.g. Qwen/Qwen2.5-0.5B-Instruct) read from the local Hugging Face "
+        "cache (`hf download <id>` puts it there; see hub_download); a reward model's backbone "
+        "is a causal LM, e.g. an SFT export.",
+    )
+    hub_download: bool = Field(
+        False,
+        description="A model_path hub id missing from the local Hugging Face cache is "
+        "downloaded before any worker starts (config, tokenizer and *.safetensors files only: "
+        "no pickled weights, no code). false: nothing is downloaded; the run stops with the "
+        "command that downloads it.",
     )
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
         "float32", description="Weight dtype (float32 on CPU, bfloat16 on GPU)."
@@ -46,10 +55,20 @@ class DataConfig(Section):
         "(train_files/eval_files).",
     )
     train_files: list[str] = Field(
-        default_factory=list, description="JSONL/Parquet prompt files (prompt+answer or GSM8K)."
+        default_factory=list,
+        description="JSONL/Parquet prompt files: prompt+answer rows, or GSM8K rows (question, "
+        "and answer whose number after '####' is the reference answer). Relative paths are "
+        "read from the working directory.",
     )
     eval_files: list[str] = Field(
         default_factory=list, description="Held-out prompt files (default: none for files)."
+    )
+    task_name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+        description="The prompt set's name in the MLflow experiment (<task>-<model type>), the "
+        "registered model and the evaluation protocol (None: named by the source; files: "
+        "the first training file's stem).",
     )
     on_bad_row: Literal["skip", "error"] = Field(
         "error", description="Malformed rows: skip them with a warning, or stop before training."

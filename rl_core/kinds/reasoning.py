@@ -30,6 +30,7 @@ from rl_core.config.schema import RLPipeConfig
 from rl_core.data.sources import PROMPT_SOURCES
 from rl_core.kinds.kind import Kind, register_kind, resolve
 from rl_core.llm.implementations import LORA_ROLLOUT_ENGINES
+from rl_core.models.model_path import local_model_problem
 
 _CHUNK = 1 << 20
 
@@ -133,11 +134,10 @@ class ReasoningConfig(RLPipeConfig):
             raise ValueError("model.model_path is required for model_type hf_causal_lm")
         if self.model.tiny_init:
             return self  # created before any worker starts
-        if not (Path(path) / "config.json").is_file():
+        problem = local_model_problem(path)  # a hub id is found in the cache before workers
+        if problem:
             raise ValueError(
-                f"model.model_path = {path!r} is not a local Hugging Face model directory (no "
-                "config.json); build the tiny test model with "
-                "'python scripts/build_tiny_lm.py <dir>'"
+                f"{problem}; build the tiny test model with 'python scripts/build_tiny_lm.py <dir>'"
             )
         return self
 
@@ -232,8 +232,8 @@ class ReasoningConfig(RLPipeConfig):
 
 
 def task_name(cfg: ReasoningConfig) -> str:
-    """The prompt set, named by its source: ``arith-<ops>-<max operand>``, a file's stem..."""
-    return PROMPT_SOURCES.get(cfg.data.source).task_name(cfg.data)
+    """``data.task_name``, else the prompt set named by its source (``arith-add-99``...)."""
+    return cfg.data.task_name or PROMPT_SOURCES.get(cfg.data.source).task_name(cfg.data)
 
 
 def protocol(cfg: ReasoningConfig) -> dict[str, Any]:
@@ -265,7 +265,9 @@ def data_fingerprint(cfg: ReasoningConfig, digest: Any) -> None:
                 while chunk := handle.read(_CHUNK):
                     digest.update(chunk)
         return
-    data = cfg.data.model_dump(mode="json", exclude={"on_bad_row", "prompts_per_batch"})
+    # the name (task_name) is not the data
+    exclude = {"on_bad_row", "prompts_per_batch", "task_name"}
+    data = cfg.data.model_dump(mode="json", exclude=exclude)
     digest.update(json.dumps(data, sort_keys=True).encode())
 
 

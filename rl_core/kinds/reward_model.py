@@ -22,6 +22,7 @@ from rl_core.config.reward_model_sections import (
 )
 from rl_core.config.schema import RLPipeConfig
 from rl_core.kinds.kind import Kind, register_kind
+from rl_core.models.model_path import local_model_problem
 
 _CHUNK = 1 << 20
 _OP_NAMES = {"+": "add", "-": "sub", "*": "mul"}
@@ -48,11 +49,11 @@ class RewardModelConfig(RLPipeConfig):
                 "model.model_path is required for model_type hf_reward_model (a local Hugging "
                 "Face causal LM directory: the backbone)"
             )
-        if self.model.tiny_init or (Path(path) / "config.json").is_file():
-            return self  # (the tiny model is created before any worker starts)
+        problem = None if self.model.tiny_init else local_model_problem(path)
+        if problem is None:
+            return self  # (the tiny model is created, a hub id found, before any worker starts)
         raise ValueError(
-            f"model.model_path = {path!r} is not a local Hugging Face model directory (no "
-            "config.json); build the tiny test model with 'python scripts/build_tiny_lm.py "
+            f"{problem}; build the tiny test model with 'python scripts/build_tiny_lm.py "
             "<dir>' or set model.tiny_init: true"
         )
 

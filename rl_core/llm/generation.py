@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from transformers import GenerationConfig
 from transformers.generation.stopping_criteria import StoppingCriteria, StopStringCriteria
 
 from rl_core.llm.batching import pad_left
@@ -192,19 +194,20 @@ def hf_generate(
     temperature = 1.0 if sampling.greedy else sampling.temperature
     recorder = ChosenTokenLogprobs(temperature)
     ends = EndRecorder(ids.shape[1], stop, limits, stop_strings, tokenizer)
-    sequences = model.generate(
-        input_ids=ids.to(device),
-        attention_mask=mask.to(device),
-        max_new_tokens=max(limits),
-        do_sample=not sampling.greedy,
-        temperature=None if sampling.greedy else sampling.temperature,
-        top_p=None if sampling.greedy else sampling.top_p,
-        top_k=None if sampling.greedy else sampling.top_k,
-        eos_token_id=stop or None,
-        pad_token_id=pad_id,
-        logits_processor=[recorder],
-        stopping_criteria=[ends],
-    )
+    with without_sampling_defaults(model):
+        sequences = model.generate(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            max_new_tokens=max(limits),
+            do_sample=not sampling.greedy,
+            temperature=None if sampling.greedy else sampling.temperature,
+            top_p=None if sampling.greedy else sampling.top_p,
+            top_k=None if sampling.greedy else sampling.top_k,
+            eos_token_id=stop or None,
+            pad_token_id=pad_id,
+            logits_processor=[recorder],
+            stopping_criteria=[ends],
+        )
     new_tokens = sequences[:, ids.shape[1] :]
     token_logprobs = recorder.finish(new_tokens).cpu()
     new_tokens = new_tokens.cpu()
@@ -216,3 +219,33 @@ def hf_generate(
         logprobs.append(token_logprobs[row, :length].tolist())
         finished.append(ends.reasons[row] == FINISH_EOS)
     return GenerationResult(responses, logprobs, finished, list(ends.reasons))
+
+
+@contextmanager
+def without_sampling_defaults(model: torch.nn.Module) -> Iterator[None]:
+    """Generate with ``model`` ignoring the sampling defaults of its ``generation_config``.
+
+    A hub model's ``generation_config.json`` may set a repetition penalty, a temperature,
+    top-k/top-p (Qwen2.5-Instruct sets all four), and ``generate`` applies whatever the
+    call leaves unset. Rollouts must sample from the policy's own distribution at the run's
+    ``rollout`` settings, which the trainer's recomputed log-probs assume: for the duration
+    of the block the model (the one under any PEFT wrapper) has a generation config with
+    nothing but its token ids. The model's own config is put back afterwards (exports keep
+    it).
+    """
+    owner = model
+    while hasattr(owner, "get_base_model") and owner.get_base_model() is not owner:
+        owner = owner.get_base_model()
+    saved = getattr(owner, "generation_config", None)
+    if saved is None:
+        yield
+        return
+    owner.generation_config = GenerationConfig(
+        bos_token_id=saved.bos_token_id,
+        eos_token_id=saved.eos_token_id,
+        pad_token_id=saved.pad_token_id,
+    )
+    try:
+        yield
+    finally:
+        owner.generation_config = saved

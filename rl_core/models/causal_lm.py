@@ -204,6 +204,10 @@ def load_tokenizer(model_cfg: Any) -> Any:
 def load_causal_lm(model_cfg: Any) -> tuple[nn.Module, Any]:
     """Load model and tokenizer from ``model_cfg.model_path`` (a local directory only).
 
+    Weights are read from ``*.safetensors`` files only (never pickled weights). A hub id
+    in the config has been replaced by its folder in the local Hugging Face cache before
+    any worker starts (:mod:`infra.hub_models`).
+
     Raises:
         ValueError: No ``model_path``, or it is not a directory holding a model.
     """
@@ -221,11 +225,14 @@ def load_causal_lm(model_cfg: Any) -> tuple[nn.Module, Any]:
         dtype=dtype,
         trust_remote_code=model_cfg.trust_remote_code,
         local_files_only=True,
+        use_safetensors=True,
         attn_implementation=model_cfg.attn_implementation,
     )
     tokenizer = load_tokenizer(model_cfg)
     if model_cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # transformers 5.23 renamed it (the old name warns on every load)
+        enable = getattr(model, "activation_checkpointing_enable", None)
+        (enable or model.gradient_checkpointing_enable)()
     return model, tokenizer
 
 

@@ -189,7 +189,8 @@ def load_reward_model(model_cfg: Any) -> RewardModelPolicy:
     finally:
         hf_logger.setLevel(level)
     if model_cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        enable = getattr(model, "activation_checkpointing_enable", None)  # new name
+        (enable or model.gradient_checkpointing_enable)()
     return RewardModelPolicy(model, tokenizer)
 
 

@@ -24,7 +24,20 @@ def byte_symbols() -> list[str]:
     return [chr(b) if b in visible else chr(next(extra)) for b in range(256)]
 
 
-def build_char_tokenizer(chat_template: str | None = None) -> Qwen2Tokenizer:
+#: The role of each of :data:`SPECIAL_TOKENS` (``pad_token``, ``eos_token``...).
+SPECIAL_ROLES: dict[str, str | None] = {
+    "pad_token": "<pad>",
+    "eos_token": "<eos>",
+    "bos_token": "<bos>",
+    "unk_token": "<unk>",
+}
+
+
+def build_char_tokenizer(
+    chat_template: str | None = None,
+    special_tokens: tuple[str, ...] = SPECIAL_TOKENS,
+    roles: dict[str, str | None] | None = None,
+) -> Qwen2Tokenizer:
     """A byte-level tokenizer with no merges: one token per byte (per ASCII character).
 
     It is a plain :class:`~transformers.Qwen2Tokenizer` (byte-level BPE whose vocabulary is
@@ -33,21 +46,32 @@ def build_char_tokenizer(chat_template: str | None = None) -> Qwen2Tokenizer:
 
     Args:
         chat_template: Optional Jinja chat template stored with the tokenizer.
+        special_tokens: The special tokens, ids 0, 1, ... in this order; each is one token
+            wherever it appears in a text.
+        roles: ``pad_token``, ``eos_token``, ``bos_token``, ``unk_token`` → one of
+            ``special_tokens`` or None (default :data:`SPECIAL_ROLES`); the special tokens
+            without a role are extra special tokens (e.g. a chat template's markers).
 
     Returns:
         The tokenizer; ``decode(encode(text)) == text`` for any text.
     """
-    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    roles = dict(SPECIAL_ROLES if roles is None else roles)
+    unknown = {t for t in roles.values() if t is not None} - set(special_tokens)
+    if unknown:
+        raise ValueError(f"roles name tokens that are not special tokens: {sorted(unknown)}")
+    vocab = {tok: i for i, tok in enumerate(special_tokens)}
     for symbol in byte_symbols():
         vocab[symbol] = len(vocab)
+    extra = [t for t in special_tokens if t not in roles.values()]
     tokenizer = Qwen2Tokenizer(
         vocab=vocab,
         merges=[],
-        unk_token="<unk>",
-        bos_token="<bos>",
-        eos_token="<eos>",
-        pad_token="<pad>",
+        unk_token=roles.get("unk_token"),
+        bos_token=roles.get("bos_token"),
+        eos_token=roles.get("eos_token"),
+        pad_token=roles.get("pad_token"),
         clean_up_tokenization_spaces=False,
+        **({"additional_special_tokens": extra} if extra else {}),
     )
     if chat_template is not None:
         tokenizer.chat_template = chat_template

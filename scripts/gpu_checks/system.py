@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,12 +40,15 @@ class Run:
         preset: ``--config`` of the run.
         gpu: Overrides on the GPU (``cluster.device=cuda`` is added).
         cpu: Overrides of the CPU dry run: tiny sizes (``cluster.device=cpu`` is added).
+        cpu_setup: Writes under the output folder what the CPU dry run's overrides name
+            (None: nothing to write).
     """
 
     name: str
     preset: str
     gpu: tuple[str, ...]
     cpu: tuple[str, ...]
+    cpu_setup: Callable[[Path], None] | None = None
 
     @property
     def run_name(self) -> str:
@@ -61,6 +65,29 @@ _LM_CPU = (
     "data.prompts_per_batch=4",
     "data.eval_size=8",
     "eval.before_training=false",
+)
+
+
+def build_standin(out: Path) -> None:
+    """The Qwen2.5-0.5B-Instruct stand-in and GSM8K-format files under ``out/standin``."""
+    from rl_core.models.standin import create_standin
+    from scripts.build_standin import write_gsm8k
+
+    root = out / "standin"
+    if not (root / "model" / "config.json").is_file():
+        create_standin(root / "model")
+        write_gsm8k(root / "gsm8k", train=32, test=4)
+
+
+#: The real-model preset on the CPU: its stand-in and generated GSM8K-format files.
+_GSM8K_CPU = (
+    "model.dtype=float32",
+    "model.model_path={out}/standin/model",
+    "data.train_files=[{out}/standin/gsm8k/main/train-00000-of-00001.parquet]",
+    "data.eval_files=[{out}/standin/gsm8k/main/test-00000-of-00001.parquet]",
+    "data.prompts_per_batch=2",
+    "algorithm.group_size=4",
+    "rollout.max_new_tokens=16",
 )
 RUNS = {
     run.name: run
@@ -108,6 +135,14 @@ RUNS = {
             ("run.max_iterations=20", "run.eval_interval=10", "run.checkpoint_interval=10"),
             ("run.max_iterations=2", "run.eval_interval=0", "run.checkpoint_interval=2")
             + ("online.batch_size=4", "rollout.max_new_tokens=4", *_LM_CPU),
+        ),
+        Run(  # the real model at the preset's sizes (model cached, data in data/gsm8k)
+            "grpo_gsm8k_qwen05b",
+            "grpo_gsm8k_qwen05b",
+            ("run.max_iterations=4", "run.eval_interval=4", "run.checkpoint_interval=4"),
+            ("run.max_iterations=2", "run.eval_interval=2", "run.checkpoint_interval=2")
+            + _GSM8K_CPU,
+            cpu_setup=build_standin,
         ),
         Run(  # SIGKILL after the first committed checkpoint, rerun, compare
             "resume_after_kill",
@@ -199,6 +234,8 @@ def check_run(run: Run, device: str, out: Path, env: dict[str, str], args: Any) 
     from rl_core.config import ConfigError, load_config
 
     overrides = run_overrides(run, device, out, args.overrides)
+    if device == "cpu" and run.cpu_setup is not None:
+        run.cpu_setup(out)
     try:
         load_config(run.preset, overrides)
     except ConfigError as exc:

@@ -24,6 +24,7 @@ EXPECTED = {
     "grpo_arith_megatron": "grpo",
     "grpo_arith_lora": "grpo",
     "grpo_arith_rm": "grpo",
+    "grpo_gsm8k_qwen05b": "grpo",
     "dapo_arith": "dapo",
     "reinforce_pp_arith": "reinforce_pp",
     "sft_arith": "sft",

@@ -93,6 +93,8 @@ def test_the_system_runs_place_their_workers_on_the_device_they_check(tmp_path: 
 
     for run in RUNS.values():
         for device in ("cuda", "cpu"):
+            if device == "cpu" and run.cpu_setup is not None:
+                run.cpu_setup(tmp_path)  # what the dry run's overrides name
             cfg = load_config(run.preset, run_overrides(run, device, tmp_path, []))
             assert cfg.cluster.device == device
 
