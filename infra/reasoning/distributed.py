@@ -24,7 +24,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
     set_optimizer_state_dict,
 )
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from infra.checkpoint import signed_dcp
 
@@ -105,12 +105,26 @@ def modules_to_wrap(model: torch.nn.Module, wrap_policy: Any) -> list[torch.nn.M
     ]
 
 
-def shard_model(model: torch.nn.Module, wrap_policy: Any) -> int:
-    """Apply ``fully_shard`` to the wrapped modules, then to the root; returns the unit count."""
+def shard_model(
+    model: torch.nn.Module, wrap_policy: Any, compute_dtype: torch.dtype | None = None
+) -> int:
+    """Apply ``fully_shard`` to the wrapped modules, then to the root; returns the unit count.
+
+    Args:
+        model: The model (its parameters in their stored dtype).
+        wrap_policy: Which modules are sharded units.
+        compute_dtype: Forward and backward in this dtype, gradients reduced in float32
+            (FSDP2's ``MixedPrecisionPolicy``); None: in the parameters' own dtype.
+    """
+    options = {}
+    if compute_dtype is not None:
+        options["mp_policy"] = MixedPrecisionPolicy(
+            param_dtype=compute_dtype, reduce_dtype=torch.float32
+        )
     units = modules_to_wrap(model, wrap_policy)
     for module in units:
-        fully_shard(module)
-    fully_shard(model)
+        fully_shard(module, **options)
+    fully_shard(model, **options)
     return len(units) + 1
 
 

@@ -25,6 +25,22 @@ from rl_core.models.lora import base_fingerprint, with_lora
 logger = logging.getLogger(__name__)
 
 
+#: ``model.dtype`` values computed in half precision.
+HALF_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def mixed_precision_dtype(cfg: Any) -> torch.dtype | None:
+    """The compute dtype of a trainer with float32 master weights, or None.
+
+    ``actor.fsdp_config.master_weights: float32`` with a half-precision ``model.dtype``
+    keeps the weights (and AdamW's state) in float32 and computes in ``model.dtype``.
+    """
+    master = getattr(cfg.actor.fsdp_config, "master_weights", "model")
+    if master != "float32":
+        return None
+    return HALF_DTYPES.get(cfg.model.dtype)
+
+
 class FSDPBackend(TrainerBackend):
     """Data-parallel FSDP2: every rank holds a shard of every parameter."""
 
@@ -38,14 +54,24 @@ class FSDPBackend(TrainerBackend):
         self.lora = bool(lora is not None and lora.enabled)
         if self.lora:
             with_lora(policy, lora)
+        #: Forward/backward dtype when the trainer keeps float32 master weights (None: the
+        #: weights' own dtype).
+        self.compute_dtype = mixed_precision_dtype(cfg)
+        if self.compute_dtype is not None:
+            policy = policy.to(torch.float32)  # the master weights; AdamW state follows them
         self.policy = policy.to(device)
 
     def setup(self, address: str) -> str:
         """Join the process group and shard the policy with ``fully_shard``."""
         fsdp_cfg = self.cfg.actor.fsdp_config
         fsdp.init_process_group(fsdp_cfg.backend, self.rank, self.world_size, address, self.device)
-        units = fsdp.shard_model(self.policy, fsdp_cfg.wrap_policy)
-        return f"{self.world_size} FSDP2 rank(s), {units} sharded units each"
+        units = fsdp.shard_model(self.policy, fsdp_cfg.wrap_policy, self.compute_dtype)
+        precision = (
+            f", float32 master weights computing in {self.cfg.model.dtype}"
+            if self.compute_dtype is not None
+            else ""
+        )
+        return f"{self.world_size} FSDP2 rank(s), {units} sharded units each{precision}"
 
     def rollout_state(self, every_rank: bool) -> dict[str, torch.Tensor]:
         """The unsharded weights (all-gathered), without the value head."""

@@ -138,6 +138,14 @@ class FSDPConfig(Section):
         "auto", description="Collectives backend; auto = nccl on GPU, gloo on CPU."
     )
     wrap_policy: WrapPolicyConfig = Field(default_factory=lambda: WrapPolicyConfig())
+    master_weights: Literal["float32", "model"] = Field(
+        "float32",
+        description="The trainer's own weights and AdamW state: float32 (with model.dtype "
+        "bfloat16 or float16 the trainer keeps float32 master weights and computes forward "
+        "and backward in model.dtype, gradients reduced in float32: FSDP2 mixed precision), "
+        "or model (the weights stay in model.dtype: half the memory, but small updates round "
+        "away in bf16).",
+    )
 
 
 #: ``actor.lora.target_modules`` value that adapts every linear layer but the output head.
