@@ -8,19 +8,26 @@ from rl_core.llm import pad_left, pad_right
 
 
 def random_llm_batch(
-    n: int = 6, seed: int = 0, vocab: int = 260, group_size: int = 2
+    n: int = 6,
+    seed: int = 0,
+    vocab: int = 260,
+    group_size: int = 2,
+    prompt_lengths: tuple[int, int] = (2, 6),
+    response_lengths: tuple[int, int] = (1, 5),
 ) -> dict[str, torch.Tensor]:
     """``n`` rows of random prompts (2-5 tokens) and responses (1-4 tokens) with targets
     (old, reference and rollout log-probs, advantages) and the group index of the rows
-    (``group_size`` consecutive rows per group, as a rollout lays them out)."""
+    (``group_size`` consecutive rows per group, as a rollout lays them out).
+
+    ``prompt_lengths`` and ``response_lengths`` are ``[low, high)`` ranges of lengths."""
     g = torch.Generator().manual_seed(seed)
 
     def seq(low: int, high: int) -> list[int]:
         length = int(torch.randint(low, high, (1,), generator=g))
         return torch.randint(4, vocab, (length,), generator=g).tolist()
 
-    prompts = [seq(2, 6) for _ in range(n)]
-    responses = [seq(1, 5) for _ in range(n)]
+    prompts = [seq(*prompt_lengths) for _ in range(n)]
+    responses = [seq(*response_lengths) for _ in range(n)]
     p_ids, p_mask = pad_left(prompts, 0)
     r_ids, r_mask = pad_right(responses, 0)
     shape = r_ids.shape

@@ -26,7 +26,7 @@ from rl_core.training.micro_batches import (
     micro_batch_rows,
     micro_batches,
 )
-from tests.llm_batches import llm_algorithm
+from tests.llm_batches import llm_algorithm, random_llm_batch
 
 MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
@@ -53,31 +53,17 @@ def policy_of(tiny_dir, value_head=False, lora=False):
     return policy.train()
 
 
-def spread_batch(n=7, seed=0, vocab=260, tool_tokens=True):
-    """Rows whose prompts (1-9 tokens) and responses (1-40 tokens) differ widely in length."""
-    g = torch.Generator().manual_seed(seed)
-
-    def seq(low, high):
-        length = int(torch.randint(low, high, (1,), generator=g))
-        return torch.randint(4, vocab, (length,), generator=g).tolist()
-
-    prompts = [seq(1, 10) for _ in range(n)]
-    responses = [seq(1, 41) for _ in range(n)]
-    p_ids, p_mask = pad_left(prompts, 0)
-    r_ids, r_mask = pad_right(responses, 0)
-    shape = r_ids.shape
-    batch = {
-        "prompt_ids": p_ids,
-        "prompt_mask": p_mask,
-        "response_ids": r_ids,
-        "response_mask": r_mask,
-        "old_logprobs": -torch.rand(shape, generator=g) * 3,
-        "advantages": torch.randn(shape, generator=g),
-        "ref_logprobs": -torch.rand(shape, generator=g) * 3,
-        "group_index": torch.arange(n) // 2,
-    }
-    if tool_tokens:  # a few response tokens are context only (tool output)
-        batch["loss_mask"] = r_mask.float() * (torch.rand(shape, generator=g) > 0.2).float()
+def spread_batch(n=7, seed=0, tool_tokens=True):
+    """Rows whose prompts (1-9 tokens) and responses (1-40 tokens) differ widely in length;
+    a few response tokens are context only (tool output) unless ``tool_tokens`` is off."""
+    batch = random_llm_batch(
+        n, seed, group_size=2, prompt_lengths=(1, 10), response_lengths=(1, 41)
+    )
+    batch.pop("rollout_logprobs")
+    if tool_tokens:
+        g = torch.Generator().manual_seed(seed + 1)
+        keep = torch.rand(batch["response_mask"].shape, generator=g) > 0.2
+        batch["loss_mask"] = batch["response_mask"].float() * keep.float()
     return batch
 
 
