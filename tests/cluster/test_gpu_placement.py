@@ -55,6 +55,12 @@ LAYOUTS = {
         {"env": 1, "rollout": 2, "actor": 2},
         {"env": [0], "rollout": [1, 3], "actor": [1, 3]},
     ),
+    # two groups interleaved over every GPU: Ray holds 0-3, each index finds its own
+    "interleaved": (
+        ["cluster.component_placement={actor: '0,2', rollout: '1,3', env: 3}"],
+        {"env": 1, "rollout": 2, "actor": 2},
+        {"env": [3], "rollout": [1, 3], "actor": [0, 2]},
+    ),
 }
 # (the hybrid engine's layout, one trainer rank per GPU: test_gpu_placement_two_nodes.py)
 
