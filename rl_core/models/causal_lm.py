@@ -80,6 +80,7 @@ class CausalLMPolicy(BasePolicy):
         compute_entropy: bool = True,
         temperature: float = 1.0,
         packed: bool = False,
+        entropy_grad: bool = True,
         **kwargs: Any,
     ) -> dict[str, torch.Tensor]:
         """Log-probs ``[N, R]`` of the response tokens, and entropy / values if asked.
@@ -96,13 +97,16 @@ class CausalLMPolicy(BasePolicy):
             packed: Compute on the rows packed into one sequence without padding
                 (:mod:`rl_core.llm.packing`): the same results on real tokens, 0 on
                 padding, and only the real tokens' work.
+            entropy_grad: The entropy is differentiated (an entropy bonus). False: it is
+                computed without a graph, a metric only, so its ``[tokens, vocabulary]``
+                intermediates are not kept for the backward pass.
             **kwargs: Ignored (callers may pass options other policies use).
         """
         if compute_values and self.value_head is None:
             raise ValueError("values requested but the model has no value head")
         if packed:
             return self._packed_forward(
-                forward_inputs, compute_values, compute_entropy, temperature
+                forward_inputs, compute_values, compute_entropy, temperature, entropy_grad
             )
         prompt_ids, response_ids = forward_inputs["prompt_ids"], forward_inputs["response_ids"]
         mask = torch.cat([forward_inputs["prompt_mask"], forward_inputs["response_mask"]], dim=1)
@@ -119,7 +123,7 @@ class CausalLMPolicy(BasePolicy):
         logits = out.logits[:, :-1]
         result = {"logprobs": logprobs_from_logits(logits, response_ids, temperature)}
         if compute_entropy:
-            result["entropy"] = entropy_from_logits(logits, temperature)
+            result["entropy"] = _entropy(logits, temperature, entropy_grad)
         if compute_values:
             hidden = out.hidden_states[-1][:, prompt_ids.shape[1] - 1 : -1]
             result["values"] = self.value_head(hidden.float()).sum(dim=-1)  # not a view
@@ -131,6 +135,7 @@ class CausalLMPolicy(BasePolicy):
         compute_values: bool,
         compute_entropy: bool,
         temperature: float,
+        entropy_grad: bool,
     ) -> dict[str, torch.Tensor]:
         """:meth:`default_forward` on the rows packed into one sequence."""
         if not self._packing_ready:
@@ -150,7 +155,7 @@ class CausalLMPolicy(BasePolicy):
             "logprobs": packed.unpack(logprobs_from_logits(logits, packed.targets, temperature))
         }
         if compute_entropy:
-            result["entropy"] = packed.unpack(entropy_from_logits(logits, temperature))
+            result["entropy"] = packed.unpack(_entropy(logits, temperature, entropy_grad))
         if compute_values:
             hidden = out.hidden_states[-1][0, packed.logit_positions]
             result["values"] = packed.unpack(self.value_head(hidden.float()).sum(dim=-1))
@@ -189,6 +194,12 @@ class CausalLMPolicy(BasePolicy):
                 "response_mask": response_mask,
             },
         }
+
+
+def _entropy(logits: torch.Tensor, temperature: float, grad: bool) -> torch.Tensor:
+    """Entropy per position; without a graph unless ``grad`` (and gradients are on)."""
+    with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
+        return entropy_from_logits(logits, temperature)
 
 
 def load_tokenizer(model_cfg: Any) -> Any:

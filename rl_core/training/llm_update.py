@@ -221,6 +221,7 @@ def accumulate_minibatch(
             compute_entropy=True,
             temperature=temperature,
             packed=pass_.packed,
+            entropy_grad=algo.entropy_coef != 0,  # a metric only: no graph to keep
         )
         pg_weights, is_stats = _corrected(weights, part, algo)
         pg_loss, pg_stats = loss_fn(

@@ -8,6 +8,8 @@ loss and gradient unchanged for every loss aggregation.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -264,3 +266,40 @@ def test_packed_supervised_step_equals_padded(tiny_dir):
     for name, g in grads_b.items():
         scale = max(1.0, float(grads_a[name].abs().max()))
         torch.testing.assert_close(g, grads_a[name], atol=2e-6 * scale, rtol=1e-4)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+def test_an_entropy_without_bonus_keeps_no_graph(tiny_dir, packed):
+    """With ``entropy_coef`` 0 the entropy is a metric: no ``[tokens, vocabulary]``
+    intermediates are kept for the backward pass, and the gradients are the same."""
+    policy = policy_of(tiny_dir)
+    inputs = {k: v for k, v in spread_batch().items() if k in FORWARD_INPUT_KEYS}
+    kept = policy(forward_inputs=inputs, packed=packed)
+    metric = policy(forward_inputs=inputs, packed=packed, entropy_grad=False)
+    assert kept["entropy"].requires_grad and not metric["entropy"].requires_grad
+    torch.testing.assert_close(metric["entropy"], kept["entropy"].detach())
+    batch = spread_batch()
+    (total,) = minibatch_totals([batch], 1)
+    no_bonus = algo().model_copy(update={"entropy_coef": 0.0})
+    grads_of = []
+    for grad in (True, False):
+        policy = policy_of(tiny_dir)
+        batching = MicroBatching(rows=7, packed=packed)
+        if grad:  # the graph kept, as before: the same gradients
+            policy.default_forward = functools.partial(keep_entropy_graph, policy)
+            assert policy(forward_inputs=inputs, entropy_grad=False)["entropy"].requires_grad
+        metrics = accumulate_minibatch(policy, batch, total, no_bonus, batching)
+        assert metrics["entropy"] > 0
+        grads_of.append(grads(policy))
+    assert_same_gradients_dicts(grads_of[1], grads_of[0])
+
+
+def keep_entropy_graph(policy, **kwargs):
+    """``default_forward`` with the entropy's graph kept whatever the caller asks."""
+    return type(policy).default_forward(policy, **{**kwargs, "entropy_grad": True})
+
+
+def assert_same_gradients_dicts(got, want):
+    assert set(got) == set(want)
+    for name, g in got.items():
+        torch.testing.assert_close(g, want[name], atol=1e-7, rtol=1e-6)
