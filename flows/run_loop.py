@@ -22,6 +22,7 @@ from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settin
 
 from flows.iteration import STEPS, IterationResult, baseline_evaluation_flow, iteration_flow
 from flows.masked_flow import warn_if_secret_parameters
+from flows.orphan_runs import cancel_orphaned_children
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from flows.stop_signals import note_termination, reclaim_stop_signals
 from flows.terminal import PROGRESS_FIELD, PROGRESS_LOGGER
@@ -181,6 +182,7 @@ def run_training(
         result = _iterate(session, first_attempt, step_flow or iteration_flow)
     result["already_finished"] = finished_before is not None
     result["prefect_flow_run_id"] = str(flow_run.id) if flow_run.id else None
+    cancel_orphaned_children(result["prefect_flow_run_id"])
     result.update(finish_tracking(session, register=result["stopped"] is None))
     publish_summary(cfg, result, session.tracker.experiment_id if session.tracker else None)
     return result
