@@ -20,9 +20,9 @@ from rl_core.training.llm_update import (
     MinibatchTotals,
     accumulate_minibatch,
     minibatch_totals,
-    sft_update,
 )
 from rl_core.training.loss_mask import check_loss_mask, loss_mask_of
+from rl_core.training.sft_update import sft_update
 from tests.llm_batches import random_llm_batch
 
 #: The built-in policy losses (tests elsewhere register throwaway ones).

@@ -20,7 +20,7 @@ from rl_core.envs import EnvSpaces
 from rl_core.models import get_model
 from rl_core.models.causal_lm import CausalLMPolicy
 from rl_core.models.tiny_lm import create_tiny_lm
-from rl_core.training.llm_update import MinibatchTotals, llm_update, minibatch_totals, sft_update
+from rl_core.training.llm_update import MinibatchTotals, llm_update, minibatch_totals
 from rl_core.training.nonfinite import (
     SkippedUpdateGuard,
     SkippedUpdatesError,
@@ -29,6 +29,7 @@ from rl_core.training.nonfinite import (
 )
 from rl_core.training.optim import build_optimizer
 from rl_core.training.ppo import ppo_update
+from rl_core.training.sft_update import sft_update
 from tests.llm_batches import llm_actor, llm_algorithm, random_llm_batch
 from tests.nonfinite_ranks import rank_update_with_nan_on_rank_zero
 

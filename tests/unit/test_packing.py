@@ -244,7 +244,7 @@ def test_length_buckets_cover_every_token_once_with_little_padding():
 
 
 def test_packed_supervised_step_equals_padded(tiny_dir):
-    from rl_core.training.llm_update import sft_update
+    from rl_core.training.sft_update import sft_update
 
     batch = {k: v for k, v in spread_batch(seed=5).items() if k in FORWARD_INPUT_KEYS}
     (total,) = minibatch_totals([batch], 1)

@@ -25,10 +25,10 @@ from rl_core.training.llm_update import (
     FORWARD_KEYS,
     MinibatchTotals,
     llm_update,
-    sft_update,
     supports_packing,
 )
 from rl_core.training.micro_batches import MicroBatching, micro_batches
+from rl_core.training.sft_update import sft_update
 
 logger = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
