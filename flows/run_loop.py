@@ -20,17 +20,16 @@ from prefect.exceptions import TerminationSignal
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-from flows.iteration import STEPS, IterationResult, baseline_evaluation_flow, iteration_flow
+from flows.iteration import IterationResult, baseline_evaluation_flow, iteration_flow
+from flows.iteration_metrics import log_progress, step_metrics, timing_metrics
 from flows.masked_flow import warn_if_secret_parameters
 from flows.orphan_runs import cancel_orphaned_children
 from flows.prefect_ui import ProgressArtifact, publish_summary, run_tags, tag_flow_run
 from flows.stop_signals import note_termination, reclaim_stop_signals
-from flows.terminal import PROGRESS_FIELD, PROGRESS_LOGGER
 from infra.cluster.runtime_env import apply_base_env
 from infra.cost import TOTAL_CPU, TOTAL_GPU, CostMeter, reserved_resources
 from infra.driver.guard import ITERATION_RETRIES
 from infra.driver.session import STOP_REQUESTED, TrainSession
-from infra.driver.step_runtime import StepResult
 from infra.extensions import load_extension_modules
 from infra.hub_models import resolve_model_path
 from infra.ops.prefect_api import lasting_flow_run_url, wait_for_configured_api
@@ -44,7 +43,6 @@ from tasks.learning_curve import learning_curve
 from tasks.register_model import register_model
 
 logger = logging.getLogger("rlpipe.train")
-progress_logger = logging.getLogger(PROGRESS_LOGGER)
 
 
 def flow_run_namer(prefix: str) -> Callable[[], str]:
@@ -387,67 +385,3 @@ def _evaluate_before_training(session: TrainSession) -> None:
         session.tracker.log_metrics(metrics, step=0)
     shown = metrics.get("eval/accuracy", metrics["eval/return_mean"])
     logger.info("before training | eval %.3f", shown)
-
-
-def step_metrics(steps: dict[str, StepResult], env_steps: int) -> dict[str, float]:
-    """The steps' metrics in one dict, with ``time/<step>`` worker seconds."""
-    metrics: dict[str, float] = {}
-    compute = 0.0
-    for name in STEPS:
-        if name not in steps:
-            continue
-        seconds = float(steps[name].seconds)
-        metrics[f"time/{name}"] = seconds
-        compute += seconds
-        metrics.update(steps[name].metrics)
-    metrics["time/compute"] = compute
-    metrics["env/total_steps"] = float(env_steps)
-    return metrics
-
-
-def timing_metrics(
-    result: IterationResult, started: float, ended: float, compute: float
-) -> dict[str, float]:
-    """Iteration wall time and where its orchestration went.
-
-    ``time/orchestration`` is everything but worker compute: the child flow's start (API
-    calls) and end, the task engine between steps, and queuing the MLflow metrics.
-    """
-    wall = ended - started
-    orchestration = max(0.0, wall - compute)
-    return {
-        "time/iteration": wall,
-        "time/orchestration": orchestration,
-        "time/orchestration_ratio": orchestration / max(wall, 1e-9),
-        "time/orch_flow_start": result.body_started - started,
-        "time/orch_tasks": result.body_ended - result.body_started - compute,
-        "time/orch_flow_end_and_tracking": ended - result.body_ended,
-    }
-
-
-def log_progress(total: int, it: int, m: dict[str, float]) -> None:
-    """One progress record per iteration (the CLI's progress display, or a line)."""
-    parts = [f"env steps {int(m['env/total_steps'])}"]
-    if "env/episode_return_mean" in m:
-        parts.append(f"return {m['env/episode_return_mean']:.1f}")
-    if "rollout/tokens_per_second" in m:
-        parts.append(f"{m['rollout/tokens_per_second']:.0f} tokens/s")
-    elif "rollout/steps_per_second" in m:
-        parts.append(f"{m['rollout/steps_per_second']:.0f} steps/s")
-    if "rollout/reward_mean" in m:
-        parts.append(f"reward {m['rollout/reward_mean']:.3f}")
-    if "eval/return_mean" in m:
-        parts.append(f"eval {m['eval/return_mean']:.1f}")
-    if "eval/accuracy" in m:
-        parts.append(f"accuracy {m['eval/accuracy']:.3f}")
-    if "eval/pairwise_accuracy" in m:
-        parts.append(f"pairwise accuracy {m['eval/pairwise_accuracy']:.3f}")
-    parts.append(f"orch {1000 * m['time/orchestration']:.0f} ms")
-    text = " | ".join(parts)
-    progress_logger.info(
-        "iter %d/%d | %s",
-        it + 1,
-        total,
-        text,
-        extra={PROGRESS_FIELD: {"iteration": it + 1, "total": total, "text": text}},
-    )

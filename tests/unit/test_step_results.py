@@ -3,7 +3,7 @@
 import pytest
 
 from flows.iteration import IterationResult
-from flows.run_loop import step_metrics, timing_metrics
+from flows.iteration_metrics import step_metrics, timing_metrics
 from infra.driver.step_runtime import StepResult, split_metrics
 
 
