@@ -7,7 +7,7 @@ Attention must stay inside each row:
   (``cu_seq_lens_q``/``cu_seq_lens_k``) and run their variable-length kernels, which skip
   padding entirely (the fastest path on a GPU).
 * ``sdpa`` and ``eager`` do not; :func:`use_packed_attention` switches such a model to
-  :data:`PACKED_SDPA`. It gathers rows of similar length into buckets (:func:`length_buckets`)
+  :data:`PACKED_SDPA`. It gathers rows of similar length into buckets (:func:`~rl_core.llm.packing.length_buckets`)
   and runs one causal ``scaled_dot_product_attention`` per bucket, each row right-padded to
   its bucket's longest: under a causal mask a real token never sees the padding behind it,
   so the result is exact, and the work stays close to that of the real tokens (a
@@ -18,13 +18,14 @@ Attention must stay inside each row:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from rl_core.llm.packing import length_buckets
 
 #: The registered name of the row-by-row attention.
 PACKED_SDPA = "rlpipe_packed_sdpa"
@@ -35,60 +36,6 @@ REPLACED = ("sdpa", "eager", PACKED_SDPA)
 _FLASH_KWARGS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")
 #: The keyword carrying :func:`length_buckets` from the model's call to its layers.
 BUCKETS_KWARG = "packed_buckets"
-
-
-#: Bucket rows so that padding adds at most this share to a bucket's positions.
-BUCKET_WASTE = 0.2
-
-
-@dataclass(frozen=True)
-class LengthBucket:
-    """Rows of a packed sequence computed together, right-padded to the longest.
-
-    Attributes:
-        index: ``[rows, width]`` packed position of each (row, column); padding slots
-            repeat the row's last position.
-        valid: ``[rows, width]`` True on real tokens.
-        positions: ``[valid.sum()]`` packed positions of the real tokens, in ``valid``'s
-            row-major order.
-    """
-
-    index: torch.Tensor
-    valid: torch.Tensor
-    positions: torch.Tensor
-
-
-def length_buckets(cu_seqlens: torch.Tensor, waste: float = BUCKET_WASTE) -> list[LengthBucket]:
-    """Rows grouped, longest first, while padding stays under ``waste`` of each group.
-
-    Args:
-        cu_seqlens: ``[N + 1]`` row boundaries of the packed sequence.
-        waste: Largest share of padding positions a bucket may hold.
-    """
-    edges = cu_seqlens.tolist()
-    lengths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
-    order = sorted((i for i in range(len(lengths)) if lengths[i]), key=lambda i: -lengths[i])
-    groups: list[list[int]] = []
-    for row in order:
-        if groups:
-            group = groups[-1]
-            width = lengths[group[0]]
-            real = sum(lengths[r] for r in group) + lengths[row]
-            if width * (len(group) + 1) * (1.0 - waste) <= real:
-                group.append(row)
-                continue
-        groups.append([row])
-    device = cu_seqlens.device
-    buckets = []
-    for group in groups:
-        width = lengths[group[0]]
-        starts = torch.tensor([edges[r] for r in group], device=device).unsqueeze(1)
-        ends = torch.tensor([edges[r + 1] for r in group], device=device).unsqueeze(1)
-        index = starts + torch.arange(width, device=device).unsqueeze(0)
-        valid = index < ends
-        index = torch.minimum(index, ends - 1)
-        buckets.append(LengthBucket(index, valid, index[valid]))
-    return buckets
 
 
 def packed_sdpa_forward(

@@ -151,3 +151,57 @@ def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         else:
             out[key] = value
     return out
+
+
+#: Bucket rows so that padding adds at most this share to a bucket's positions.
+BUCKET_WASTE = 0.2
+
+
+@dataclass(frozen=True)
+class LengthBucket:
+    """Rows of a packed sequence computed together, right-padded to the longest.
+
+    Attributes:
+        index: ``[rows, width]`` packed position of each (row, column); padding slots
+            repeat the row's last position.
+        valid: ``[rows, width]`` True on real tokens.
+        positions: ``[valid.sum()]`` packed positions of the real tokens, in ``valid``'s
+            row-major order.
+    """
+
+    index: torch.Tensor
+    valid: torch.Tensor
+    positions: torch.Tensor
+
+
+def length_buckets(cu_seqlens: torch.Tensor, waste: float = BUCKET_WASTE) -> list[LengthBucket]:
+    """Rows grouped, longest first, while padding stays under ``waste`` of each group.
+
+    Args:
+        cu_seqlens: ``[N + 1]`` row boundaries of the packed sequence.
+        waste: Largest share of padding positions a bucket may hold.
+    """
+    edges = cu_seqlens.tolist()
+    lengths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    order = sorted((i for i in range(len(lengths)) if lengths[i]), key=lambda i: -lengths[i])
+    groups: list[list[int]] = []
+    for row in order:
+        if groups:
+            group = groups[-1]
+            width = lengths[group[0]]
+            real = sum(lengths[r] for r in group) + lengths[row]
+            if width * (len(group) + 1) * (1.0 - waste) <= real:
+                group.append(row)
+                continue
+        groups.append([row])
+    device = cu_seqlens.device
+    buckets = []
+    for group in groups:
+        width = lengths[group[0]]
+        starts = torch.tensor([edges[r] for r in group], device=device).unsqueeze(1)
+        ends = torch.tensor([edges[r + 1] for r in group], device=device).unsqueeze(1)
+        index = starts + torch.arange(width, device=device).unsqueeze(0)
+        valid = index < ends
+        index = torch.minimum(index, ends - 1)
+        buckets.append(LengthBucket(index, valid, index[valid]))
+    return buckets

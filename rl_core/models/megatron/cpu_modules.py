@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from rl_core.llm.packing import length_buckets
+
 
 def keep_rotary_on_cpu(model: nn.Module) -> None:
     """Make ``model.rotary_pos_emb`` (megatron's ``RotaryEmbedding``) stay on the CPU."""
@@ -139,14 +141,11 @@ class SDPACoreAttention(nn.Module):
             raise ValueError(
                 f"cu_seqlens span {cuts[0]}..{cuts[-1]}, not the {query.shape[0]} tokens"
             )
-        parts = []
-        for start, end in zip(cuts[:-1], cuts[1:], strict=True):
-            if end == start:
-                continue
-            q, k, v = (t[start:end].transpose(0, 1) for t in (query, key, value))  # [h, s, d]
-            out = nn.functional.scaled_dot_product_attention(
+        out = torch.zeros_like(query)
+        for bucket in length_buckets(bounds):  # rows of similar length, one call each
+            q, k, v = (t[bucket.index].permute(0, 2, 1, 3) for t in (query, key, value))
+            part = nn.functional.scaled_dot_product_attention(
                 q, k, v, is_causal=True, scale=self.scale
-            )
-            parts.append(out.transpose(0, 1))  # [s, h, d]
-        out = torch.cat(parts) if parts else query
+            )  # [rows, h, width, d]; a real token never sees the padding behind it
+            out[bucket.positions] = part.permute(0, 2, 1, 3)[bucket.valid]
         return out.reshape(query.shape[0], query.shape[1] * query.shape[2])
