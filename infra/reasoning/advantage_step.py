@@ -30,7 +30,7 @@ def _shards(
     """
     count = len(arrays["response_ids"])
     replicas = runtime.layout.replicas
-    if getattr(runtime.cfg.actor, "balance_batch", False):
+    if runtime.cfg.actor.balance_batch:
         rows = [
             np.asarray(r, dtype=np.int64) for r in balanced_split(row_lengths(arrays), replicas)
         ]

@@ -35,8 +35,7 @@ def mixed_precision_dtype(cfg: Any) -> torch.dtype | None:
     ``actor.fsdp_config.master_weights: float32`` with a half-precision ``model.dtype``
     keeps the weights (and AdamW's state) in float32 and computes in ``model.dtype``.
     """
-    master = getattr(cfg.actor.fsdp_config, "master_weights", "model")
-    if master != "float32":
+    if cfg.actor.fsdp_config.master_weights != "float32":
         return None
     return HALF_DTYPES.get(cfg.model.dtype)
 

@@ -45,7 +45,7 @@ def update_step(
     num_rows = len(batch.arrays["response_ids"])
     order = np.random.default_rng(update_shuffle_seed(seed, iteration)).permutation(num_rows)
     arrays = {k: v[order] for k, v in batch.arrays.items()}
-    lengths = row_lengths(arrays) if getattr(actor_cfg, "balance_batch", False) else None
+    lengths = row_lengths(arrays) if actor_cfg.balance_batch else None
     rows = rank_rows(len(order), actor_cfg.num_minibatches, layout.replicas, lengths)
     shards = [{k: v[r] for k, v in arrays.items()} for r in rows]
     totals = minibatch_totals(

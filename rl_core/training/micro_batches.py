@@ -57,8 +57,8 @@ class MicroBatching:
         """The ``actor`` section's settings (``rows``: a backend's own micro-batch size)."""
         return cls(
             rows=int(rows or actor.micro_batch_size),
-            max_tokens=getattr(actor, "max_tokens_per_micro_batch", None),
-            packed=bool(getattr(actor, "packing", False)),
+            max_tokens=actor.max_tokens_per_micro_batch,
+            packed=actor.packing,
         )
 
 
