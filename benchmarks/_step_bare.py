@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from infra.reasoning.workers.llm_workers import _forward_in_micro_batches
+from infra.reasoning.workers.llm_workers import forward_in_micro_batches
 from rl_core.algorithms import consecutive_groups
 from rl_core.llm import pad_left, pad_right
 from rl_core.llm.prompting import encode_prompts, load_task_samples
@@ -78,7 +78,7 @@ class BareStep:
 
     def _logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The trainer's log-prob pass, cut as its ranks cut it (``actor.packing``, budget)."""
-        out = _forward_in_micro_batches(
+        out = forward_in_micro_batches(
             self.policy, batch, MicroBatching.of(self.cfg.actor), 1.0, values=False
         )
         return torch.from_numpy(out["logprobs"]).to(self.device)

@@ -35,7 +35,7 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 
 @torch.no_grad()
-def _forward_in_micro_batches(
+def forward_in_micro_batches(
     policy: Any,
     batch: dict[str, torch.Tensor],
     batching: MicroBatching | int,
@@ -47,6 +47,17 @@ def _forward_in_micro_batches(
 
     Micro-batches hold any rows (a token budget sorts them by length); the outputs are put
     back in row order, padded to the batch's response width.
+
+    Args:
+        policy: The policy (or reference model) computing.
+        batch: The rows (``prompt_*``/``response_*`` ids and masks, ``[N, …]`` tensors).
+        batching: How the rows are cut (an int: rows per micro-batch).
+        temperature: Sampling temperature of the responses.
+        values: Also return the values (a critic's head).
+        world_size: Ranks computing their parts in step (they agree on the passes).
+
+    Returns:
+        ``logprobs`` (and ``values``) ``[N, R]`` as numpy arrays.
     """
     n, width = batch["response_ids"].shape
     outs: dict[str, np.ndarray] = {}
@@ -91,7 +102,7 @@ def reference_logprobs(
 
     ``world_size``: ranks computing their parts in step (a sharded reference model).
     """
-    out = _forward_in_micro_batches(
+    out = forward_in_micro_batches(
         reference,
         _tensors(batch, device),
         trainer_batching(cfg),
@@ -153,7 +164,7 @@ class LLMActorWorker(TrainerRank):
         With a reference model in this rank, also ``ref_logprobs``.
         """
         self.policy.eval()
-        out = _forward_in_micro_batches(
+        out = forward_in_micro_batches(
             self.policy,
             _tensors(shard, self.device),
             trainer_batching(self.cfg),
@@ -244,7 +255,7 @@ class LLMActorWorker(TrainerRank):
     def probe_logprobs(self, probe: dict[str, list[int]]) -> list[float]:
         """The trainer's log-probs of the sync probe's response tokens (collective)."""
         self.policy.eval()
-        out = _forward_in_micro_batches(
+        out = forward_in_micro_batches(
             self.policy, _tensors(probe_batch(probe), self.device), 1, 1.0, values=False
         )
         return [float(x) for x in out["logprobs"][0]]
