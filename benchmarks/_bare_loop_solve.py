@@ -15,7 +15,7 @@ import numpy as np
 import ray
 from _runs import bare_loop, flow_run_metrics  # noqa: I001 - sets up the path and env first
 
-from infra.embodied.episodes import run_episodes
+from kinds.embodied.episodes import run_episodes
 from rl_core.config import load_config
 from rl_core.seeding import eval_seeds
 

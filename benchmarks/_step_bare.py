@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from infra.reasoning.workers.llm_workers import forward_in_micro_batches
+from infra.llm.workers.llm_workers import forward_in_micro_batches
 from rl_core.algorithms import consecutive_groups
 from rl_core.llm import pad_left, pad_right
 from rl_core.llm.prompting import encode_prompts, load_task_samples

@@ -1,7 +1,7 @@
 """The trainer's two passes over one batch, timed: log-probs, then one update.
 
 Exactly what a trainer rank runs in the advantage and update steps, in this process: the
-log-prob pass (:func:`infra.reasoning.workers.llm_workers.forward_in_micro_batches`) and
+log-prob pass (:func:`infra.llm.workers.llm_workers.forward_in_micro_batches`) and
 one optimizer step over the batch (:func:`rl_core.training.llm_update.accumulate_minibatch`
 then the clipped step), cut into micro-batches by a :class:`MicroBatching`. No Ray,
 Prefect or MLflow: the bare trainer, for packed-against-padded comparisons.
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from infra.reasoning.workers.llm_workers import forward_in_micro_batches
+from infra.llm.workers.llm_workers import forward_in_micro_batches
 from rl_core.models.causal_lm import CausalLMPolicy
 from rl_core.training.llm_update import accumulate_minibatch, minibatch_totals
 from rl_core.training.micro_batches import MicroBatching

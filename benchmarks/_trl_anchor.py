@@ -7,7 +7,7 @@ arithmetic prompts (rendered by rlpipe's prompt code, in the order rlpipe's prom
 draws them), ``math_verify`` reward, batch, group size, sampling, learning rate,
 clipping, loss aggregation and KL coefficient. It times every optimizer step and, when
 asked, scores the held-out prompts with rlpipe's own evaluation
-(:func:`infra.reasoning.evaluation.evaluate_heldout`) from a callback, outside the training
+(:func:`kinds.reasoning.evaluation.evaluate_heldout`) from a callback, outside the training
 clock.
 
 Spec keys: ``preset``, ``overrides``, ``max_steps``, ``output_dir``, and optionally
@@ -182,7 +182,7 @@ def grpo_config(cfg: Any, output_dir: str, max_steps: int) -> Any:
 
 def _evaluator(cfg: Any, model: Any, tokenizer: Any) -> Any:
     """rlpipe's in-process held-out evaluation, on the TRL model being trained."""
-    from infra.reasoning.checkpoint_eval import CheckpointEvaluator
+    from kinds.reasoning.checkpoint_eval import CheckpointEvaluator
     from rl_core.llm.prompting import encode_prompts, load_task_samples
 
     class TrainingModelEvaluator(CheckpointEvaluator):

@@ -34,9 +34,9 @@ from infra.cluster import ray_cluster  # noqa: E402
 from infra.cluster.placement import GroupPlacement  # noqa: E402
 from infra.cluster.worker_base import WorkerBase  # noqa: E402
 from infra.cluster.worker_group import WorkerGroup  # noqa: E402
-from infra.embodied.workers.actor_worker import ActorWorker  # noqa: E402
-from infra.embodied.workers.env_worker import EnvWorker  # noqa: E402
-from infra.embodied.workers.rollout_worker import RolloutWorker  # noqa: E402
+from kinds.embodied.workers.actor_worker import ActorWorker  # noqa: E402
+from kinds.embodied.workers.env_worker import EnvWorker  # noqa: E402
+from kinds.embodied.workers.rollout_worker import RolloutWorker  # noqa: E402
 from rl_core.config import load_config  # noqa: E402
 from rl_core.envs import VectorEnvAdapter  # noqa: E402
 

@@ -26,9 +26,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-from infra.reasoning.engines import make_engine  # noqa: E402
-from rl_core.config.reasoning_sections import ReasoningModelConfig as ModelConfig  # noqa: E402
-from rl_core.config.reasoning_sections import ReasoningRolloutConfig as RolloutConfig  # noqa: E402
+from infra.llm.engines import make_engine  # noqa: E402
+from kinds.reasoning.sections import ReasoningModelConfig as ModelConfig  # noqa: E402
+from kinds.reasoning.sections import ReasoningRolloutConfig as RolloutConfig  # noqa: E402
 from rl_core.data.arithmetic import ArithmeticTask  # noqa: E402
 from rl_core.llm.generation import SamplingParams  # noqa: E402
 from rl_core.models.tiny_lm import create_tiny_lm  # noqa: E402

@@ -23,11 +23,10 @@ import os
 import time
 from pathlib import Path
 
+from flows import PROJECT_LOGGERS
 from infra.extensions import ENV_VAR as EXTENSIONS_VAR
 
 logger = logging.getLogger("rlpipe.cli")
-#: Loggers whose records the early start keeps until the CLI has set up logging.
-_BUFFERED = ("rlpipe", "infra", "flows")
 _buffer: logging.handlers.MemoryHandler | None = None
 
 
@@ -36,7 +35,7 @@ def _buffer_logs() -> None:
     global _buffer
     if _buffer is None:
         _buffer = logging.handlers.MemoryHandler(10_000, flushLevel=logging.CRITICAL + 1)
-        for name in _BUFFERED:
+        for name in PROJECT_LOGGERS:
             logging.getLogger(name).addHandler(_buffer)
             if logging.getLogger(name).level == logging.NOTSET:
                 logging.getLogger(name).setLevel(logging.INFO)
@@ -48,7 +47,7 @@ def replay_early_logs() -> None:
     if _buffer is None:
         return
     buffer, _buffer = _buffer, None
-    for name in _BUFFERED:
+    for name in PROJECT_LOGGERS:
         logging.getLogger(name).removeHandler(buffer)
     for record in buffer.buffer:
         logging.getLogger(record.name).handle(record)

@@ -27,10 +27,10 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from flows.promote import add_approval_arguments, decide, run_decision
-from infra.online.runtime import SERVED_DIR, WEIGHTS_FILE, store_path
-from infra.online.served_versions import ab_comparison, promote_candidate
-from infra.online.store import FeedbackStore
 from infra.tracking.version_scoring import PromotionError
+from kinds.online.runtime import SERVED_DIR, WEIGHTS_FILE, store_path
+from kinds.online.served_versions import ab_comparison, promote_candidate
+from kinds.online.store import FeedbackStore
 from rl_core.config import ConfigError, RLPipeConfig, load_config
 from rl_core.online.ab_test import ABComparison
 

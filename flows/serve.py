@@ -28,14 +28,16 @@ if __package__ in (None, ""):  # run as a script: make the project importable
 
 from prefect import flow
 
+from flows import PROJECT_LOGGERS
 from infra.checkpoint.export import export_policy, policy_from_checkpoint
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import locate_checkpoint
 from infra.checkpoint.store import open_store
 from infra.cluster import ray_cluster
-from infra.online.deployment import Weights, read_weights, start_policy_server
-from infra.online.runtime import SERVED_DIR, WEIGHTS_FILE, server_settings, store_path
-from infra.online.store_mirror import restore_store
+from kinds.online.deployment import Weights, read_weights, start_policy_server
+from kinds.online.registration import OnlineConfig
+from kinds.online.runtime import SERVED_DIR, WEIGHTS_FILE, server_settings, store_path
+from kinds.online.store_mirror import restore_store
 from rl_core.config import RLPipeConfig, load_config
 
 logger = logging.getLogger("rlpipe.serve")
@@ -111,9 +113,12 @@ def serve(
     """
     given = list(overrides or [])
     cfg = load_config(preset, [*given, *([f"run.name={run_name}"] if run_name else [])])
-    online = getattr(cfg, "online", None)
-    if online is None:
-        raise ValueError(f"{preset}: only reasoning runs (language models) can be served")
+    if not isinstance(cfg, OnlineConfig):
+        raise ValueError(
+            f"{preset}: a {cfg.kind_name} run; only online runs (a reasoning config with "
+            "online.enabled: true) are served"
+        )
+    online = cfg.online
     from infra.driver.session import resolve_tracking_uri
 
     tracking_uri = resolve_tracking_uri(
@@ -182,7 +187,7 @@ def main(argv: list[str] | None = None, prog: str = "python flows/serve.py") -> 
     args = parser.parse_args(argv)
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-7s | %(message)s"))
-    for name in ("rlpipe", "infra"):
+    for name in PROJECT_LOGGERS:
         logging.getLogger(name).addHandler(handler)
         logging.getLogger(name).setLevel(logging.INFO)
     result = serve(

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from flows import PROJECT_LOGGERS
 from infra.log_detail import DETAIL_FIELD
 
 #: Logger of the per-iteration progress records (their ``rlpipe_progress`` attribute holds
@@ -34,7 +35,6 @@ LOG_FILE = "rlpipe.log"
 #: (rlpipe.log.1, ...): a run of any length keeps at most 4 x 32 MiB of logs.
 LOG_MAX_BYTES = 32 * 1024 * 1024
 LOG_BACKUPS = 3
-_OWN_LOGGERS = ("rlpipe", "infra", "flows", "tasks")
 
 
 #: Prefect's console handler level in processes started from here (Ray workers running
@@ -105,7 +105,7 @@ class ScreenFilter(logging.Filter):
             return not self.live_progress
         if record.name.startswith(PREFECT_RUN_LOGGERS) or getattr(record, DETAIL_FIELD, False):
             return self.verbose
-        if record.name.startswith(_OWN_LOGGERS):  # at their loggers' level (INFO, -v DEBUG)
+        if record.name.startswith(PROJECT_LOGGERS):  # at their loggers' level (INFO, -v DEBUG)
             return True
         return self.verbose or record.levelno >= logging.WARNING
 
@@ -146,7 +146,7 @@ class Terminal:
         screen.addFilter(ScreenFilter(verbose, self.live))
         root.addHandler(screen)
         root.setLevel(logging.WARNING)
-        for name in _OWN_LOGGERS:
+        for name in PROJECT_LOGGERS:
             logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
         for name in PREFECT_RUN_LOGGERS:  # they reach the root's handlers (file, screen)
             logging.getLogger(name).setLevel(logging.INFO)

@@ -31,8 +31,12 @@ from infra.checkpoint.init_from import apply_init_from
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.store import open_store
 from infra.driver.session import resolve_tracking_uri
-from infra.reward_model.source import preset_model_dir, resolve_model_source, with_model_uri
 from infra.tracking.secrets import redacted_errors
+from kinds.reasoning.reward_model_source import (
+    preset_model_dir,
+    resolve_model_source,
+    with_model_uri,
+)
 from rl_core.config import RLPipeConfig, load_config
 from tasks.sft import export_model
 
@@ -112,7 +116,7 @@ def prepare_reward_model(cfg: RLPipeConfig) -> RLPipeConfig:
     ``<output_dir>/<its run name>/model`` is the model, and the preset is trained first (a
     child ``train`` flow; a stopped run resumes) and exported when that export is missing.
     A registered model (``models:/...``) is downloaded into the run's folder
-    (:func:`infra.reward_model.source.resolve_model_source`).
+    (:func:`kinds.reasoning.reward_model_source.resolve_model_source`).
 
     Raises:
         WarmStartError: The reward model's run stopped before finishing.

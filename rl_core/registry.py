@@ -45,10 +45,20 @@ class Registry(Generic[T]):
             entries; empty when the module defining the registry fills it itself. A package
             whose ``__init__`` imports every registering submodule is the safe choice when
             those submodules import one another.
+        load: Called (idempotently) before the built-in modules are imported, for entries
+            registered by code outside ``rl_core``: e.g.
+            :func:`rl_core.kind_packages.load_kind_packages`, which imports the kind packages
+            that register the cluster code's implementations.
     """
 
-    def __init__(self, kind: str, builtin_modules: str | Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        kind: str,
+        builtin_modules: str | Sequence[str] = (),
+        load: Callable[[], None] | None = None,
+    ) -> None:
         self.kind = kind
+        self._load = load
         if isinstance(builtin_modules, str):
             builtin_modules = (builtin_modules,)
         self.builtin_modules: tuple[str, ...] = tuple(builtin_modules)
@@ -62,6 +72,8 @@ class Registry(Generic[T]):
         importing it gets it back at once (the lock is re-entrant), so built-in modules may
         register while they load.
         """
+        if self._load is not None:
+            self._load()
         for module in self.builtin_modules:
             loaded = sys.modules.get(module)
             spec = getattr(loaded, "__spec__", None)

@@ -8,8 +8,8 @@ INTRO = """\
 
 Every setting of a run is a field of one pydantic schema: the shared `RLPipeConfig`
 (`rl_core/config/schema.py`) extended by the config class of the run's kind of training
-(`rl_core/kinds/`), which together hold all defaults. A run's config is built in three
-layers, each overriding the one before:
+(its package under `kinds/`), which together hold all defaults. A run's config is built in
+three layers, each overriding the one before:
 
 1. the schema defaults listed below;
 2. a preset: a YAML file with the same sections, holding only what differs from the defaults

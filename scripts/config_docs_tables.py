@@ -152,12 +152,12 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`reward.model` needs exactly one of `uri` and `preset`; `preset` (a reward model "
         "trained first) only with `kind: classifier`."
     ),
-    ("ReasoningConfig", "_online_fits"): (
+    ("OnlineConfig", "_online_fits"): (
         "`online.enabled: true` needs `algorithm.group_size: 1`, `algorithm.adv_type` "
         "`outcome` or `reinforce_plus_plus`, `run.mode: sync`, `agent.loop: single_turn`, no "
         "dynamic sampling and no LoRA."
     ),
-    ("OnlineConfig", "_user_needs_own_server"): (
+    ("OnlineSection", "_user_needs_own_server"): (
         "`online.user.enabled: true` needs `online.server: run` (the simulated user asks the "
         "run's own endpoint)."
     ),

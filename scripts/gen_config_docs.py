@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "docs" / "configuration.md"
 REGEN_COMMAND = ".venv/bin/python scripts/gen_config_docs.py"
 #: The built-in kinds of training, whose own sections are documented after the shared ones.
-BUILTIN_KINDS = ("embodied", "reasoning", "reward_model")
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -311,14 +310,22 @@ def _registered_sentence() -> str:
     return "\n".join(parts)
 
 
+def builtin_kinds() -> list[str]:
+    """rlpipe's own kinds (those its ``pyproject.toml`` declares), in alphabetical order."""
+    from rl_core.kind_packages import source_checkout_kind_packages
+
+    return sorted(source_checkout_kind_packages())
+
+
 def kind_sections() -> list[tuple[str, str, type[BaseModel], list[str] | None]]:
     """``(kind, section, model, fields)`` a built-in kind adds (fields None: all of them)."""
     from rl_core.config.schema import RLPipeConfig
-    from rl_core.kinds import kind_named
+    from rl_core.kind import kind_named
 
-    shared = dict(_sections(RLPipeConfig))
     found = []
-    for kind in BUILTIN_KINDS:
+    for kind in builtin_kinds():
+        refines = kind_named(kind).refines
+        shared = dict(_sections(kind_named(refines).config if refines else RLPipeConfig))
         for name, model in _sections(kind_named(kind).config):
             base = shared.get(name)
             if base is model:
@@ -350,11 +357,11 @@ def render() -> str:
     """The full text of docs/configuration.md (deterministic)."""
     from rl_core.config.loader import DEFAULT_PRESET
     from rl_core.config.schema import RLPipeConfig
-    from rl_core.kinds import kind_named
+    from rl_core.kind import kind_named
 
     sections = _sections(RLPipeConfig)
     kinds = kind_sections()
-    roots = [RLPipeConfig, *(kind_named(k).config for k in BUILTIN_KINDS)]
+    roots = [RLPipeConfig, *(kind_named(k).config for k in builtin_kinds())]
     _check_tables(roots, sections + [(name, model) for _, name, model, _ in kinds])
     top_level = [n for n in RLPipeConfig.model_fields if n not in dict(sections)]
     out = [

@@ -48,13 +48,13 @@ def random_llm_batch(
 
 def llm_algorithm(algorithm):
     """An embodied ``algorithm`` section's shared values as a reasoning one (its defaults)."""
-    from rl_core.config.reasoning_sections import ReasoningAlgorithmConfig
+    from kinds.reasoning.sections import ReasoningAlgorithmConfig
 
     return ReasoningAlgorithmConfig(**algorithm.model_dump(exclude={"off_policy"}))
 
 
 def llm_actor(actor):
     """An embodied ``actor`` section's values as a reasoning one."""
-    from rl_core.config.reasoning_sections import ReasoningActorConfig
+    from kinds.reasoning.sections import ReasoningActorConfig
 
     return ReasoningActorConfig(**actor.model_dump())

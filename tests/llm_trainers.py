@@ -5,8 +5,8 @@ from __future__ import annotations
 import ray
 import torch
 
-from infra.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
-from infra.reasoning.workers.llm_workers import LLMActorWorker
+from infra.llm.workers.llm_workers import LLMActorWorker
+from kinds.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
 from rl_core.config import load_config
 from rl_core.training.llm_update import minibatch_totals, rank_rows
 from rl_core.training.parallel_layout import ParallelLayout

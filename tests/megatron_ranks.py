@@ -100,7 +100,7 @@ def policy_parity(world: int, model_dir: str) -> dict:
     and the megatron policy's packed rows vs its padded rows (both computed on each rank)."""
     from megatron.core import parallel_state
 
-    from rl_core.config.reasoning_sections import ReasoningModelConfig as ModelConfig
+    from kinds.reasoning.sections import ReasoningModelConfig as ModelConfig
     from rl_core.llm.packing import pack_rows
     from rl_core.models.causal_lm import build_causal_lm
     from rl_core.models.megatron.config import HFShape

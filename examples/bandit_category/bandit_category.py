@@ -33,7 +33,7 @@ from infra.driver.step_runtime import Evaluation, StepResult, StepRuntime
 from rl_core.api import BasePolicy
 from rl_core.config.schema import RLPipeConfig
 from rl_core.config.sections import Section
-from rl_core.kinds import Kind, register_kind
+from rl_core.kind import Kind, register_kind
 
 #: Success probability of each arm.
 ARMS = (0.2, 0.5, 0.8)

@@ -35,7 +35,7 @@ from infra.checkpoint.store import CheckpointError
 from rl_core.config import validate_config
 from rl_core.envs import EnvSpaces, probe_spaces
 from rl_core.envs.spaces import env_spaces_from_dict, env_spaces_to_dict
-from rl_core.kinds.kind import model_section_class
+from rl_core.kind import model_section_class
 from rl_core.models import MODELS, BasePolicy, get_model
 from rl_core.models.lora import base_fingerprint, load_adapter_state, merged_model, with_lora
 from rl_core.registry import Registry

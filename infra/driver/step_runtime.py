@@ -6,7 +6,7 @@ due); each returns a :class:`StepResult` (worker seconds, MLflow metrics, env st
 control data kept apart from the metrics), while tensors stay in Ray. Stateless fan-out work (reward scoring, evaluation episodes, a video) is
 returned as :class:`FanoutJob` lists that the tasks layer runs as parallel Prefect tasks on
 the Ray cluster. A kind of training names its runtime class in its
-:class:`~rl_core.kinds.Kind`; nothing else in rlpipe branches on the kind.
+:class:`~rl_core.kind.Kind`; nothing else in rlpipe branches on the kind.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from infra.driver.faults import FaultInjector
 from rl_core.config import ConfigError, RLPipeConfig
-from rl_core.kinds import kind_of
+from rl_core.kind import kind_of
 from rl_core.reliability import FAULT_STEPS
 
 #: Steps of a training iteration, in order (``evaluate``/``checkpoint`` run when due).
@@ -110,7 +110,7 @@ class StepRuntime(ABC):
     """Worker groups of one run and the steps the iteration flow calls on them.
 
     Subclasses build their worker groups in ``__init__(cfg)`` and implement the abstract
-    methods; the kind (:class:`~rl_core.kinds.Kind`) that names the subclass gives its
+    methods; the kind (:class:`~rl_core.kind.Kind`) that names the subclass gives its
     score metric.
     """
 

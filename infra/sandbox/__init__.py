@@ -6,3 +6,7 @@
 moves its bytes and kills what it leaves; :mod:`infra.sandbox.classify` turns how it ended
 into an :class:`~rl_core.agents.outcomes.Outcome`.
 """
+
+from rl_core.agents.sandbox import SANDBOXES
+
+SANDBOXES.register("subprocess", "infra.sandbox.subprocess_sandbox:SubprocessSandbox")

@@ -71,7 +71,7 @@ def log_agent_traces(
     rows: list[dict[str, Any]],
     iteration: int,
 ) -> list[str]:
-    """Log each row of :func:`infra.reasoning.agent_traces.trace_rows` as a trace.
+    """Log each row of :func:`kinds.reasoning.agent_traces.trace_rows` as a trace.
 
     Args:
         client: The run's MLflow client (its tracking URI receives the traces).

@@ -3,7 +3,7 @@
 The protocol is the resolved config of the run that registered the newest version (its
 ``env``, ``eval`` and ``run.seed`` sections; ``config/resolved_config.yaml`` in the run's
 artifacts). Each version's own model directory supplies the policy. How a version is scored
-depends on its kind of training (:attr:`rl_core.kinds.Kind.version_scorer`): control policies play the
+depends on its kind of training (:attr:`rl_core.kind.Kind.version_scorer`): control policies play the
 protocol's evaluation episodes again (deterministic actions, fixed seeds), so both versions
 see exactly the same episodes; a category without a scorer falls back to the score each
 version was registered with, which is only compared under the same protocol.
@@ -106,7 +106,7 @@ def recorded_score(protocol: Protocol, version: Any) -> VersionScore:
 
 def score_version(client: Any, tracking_uri: str, protocol: Protocol, version: Any) -> VersionScore:
     """Score ``version`` under ``protocol`` (evaluated again where its category allows)."""
-    from rl_core.kinds import kind_named
+    from rl_core.kind import kind_named
 
     scorer = kind_named(protocol.category).scorer()
     if scorer is None:

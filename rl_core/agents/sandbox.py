@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rl_core.agents.outcomes import Outcome
+from rl_core.kind_packages import load_kind_packages
 from rl_core.registry import Registry
 
 
@@ -80,9 +81,9 @@ class Sandbox(Protocol):
 
 
 #: Sandbox name → class (or its ``"module:attribute"`` reference), constructed without
-#: arguments by the code that runs tools and code rewards.
-SANDBOXES: Registry[Any] = Registry("sandbox")
-SANDBOXES.register("subprocess", "infra.sandbox.subprocess_sandbox:SubprocessSandbox")
+#: arguments by the code that runs tools and code rewards. The built-in ``subprocess``
+#: sandbox is registered by the cluster code (``infra.sandbox``) when the kind packages load.
+SANDBOXES: Registry[Any] = Registry("sandbox", load=load_kind_packages)
 
 
 def build_sandbox(name: str) -> Any:

@@ -15,7 +15,7 @@ from rl_core.config.other_kinds import (
 )
 from rl_core.config.policy_sections import ModelConfig
 from rl_core.config.schema import RLPipeConfig
-from rl_core.kinds import kind_named, kind_of_model_type
+from rl_core.kind import kind_named, kind_of_written_config
 from rl_core.registry import RegistryError
 
 PRESET_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -123,14 +123,15 @@ def load_raw_config(
 def config_class(data: dict[str, Any]) -> type[RLPipeConfig]:
     """The config class of the kind of training ``data`` describes.
 
-    The kind is the category of ``model.model_type`` (its default when not written). An
-    unknown model type picks the embodied class, whose validation then names the field.
+    The kind is the category of ``model.model_type`` (its default when not written), or a
+    kind refining it that selects ``data`` (:func:`rl_core.kind.kind_of_written_config`).
+    An unknown model type picks the embodied class, whose validation then names the field.
     """
     model = data.get("model")
     written = model.get("model_type") if isinstance(model, dict) else None
     model_type = written if written is not None else ModelConfig.model_fields["model_type"].default
     try:
-        return kind_of_model_type(model_type).config
+        return kind_of_written_config(data, model_type).config
     except RegistryError as exc:
         if "registered kind" in str(exc):  # a known model whose category has no kind
             raise ConfigError(f"invalid configuration:\n  {exc}") from None

@@ -28,7 +28,7 @@ MODEL_URI_FORMS = "models:/<name>@<alias>, models:/<name>/<version> or models:/<
 
 def task_name(cfg: Any) -> str:
     """The run's task, named by its kind: the env id (embodied), the prompt set (reasoning)."""
-    from rl_core.kinds import kind_of
+    from rl_core.kind import kind_of
 
     return kind_of(cfg).task_name(cfg)
 
@@ -61,7 +61,7 @@ def registered_model_name(cfg: Any) -> str | None:
 
 def eval_protocol(cfg: Any) -> str:
     """A 12-hex-digit hash of the settings that give an evaluation score its meaning."""
-    from rl_core.kinds import kind_of
+    from rl_core.kind import kind_of
 
     settings = kind_of(cfg).protocol(cfg)
     payload = json.dumps(

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rl_core.kinds import KINDS, kind_named
+from rl_core.kind import KINDS, kind_named
 
 
 def _section_class(schema: type[BaseModel], path: list[str]) -> type[BaseModel] | None:
@@ -36,7 +36,8 @@ def _readers(schema: type[BaseModel], path: list[str]) -> list[str]:
         section = _section_class(other, path[:-1])
         if section is not None and path[-1] in section.model_fields:
             readers.append(name)
-    return readers
+    # a kind refining a reader reads the field as that reader does: name the reader alone
+    return [name for name in readers if KINDS.get(name).refines not in readers]
 
 
 def _this_run(schema: type[BaseModel], data: dict[str, Any]) -> str:

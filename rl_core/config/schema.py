@@ -5,7 +5,7 @@ Defaults live in this module, the section modules it assembles (``run_sections``
 modules (``embodied_sections``, ``reasoning_sections``). Sections follow RLinf's layout
 (``run``, ``cluster``, ``env``, ``model``, ``rollout``, ``algorithm``, ``actor``, ``reward``,
 ``eval``, ``tracking``) plus ``timeouts``. :class:`RLPipeConfig` holds the sections every
-kind reads; a kind's config class (:class:`rl_core.kinds.Kind`) replaces ``model``,
+kind reads; a kind's config class (:class:`rl_core.kind.Kind`) replaces ``model``,
 ``rollout``, ``algorithm``, ``actor``, ``reward`` and ``eval`` with its own extensions of
 them and adds its own sections (``env`` and ``replay``, ``data``). Unknown keys are
 rejected, and names of pluggable parts (env/model/advantage/loss/reward types) are checked
@@ -47,6 +47,9 @@ class RLPipeConfig(Section):
 
     #: Name of the kind of training this class configures (set by each kind's class).
     kind_name: ClassVar[str] = ""
+    #: The category of the models it trains when that is not ``kind_name`` (a kind that
+    #: refines another, as online refines reasoning).
+    model_category: ClassVar[str] = ""
     #: Whether ``run.mode: async`` is possible for this kind.
     supports_async: ClassVar[bool] = False
 
@@ -64,8 +67,12 @@ class RLPipeConfig(Section):
 
     @property
     def category(self) -> str:
-        """The kind of training (``embodied``, ``reasoning``...) this config describes."""
-        return self.kind_name
+        """The category of the models this config trains (``embodied``, ``reasoning``...).
+
+        The kind of training, or the kind it refines: an online run's category is
+        ``reasoning``.
+        """
+        return self.model_category or self.kind_name
 
     @model_validator(mode="after")
     def _async_mode_fits(self) -> RLPipeConfig:

@@ -2,9 +2,11 @@
 
 ``rollout.engine`` and ``actor.backend`` name implementations that need the cluster code
 (inference engines, parallel trainer backends). Their registries live here, so the config
-validates a name from the one place infra resolves it: a built-in entry is a
-``"module:attribute"`` reference imported only by :func:`resolve`, a user's entry may be
-the object itself (``ROLLOUT_ENGINES.register("mine", factory)``).
+validates a name from the one place the cluster code resolves it. The built-in entries are
+registered by the cluster code itself (``infra.llm``, imported by the kind packages that use
+it: :mod:`rl_core.kind_packages`) as ``"module:attribute"`` references imported only by
+:func:`resolve`; a user's entry may be the object itself
+(``ROLLOUT_ENGINES.register("mine", factory)``).
 """
 
 from __future__ import annotations
@@ -12,13 +14,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from rl_core.kind_packages import load_kind_packages
 from rl_core.registry import Registry, RegistryError
 
 #: ``rollout.engine`` → engine factory (or its ``"module:attribute"`` reference), called as
 #: ``factory(model_cfg, rollout_cfg, device=torch.device, collocated=bool)``.
-ROLLOUT_ENGINES: Registry[Any] = Registry("rollout engine")
-ROLLOUT_ENGINES.register("hf", "infra.reasoning.engines:HFEngine")
-ROLLOUT_ENGINES.register("vllm", "infra.reasoning.vllm_engine:VLLMEngine")
+ROLLOUT_ENGINES: Registry[Any] = Registry("rollout engine", load=load_kind_packages)
 
 #: Rollout engines that apply LoRA adapters (``actor.lora``): their factory takes a ``lora``
 #: keyword (the ``actor.lora`` section) and their ``update_weights`` accepts the adapters'
@@ -28,9 +29,7 @@ LORA_ROLLOUT_ENGINES.register("hf", "PEFT adapters on the Hugging Face model")
 LORA_ROLLOUT_ENGINES.register("vllm", "a vLLM LoRA adapter (LoRARequest) per weight version")
 
 #: ``actor.backend`` → trainer backend class (or its ``"module:attribute"`` reference).
-TRAINER_BACKENDS: Registry[Any] = Registry("trainer backend")
-TRAINER_BACKENDS.register("fsdp", "infra.reasoning.trainer_backends:FSDPBackend")
-TRAINER_BACKENDS.register("megatron", "infra.reasoning.megatron_backend:MegatronBackend")
+TRAINER_BACKENDS: Registry[Any] = Registry("trainer backend", load=load_kind_packages)
 
 
 def resolve(entry: Any) -> Any:

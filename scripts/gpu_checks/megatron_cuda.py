@@ -14,9 +14,9 @@ import torch
 def check(device: torch.device) -> dict[str, Any]:
     """Build the backend on CUDA and compare its log-probs with the HF model's (float32);
     returns the backend's description and the largest difference (``ok``: below 1e-3)."""
+    from infra.llm import distributed
+    from infra.llm.megatron_backend import MegatronBackend
     from infra.ops.processes import free_port
-    from infra.reasoning import distributed
-    from infra.reasoning.megatron_backend import MegatronBackend
     from rl_core.config import load_config
     from rl_core.llm import pad_left, pad_right
     from rl_core.models import get_model

@@ -13,11 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infra.online.deployment import ServerSettings, Weights, start_policy_server, update_weights
-from infra.online.service import token_digest
-from infra.online.simulated_user import SimulatedUser
-from infra.online.store import FeedbackStore
 from infra.ops.processes import free_port
+from kinds.online.deployment import ServerSettings, Weights, start_policy_server, update_weights
+from kinds.online.service import token_digest
+from kinds.online.simulated_user import SimulatedUser
+from kinds.online.store import FeedbackStore
 from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.models.tiny_lm import create_tiny_lm
 from rl_core.online.simulated_user import QuestionPlan

@@ -62,5 +62,5 @@ def test_a_model_of_an_unregistered_kind_fails_before_starting(tmp_path: Path, t
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "has category 'lonely', which is not a registered kind of training" in proc.stderr
-    assert "rl_core.kinds.register_kind" in proc.stderr
+    assert "rl_core.kind.register_kind" in proc.stderr
     assert not (tmp_path / "out").exists()  # nothing started, nothing written

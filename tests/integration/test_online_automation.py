@@ -22,8 +22,8 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from infra.online.deployment import read_weights
-from infra.online.simulated_user import SimulatedUser
+from kinds.online.deployment import read_weights
+from kinds.online.simulated_user import SimulatedUser
 from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.online.simulated_user import QuestionPlan
 from tests.browser import chromium, screenshot, wait_for

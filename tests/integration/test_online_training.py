@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from infra.cluster.devices import ALLOW_LOGICAL_GPUS_VAR
-from infra.online.deployment import REPLICA_CPUS, read_weights
-from infra.online.simulated_user import SimulatedUser
-from infra.online.store import FeedbackStore, Generation
+from kinds.online.deployment import REPLICA_CPUS, read_weights
+from kinds.online.simulated_user import SimulatedUser
+from kinds.online.store import FeedbackStore, Generation
 from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.online import Feedback
 from rl_core.online.simulated_user import QuestionPlan

@@ -12,8 +12,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from infra.cluster import ray_cluster
-from infra.reward_model.runtime import RewardModelRuntime
 from infra.tracking.model_registry import load_registered_policy
+from kinds.reward_model.runtime import RewardModelRuntime
 from rl_core.config import load_config
 from rl_core.models.reward_model import score_texts
 from rl_core.models.tiny_lm import create_tiny_lm

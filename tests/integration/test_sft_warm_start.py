@@ -15,7 +15,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from infra.cluster import ray_cluster
-from infra.reasoning.runtime import ReasoningRuntime
+from kinds.reasoning.runtime import ReasoningRuntime
 from rl_core.config import load_config
 from rl_core.models.tiny_lm import create_tiny_lm
 from tests.integration.conftest import find_run, run_train

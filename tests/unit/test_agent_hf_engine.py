@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from infra.reasoning.agent_rollout import run_agents
-from infra.reasoning.engines import HFEngine
+from infra.llm.engines import HFEngine
+from kinds.reasoning.agent_rollout import run_agents
+from kinds.reasoning.sections import ReasoningModelConfig
 from rl_core.agents.lockstep import GenerationRequest
 from rl_core.agents.outcomes import Outcome
 from rl_core.agents.parsers import TOOL_PARSERS
 from rl_core.agents.tools import TOOLS
-from rl_core.config.reasoning_sections import ReasoningModelConfig
 from rl_core.llm import SamplingParams, hf_generate, pad_left, pad_right
 from rl_core.models.causal_lm import CausalLMPolicy
 from rl_core.models.tiny_lm import create_tiny_lm

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from infra.reasoning.agent_rollout import trajectory_rows
-from infra.reasoning.responses import ResponseBatch
-from infra.reasoning.reward_step import collect_rewards
+from kinds.reasoning.agent_rollout import trajectory_rows
+from kinds.reasoning.responses import ResponseBatch
+from kinds.reasoning.reward_step import collect_rewards
 from rl_core.agents.lockstep import run_lockstep
 from rl_core.agents.loops import Generation, LoopSettings, get_agent_loop
 from rl_core.agents.metrics import reward_by_tool_use, trajectory_metrics

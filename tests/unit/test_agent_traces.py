@@ -8,9 +8,9 @@ import mlflow
 import numpy as np
 from mlflow.tracking import MlflowClient
 
-from infra.reasoning.agent_traces import trace_rows
-from infra.reasoning.responses import ResponseBatch
 from infra.tracking.mlflow_tracker import MlflowTracker
+from kinds.reasoning.agent_traces import trace_rows
+from kinds.reasoning.responses import ResponseBatch
 from rl_core.data import PromptSample
 
 

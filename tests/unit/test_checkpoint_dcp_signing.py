@@ -15,7 +15,7 @@ from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 from infra.checkpoint import signing
 from infra.checkpoint.signed_dcp import METADATA_FILE, SIGNATURE_FILE
 from infra.checkpoint.store import CheckpointError
-from infra.reasoning.distributed import load_sharded, save_sharded
+from infra.llm.distributed import load_sharded, save_sharded
 from tests.poison import poisoned_pickle
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # DCP without a process group

@@ -39,7 +39,7 @@ def test_render_is_deterministic_and_covers_every_field():
             else:
                 assert f"| `{name}` |" in text, f"{section}.{name} missing from the page"
 
-    from rl_core.kinds import kind_named
+    from rl_core.kind import kind_named
 
     for root in (RLPipeConfig, kind_named("embodied").config, kind_named("reasoning").config):
         for section, field in root.model_fields.items():

@@ -33,7 +33,7 @@ def error_lines(*overrides: str) -> list[str]:
 
 
 def _kind_configs() -> dict[str, type[BaseModel]]:
-    from rl_core.kinds import kind_named
+    from rl_core.kind import kind_named
 
     return {name: kind_named(name).config for name in ("embodied", "reasoning")}
 

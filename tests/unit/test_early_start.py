@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from flows import early_start
+from flows import PROJECT_LOGGERS, early_start
 from infra.cluster import ray_cluster
 from infra.ops import prefect_api
 from tests.env_vars import unset
@@ -126,7 +126,7 @@ def test_start_up_records_reach_the_handlers_the_cli_sets_up_later(
     assert caplog.text.count("using the API") == 1
     assert all(
         not isinstance(h, logging.handlers.MemoryHandler)
-        for name in ("rlpipe", "infra", "flows")
+        for name in PROJECT_LOGGERS
         for h in logging.getLogger(name).handlers
     )
 

@@ -11,17 +11,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from infra.reasoning import distributed, engines
-from infra.reasoning.engines import ENGINES, RolloutEngine, make_engine
-from infra.reasoning.vllm_engine import (
+from infra.llm import distributed, engines
+from infra.llm.engines import ENGINES, RolloutEngine, make_engine
+from infra.llm.vllm_engine import (
     VLLM_ENV,
     VLLMUnavailableError,
     check_platform,
     engine_kwargs,
     import_vllm,
 )
-from rl_core.config.reasoning_sections import ReasoningModelConfig as ModelConfig
-from rl_core.config.reasoning_sections import ReasoningRolloutConfig as RolloutConfig
+from kinds.reasoning.sections import ReasoningModelConfig as ModelConfig
+from kinds.reasoning.sections import ReasoningRolloutConfig as RolloutConfig
 
 
 class _Engine(RolloutEngine):
@@ -156,7 +156,7 @@ def test_vllm_build_must_match_the_workers_device() -> None:
 def test_megatron_attention_follows_the_ranks_device(monkeypatch, device, cpu_attention) -> None:
     """The megatron backend builds CPU attention for CPU ranks, megatron's own for GPU ranks."""
     pytest.importorskip("megatron.core")
-    from infra.reasoning import megatron_backend
+    from infra.llm import megatron_backend
 
     seen: dict[str, object] = {}
 

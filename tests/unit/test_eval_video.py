@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from PIL import Image
 
-from infra.embodied.video import encode_gif, render_episode
+from kinds.embodied.video import encode_gif, render_episode
 from rl_core.config import load_config
 from rl_core.envs import probe_spaces, register_env
 from rl_core.models import get_model

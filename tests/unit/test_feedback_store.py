@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.online.store import FeedbackStore, Generation
+from kinds.online.store import FeedbackStore, Generation
 from rl_core.online import Feedback, FeedbackError
 
 

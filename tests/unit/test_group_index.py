@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from infra.reasoning.pipelined_generation import batch_groups
-from infra.reasoning.responses import ResponseBatch
+from kinds.reasoning.pipelined_generation import batch_groups
+from kinds.reasoning.responses import ResponseBatch
 from rl_core.algorithms import GroupIndexError, consecutive_groups, get_advantage
 from rl_core.algorithms.dapo import fill_with_informative_groups, informative_groups
 from rl_core.training.llm_advantage import compute_llm_advantages

@@ -14,10 +14,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from infra.reasoning.engines import ENGINES, RolloutEngine
-from infra.reasoning.workers import llm_workers
-from infra.reasoning.workers.llm_hybrid_worker import LLMHybridWorker
-from infra.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
+from infra.llm.engines import ENGINES, RolloutEngine
+from infra.llm.workers import llm_workers
+from kinds.reasoning.workers.llm_hybrid_worker import LLMHybridWorker
+from kinds.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
 from rl_core.llm.generation import GenerationResult
 from rl_core.models.tiny_lm import create_tiny_lm
 from rl_core.training.llm_update import minibatch_totals

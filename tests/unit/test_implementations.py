@@ -34,15 +34,15 @@ def test_a_bad_reference_is_refused(reference: str, message: str) -> None:
 
 
 def test_the_engine_registry_is_the_one_infra_builds_from() -> None:
-    from infra.reasoning.engines import ENGINES, HFEngine
+    from infra.llm.engines import ENGINES, HFEngine
 
     assert ENGINES is ROLLOUT_ENGINES
     assert resolve(ENGINES.get("hf")) is HFEngine
 
 
 def test_the_backend_registry_is_the_one_infra_builds_from() -> None:
-    from infra.reasoning.trainer_backends import TRAINER_BACKENDS as INFRA_BACKENDS
-    from infra.reasoning.trainer_backends import FSDPBackend
+    from infra.llm.trainer_backends import TRAINER_BACKENDS as INFRA_BACKENDS
+    from infra.llm.trainer_backends import FSDPBackend
 
     assert INFRA_BACKENDS is TRAINER_BACKENDS
     assert resolve(TRAINER_BACKENDS.get("FSDP")) is FSDPBackend

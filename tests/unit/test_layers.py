@@ -1,7 +1,12 @@
-"""The layering rules, read from the source (no imports): ``rl_core`` is pure RL code (no
-Prefect, Ray, MLflow or boto3), ``infra`` never imports ``tasks`` or ``flows``, ``tasks``
-never import ``flows``; no module of ``rl_core`` imports itself through others, and across
-the project import circles are few and small."""
+"""The layering rules, read from the source (no imports).
+
+The floors, bottom up: ``rl_core`` (pure RL code: no Prefect, Ray, MLflow or boto3),
+``infra`` (the cluster code every kind shares), ``kinds`` (one package per kind of
+training), ``tasks``, ``flows``. A floor imports only the floors below it; ``rl_core`` does
+not even name a module above it in a string; no module of ``rl_core`` imports itself
+through others; no folder of ``infra`` or ``kinds`` imports itself through other folders;
+across the project import circles are few and small.
+"""
 
 from __future__ import annotations
 
@@ -20,12 +25,16 @@ FORBIDDEN = {
         "boto3",
         "botocore",
         "infra",
+        "kinds",
         "tasks",
         "flows",
     },
-    "infra": {"tasks", "flows"},
+    "infra": {"kinds", "tasks", "flows"},
+    "kinds": {"tasks", "flows"},
     "tasks": {"flows"},
 }
+#: The project's floors, bottom up.
+FLOORS = ("rl_core", "infra", "kinds", "tasks", "flows")
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -147,7 +156,7 @@ MAX_CIRCLES, MAX_CIRCLE_SIZE = 2, 2
 
 
 def test_the_project_has_few_small_import_circles() -> None:
-    found = circles(module_graph("rl_core", "infra", "tasks", "flows"))
+    found = circles(module_graph(*FLOORS))
     described = "; ".join(" <-> ".join(part) for part in found)
     assert len(found) <= MAX_CIRCLES, described
     assert all(len(part) <= MAX_CIRCLE_SIZE for part in found), described
@@ -156,3 +165,72 @@ def test_the_project_has_few_small_import_circles() -> None:
 def test_the_circle_scan_finds_every_circle() -> None:
     graph = {"a": {"b"}, "b": {"c", "a"}, "c": {"d"}, "d": {"c"}, "e": {"a"}}
     assert circles(graph) == [["a", "b"], ["c", "d"]]
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Folder (package directory) → the other folders its modules import.
+
+    A folder's import of a folder above or below it in the same tree (``infra`` and
+    ``infra.llm``) does not count: a package's ``__init__`` and its submodules are one unit.
+    """
+
+    def folder(module: str) -> str:
+        parts = module.split(".")
+        return module if (ROOT.joinpath(*parts)).is_dir() else ".".join(parts[:-1])
+
+    folders: dict[str, set[str]] = {}
+    for source, targets in graph.items():
+        mine = folders.setdefault(folder(source), set())
+        for target in map(folder, targets):
+            folders.setdefault(target, set())
+            nested = target.startswith(folder(source) + ".") or folder(source).startswith(
+                target + "."
+            )
+            if target != folder(source) and not nested:
+                mine.add(target)
+    return folders
+
+
+def test_the_folder_graph_joins_modules_by_folder() -> None:
+    graph = {
+        "infra.driver.session": {"infra.cluster.devices"},
+        "infra.cluster.devices": {"infra.driver.faults"},
+        "infra.driver.faults": set(),
+    }
+    assert circles(folder_graph(graph)) == [["infra.cluster", "infra.driver"]]
+
+
+def module_strings(path: Path) -> list[str]:
+    """The string constants of ``path`` that are not docstrings."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def test_rl_core_names_no_module_above_it_in_a_string() -> None:
+    above = tuple(f"{floor}." for floor in FLOORS[1:])
+    found = {
+        str(path.relative_to(ROOT)): named
+        for path in sorted((ROOT / "rl_core").rglob("*.py"))
+        if (named := [s for s in module_strings(path) if s.strip().startswith(above)])
+    }
+    assert not found
+
+
+def test_the_string_scan_sees_strings_but_not_docstrings(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text('"""infra.x is named here."""\nX = "infra.llm.engines:HFEngine"\n')
+    assert module_strings(sample) == ["infra.llm.engines:HFEngine"]

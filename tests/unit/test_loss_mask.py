@@ -6,12 +6,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from infra.reasoning.responses import ResponseBatch
+from kinds.reasoning.responses import ResponseBatch
+from kinds.reasoning.sections import ReasoningAlgorithmConfig
 from rl_core.agents.trajectory import Trajectory
 from rl_core.algorithms import get_advantage, importance_weights
 from rl_core.algorithms.aggregation import LOSS_AGG_MODES
 from rl_core.algorithms.registry import ADVANTAGES, POLICY_LOSSES
-from rl_core.config.reasoning_sections import ReasoningAlgorithmConfig
 from rl_core.llm import pad_left, pad_loss_masks, pad_right
 from rl_core.models.causal_lm import CausalLMPolicy
 from rl_core.models.tiny_lm import create_tiny_lm

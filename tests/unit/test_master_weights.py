@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from infra.reasoning.workers.llm_workers import LLMActorWorker
+from infra.llm.workers.llm_workers import LLMActorWorker
 from rl_core.models.tiny_lm import create_tiny_lm
 from rl_core.training.llm_update import minibatch_totals
 from tests.llm_trainers import batch, config

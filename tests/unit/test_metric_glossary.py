@@ -1,7 +1,7 @@
 """The metric glossary (rl_core/metrics_glossary/) matches the code; docs/metrics.md matches it.
 
 The code is read with ``ast``, never imported: every string constant and f-string of
-``rl_core``, ``infra``, ``tasks`` and ``flows`` shaped like a metric key (``section/name``,
+``rl_core``, ``infra``, ``kinds``, ``tasks`` and ``flows`` shaped like a metric key (``section/name``,
 an f-string's variable parts as ``{}``) is a key the code writes (or reads back), unless it
 is an artifact path of the glossary or listed in :data:`NOT_METRIC_KEYS`.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from rl_core.metrics_glossary import ARTIFACTS, METRICS, PLACEHOLDERS, TAGS
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE_DIRS = ("rl_core", "infra", "tasks", "flows")
+SOURCE_DIRS = ("rl_core", "infra", "kinds", "tasks", "flows")
 #: The glossary package: its strings are the entries, not keys the code writes.
 GLOSSARY = "rl_core/metrics_glossary/"
 SCRIPT = ROOT / "scripts" / "gen_metric_docs.py"

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.reasoning.model_reward_step import ModelRewardScores, combine
-from infra.reward_model.source import ModelRewardSourceError, check_model_source
+from kinds.reasoning.model_reward_step import ModelRewardScores, combine
+from kinds.reasoning.reward_model_source import ModelRewardSourceError, check_model_source
 from rl_core.config import ConfigError, load_config
 from rl_core.rewards.model_reward import (
     JudgeParseError,

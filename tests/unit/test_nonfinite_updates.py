@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from infra.checkpoint.store import CheckpointError
-from infra.embodied.workers.actor_worker import ActorWorker
+from kinds.embodied.workers.actor_worker import ActorWorker
 from rl_core.config import load_config
 from rl_core.envs import EnvSpaces
 from rl_core.models import get_model

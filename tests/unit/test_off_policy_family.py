@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from kinds.embodied.off_policy_sections import OffPolicyConfig
 from rl_core.algorithms.actor_critic_family import actor_critic_spec
 from rl_core.config import ConfigError, load_config
-from rl_core.config.off_policy_sections import OffPolicyConfig
 from rl_core.config.training_sections import ActorConfig
 from rl_core.data.replay_buffer import (
     ReplayBuffer,

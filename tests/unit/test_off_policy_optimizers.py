@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from infra.embodied.workers.off_policy_trainer import OffPolicyActorWorker
+from kinds.embodied.workers.off_policy_trainer import OffPolicyActorWorker
 from rl_core.config import ConfigError, load_config
 from rl_core.envs import EnvSpaces
 

@@ -6,15 +6,27 @@ import pytest
 
 from rl_core.config import load_config
 from rl_core.config.loader import ConfigError
-from rl_core.kinds.reasoning import runtime_of
+from rl_core.kind import kind_of
 
 
 def test_the_preset_is_an_online_reasoning_run() -> None:
     cfg = load_config("online_arith", [])
     assert cfg.online.enabled and cfg.online.host == "127.0.0.1"
     assert cfg.algorithm.group_size == 1 and cfg.algorithm.adv_type == "outcome"
-    assert runtime_of(cfg).__name__ == "OnlineRuntime"
-    assert runtime_of(load_config("grpo_arith", [])).__name__ == "ReasoningRuntime"
+    assert kind_of(cfg).name == "online" and cfg.category == "reasoning"
+    assert kind_of(cfg).runtime_class(cfg).__name__ == "OnlineRuntime"
+    reasoning = load_config("grpo_arith", [])
+    assert kind_of(reasoning).runtime_class(reasoning).__name__ == "ReasoningRuntime"
+
+
+def test_online_enabled_false_is_a_plain_reasoning_run() -> None:
+    cfg = load_config("grpo_arith", ["online.enabled=false"])
+    assert kind_of(cfg).name == "reasoning" and not hasattr(cfg, "online")
+
+
+def test_online_settings_without_online_enabled_name_the_online_kind() -> None:
+    with pytest.raises(ConfigError, match=r"online.port: read by online runs only"):
+        load_config("online_arith", ["online.enabled=false"])
 
 
 @pytest.mark.parametrize(
@@ -42,7 +54,7 @@ def test_an_externally_served_run_has_no_simulated_user() -> None:
 
 
 def test_serving_beyond_loopback_needs_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    from infra.online.runtime import OnlineRuntime
+    from kinds.online.runtime import OnlineRuntime
 
     monkeypatch.delenv("RLPIPE_SERVE_TOKEN", raising=False)
     cfg = load_config("online_arith", ["online.host=0.0.0.0"])

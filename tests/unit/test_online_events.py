@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.online.events import ReadyEvents
+from kinds.online.events import ReadyEvents
 
 
 def test_an_event_fires_each_time_another_batch_is_ready() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.online.service import OnlineService, ServedModel, ServeError, token_digest
-from infra.online.store import FeedbackStore
+from kinds.online.service import OnlineService, ServedModel, ServeError, token_digest
+from kinds.online.store import FeedbackStore
 from rl_core.models.tiny_lm import create_tiny_lm
 
 

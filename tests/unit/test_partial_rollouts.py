@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from infra.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
 from infra.weight_sync import StaleWeightsError
+from kinds.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
 from rl_core.config import load_config
 from rl_core.models.tiny_lm import create_tiny_lm
 

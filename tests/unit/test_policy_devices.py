@@ -22,10 +22,10 @@ import torch
 from torch.distributions import Distribution
 
 import infra.cluster.worker_base as worker_base
-from infra.embodied.workers.actor_worker import ActorWorker
-from infra.embodied.workers.hybrid_worker import HybridActorWorker, HybridOffPolicyActorWorker
-from infra.embodied.workers.off_policy_trainer import OffPolicyActorWorker
-from infra.embodied.workers.rollout_worker import RolloutWorker
+from kinds.embodied.workers.actor_worker import ActorWorker
+from kinds.embodied.workers.hybrid_worker import HybridActorWorker, HybridOffPolicyActorWorker
+from kinds.embodied.workers.off_policy_trainer import OffPolicyActorWorker
+from kinds.embodied.workers.rollout_worker import RolloutWorker
 from rl_core.algorithms.actor_critic_family import actor_critic_spec
 from rl_core.config import load_config
 from rl_core.envs import EnvSpaces

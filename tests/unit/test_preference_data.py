@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kinds.reward_model.sections import PreferenceDataConfig
 from rl_core.config import ConfigError, load_config
-from rl_core.config.reward_model_sections import PreferenceDataConfig
 from rl_core.data import ArithmeticTask, DataFileError
 from rl_core.data.preferences import (
     PreferencePair,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.online.deployment import Weights, read_weights
-from infra.online.served_versions import (
+from kinds.online.deployment import Weights, read_weights
+from kinds.online.served_versions import (
     NoCandidateError,
     ab_comparison,
     ab_metrics,
@@ -16,7 +16,7 @@ from infra.online.served_versions import (
     publish_version,
     served_dirs,
 )
-from infra.online.store import FeedbackStore
+from kinds.online.store import FeedbackStore
 from rl_core.online import Feedback
 from tests.unit.test_feedback_store import rid, served
 

@@ -15,11 +15,11 @@ from infra.cluster.runtime_env import (
     worker_env_vars,
 )
 from infra.cluster.worker_group import store_access_options
-from infra.embodied.workers.actor_worker import ActorWorker
-from infra.embodied.workers.env_worker import EnvWorker
-from infra.embodied.workers.rollout_worker import RolloutWorker
-from infra.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
-from infra.reasoning.workers.llm_workers import LLMActorWorker, LLMRefWorker
+from infra.llm.workers.llm_workers import LLMActorWorker, LLMRefWorker
+from kinds.embodied.workers.actor_worker import ActorWorker
+from kinds.embodied.workers.env_worker import EnvWorker
+from kinds.embodied.workers.rollout_worker import RolloutWorker
+from kinds.reasoning.workers.llm_rollout_worker import LLMRolloutWorker
 from tests.env_vars import unset
 
 

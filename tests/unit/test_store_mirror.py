@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from infra.online.store import FeedbackStore
-from infra.online.store_mirror import StoreMirror, restore_store
+from kinds.online.store import FeedbackStore
+from kinds.online.store_mirror import StoreMirror, restore_store
 from rl_core.online import Feedback
 from tests.unit.test_feedback_store import rid, served
 

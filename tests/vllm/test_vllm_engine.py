@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from infra.reasoning.engines import HFEngine, make_engine
-from rl_core.config.reasoning_sections import ReasoningModelConfig as ModelConfig
-from rl_core.config.reasoning_sections import ReasoningRolloutConfig as RolloutConfig
+from infra.llm.engines import HFEngine, make_engine
+from kinds.reasoning.sections import ReasoningModelConfig as ModelConfig
+from kinds.reasoning.sections import ReasoningRolloutConfig as RolloutConfig
 from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.llm.generation import SamplingParams
 from rl_core.llm.logprobs import logprobs_from_logits
@@ -141,7 +141,7 @@ def test_sleep_and_wake_are_safe_on_cpu(engine, prompts):
 def test_multi_turn_logprobs_are_the_trainers(engine, models, prompts):
     """An agent loop on vLLM (stop texts, tool output appended between turns): the model
     tokens' log-probs equal the trainer's recomputation over the whole trajectory."""
-    from infra.reasoning.agent_rollout import run_agents
+    from kinds.reasoning.agent_rollout import run_agents
     from tests.fixtures.ext_modules import ext_agent_echo
 
     ext_agent_echo.register()

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from infra.reasoning.engines import HFEngine, make_engine
+from infra.llm.engines import HFEngine, make_engine
+from kinds.reasoning.sections import ReasoningModelConfig as ModelConfig
+from kinds.reasoning.sections import ReasoningRolloutConfig as RolloutConfig
 from rl_core.config.llm_sections import LoraConfig
-from rl_core.config.reasoning_sections import ReasoningModelConfig as ModelConfig
-from rl_core.config.reasoning_sections import ReasoningRolloutConfig as RolloutConfig
 from rl_core.models.tiny_lm import create_tiny_lm
 
 LORA = LoraConfig(rank=4, alpha=8, target_modules=["q_proj", "v_proj", "o_proj"])

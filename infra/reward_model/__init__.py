@@ -1,1 +1,0 @@
-"""Reward-model training: the FSDP2 trainer ranks and the runtime of the reward_model kind."""

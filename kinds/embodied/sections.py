@@ -1,0 +1,112 @@
+"""The sections of an embodied run (control policies in simulated environments).
+
+Each extends its shared section with the fields only the embodied kind reads;
+:class:`rl_core.config.embodied.EmbodiedConfig` assembles them with ``env`` and ``replay``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from kinds.embodied.off_policy_sections import OffPolicyConfig
+from rl_core.config.limits import (
+    MAX_ENVS,
+    MAX_EPISODES,
+    MAX_EVAL_STEPS,
+    MAX_ITERATIONS,
+    MAX_LAYER_WIDTH,
+    MAX_STEPS,
+    MAX_VIDEO_FRAMES,
+)
+from rl_core.config.policy_sections import ModelConfig
+from rl_core.config.run_sections import EvalConfig
+from rl_core.config.training_sections import AlgorithmConfig, RolloutConfig
+
+
+class EmbodiedModelConfig(ModelConfig):
+    """The control policy (MLP actor-critic, SAC actor and critics, or an extension's)."""
+
+    hidden_sizes: list[int] = Field(default_factory=lambda: [64, 64])
+    activation: Literal["tanh", "relu", "gelu"] = "tanh"
+    continuous_action: Literal["clip", "tanh"] = Field(
+        "clip", description="Continuous actions: Gaussian clipped to bounds, or tanh-squashed."
+    )
+    init_log_std: float = 0.0
+    init_weights: str | None = Field(
+        None,
+        min_length=1,
+        description="Folder of an exported model (rlpipe_model.json) whose weights the "
+        "policy starts from; run.init_from sets it to the model it downloads.",
+    )
+    critic_hidden_sizes: list[int] | None = Field(
+        None, description="mlp_sac: hidden widths of each critic (None: hidden_sizes)."
+    )
+    num_critics: int = Field(2, ge=1, le=64, description="mlp_sac: critics in the ensemble.")
+    critic_norm: Literal["none", "layer_norm", "batch_renorm"] = Field(
+        "none", description="mlp_sac: normalization after each hidden critic layer."
+    )
+
+    @field_validator("hidden_sizes", "critic_hidden_sizes")
+    @classmethod
+    def _positive_sizes(cls, value: list[int] | None) -> list[int] | None:
+        if value is None:
+            return value
+        if not value or any(not 1 <= h <= MAX_LAYER_WIDTH for h in value):
+            raise ValueError(
+                f"must be a non-empty list of layer widths from 1 to {MAX_LAYER_WIDTH}"
+            )
+        return value
+
+
+class EmbodiedRolloutConfig(RolloutConfig):
+    """Env steps collected per iteration."""
+
+    num_steps: int = Field(128, ge=1, le=MAX_STEPS, description="Env steps per env per iteration.")
+    pipeline_stages: int = Field(
+        1,
+        ge=1,
+        le=MAX_ENVS,
+        description="Env slices with requests in flight at once (hides the Ray round trip); "
+        "must divide env.num_envs.",
+    )
+
+
+class EmbodiedAlgorithmConfig(AlgorithmConfig):
+    """PPO-style estimators plus the off-policy algorithms' settings."""
+
+    off_policy: OffPolicyConfig = Field(default_factory=lambda: OffPolicyConfig())
+
+
+class EmbodiedEvalConfig(EvalConfig):
+    """Evaluation episodes (deterministic actions by default) and videos."""
+
+    num_episodes: int = Field(10, ge=1, le=MAX_EPISODES)
+    num_envs: int = Field(10, ge=1, le=MAX_ENVS)
+    deterministic: bool = True
+    max_steps: int = Field(
+        100_000, ge=1, le=MAX_EVAL_STEPS, description="Safety cap on steps per evaluation."
+    )
+    video: bool = Field(
+        True,
+        description="Embodied: record one deterministic episode as a GIF "
+        "(eval/videos/episode_<step>.gif) at the final evaluation; envs without rgb_array "
+        "rendering are skipped.",
+    )
+    video_interval: int = Field(
+        0,
+        ge=0,
+        le=MAX_ITERATIONS,
+        description="Also record a video at the evaluations of iterations that are multiples "
+        "of this (0 = final evaluation only).",
+    )
+    video_max_frames: int = Field(
+        125, ge=2, le=MAX_VIDEO_FRAMES, description="Most frames in a video (after frame skipping)."
+    )
+    video_frame_skip: int = Field(
+        4, ge=1, le=MAX_VIDEO_FRAMES, description="Keep every n-th rendered frame."
+    )
+    video_scale: float = Field(
+        0.5, gt=0.0, le=1.0, description="Frame size relative to the env's render size."
+    )

@@ -1,0 +1,87 @@
+"""The online kind: reasoning runs that serve their policy and learn from users' feedback.
+
+It refines the reasoning kind: its models, run names and evaluation are reasoning's, and a
+reasoning config with ``online.enabled: true`` is an online config. Its config adds the
+``online`` section (serving, the feedback store, promotion) and its runtime trains on
+served responses instead of generating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from kinds.online.section import OnlineSection
+from kinds.reasoning.registration import REASONING, ReasoningConfig
+from rl_core.kind import Kind, register_kind
+
+
+class OnlineConfig(ReasoningConfig):
+    """The configuration of an online run: a reasoning run with its ``online`` section."""
+
+    kind_name = "online"
+    model_category = "reasoning"
+
+    online: OnlineSection = Field(default_factory=OnlineSection)
+
+    @model_validator(mode="after")
+    def _online_fits(self) -> OnlineConfig:
+        if not self.online.enabled:
+            return self
+        problems = []
+        if self.algorithm.group_size != 1:
+            problems.append(
+                f"algorithm.group_size = {self.algorithm.group_size} (allowed: 1, one served "
+                "response per prompt)"
+            )
+        if self.algorithm.adv_type.lower() not in ("outcome", "reinforce_plus_plus"):
+            problems.append(
+                f"algorithm.adv_type = {self.algorithm.adv_type!r} (allowed: 'outcome', "
+                "'reinforce_plus_plus': estimators of single responses)"
+            )
+        if self.run.mode != "sync":
+            problems.append(f"run.mode = {self.run.mode!r} (allowed: 'sync'; serving overlaps)")
+        if self.agent.multi_turn:
+            problems.append(f"agent.loop = {self.agent.loop!r} (allowed: 'single_turn')")
+        if self.algorithm.dynamic_sampling:
+            problems.append("algorithm.dynamic_sampling = true (allowed: false)")
+        if self.actor.lora.enabled:
+            problems.append(
+                f"actor.lora.rank = {self.actor.lora.rank} (allowed: 0; each served version "
+                "is a full model)"
+            )
+        if problems:
+            raise ValueError(
+                "online.enabled = true trains on served responses: " + "; ".join(problems)
+            )
+        return self
+
+
+def selects(data: Mapping[str, Any]) -> bool:
+    """Whether a written reasoning config is an online one: ``online.enabled: true``."""
+    online = data.get("online")
+    return isinstance(online, Mapping) and online.get("enabled") is True
+
+
+def runtime_of(cfg: OnlineConfig) -> type:
+    """The online runtime class (imported now: it needs Ray and torch)."""
+    from kinds.online.runtime import OnlineRuntime
+
+    return OnlineRuntime
+
+
+ONLINE = register_kind(
+    Kind(
+        name="online",
+        config=OnlineConfig,
+        runtime=runtime_of,
+        score_metric=REASONING.score_metric,
+        task_name=REASONING.task_name,
+        protocol=REASONING.protocol,
+        data_fingerprint=REASONING.data_fingerprint,
+        refines=REASONING.name,
+        selects=selects,
+    )
+)

@@ -1,0 +1,108 @@
+"""The reward steps of a reasoning runtime: fan-out jobs for a batch, and their scores collected."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from infra.driver.step_runtime import FanoutJob
+from kinds.reasoning.responses import ResponseBatch, reward_chunk
+from kinds.reasoning.reward_scoring import score_chunk
+from rl_core.agents.metrics import apply_call_cost, reward_by_tool_use, unscored_rows
+from rl_core.algorithms import overlong_penalty
+
+
+def reward_jobs(
+    batch: ResponseBatch,
+    tokenizer: Any,
+    reward_cfg: dict[str, Any],
+    num_tasks: int,
+    fault: Any,
+) -> list[FanoutJob]:
+    """Chunks of ``batch`` for the reward fan-out tasks (up to ``num_tasks`` of them).
+
+    Args:
+        batch: The responses to score.
+        tokenizer: Decodes the completions.
+        reward_cfg: The ``reward`` section as a plain dict (what the tasks build it from).
+        num_tasks: Chunks to split the batch into (``reward.num_tasks``).
+        fault: A fault injected into the first job (None: none).
+    """
+    parts = np.array_split(np.arange(len(batch)), num_tasks)
+    return [
+        FanoutJob(
+            "score_rewards",
+            score_chunk,
+            {"reward_cfg": reward_cfg, "chunk": reward_chunk(tokenizer, batch, p.tolist())},
+            fault if i == 0 else None,
+        )
+        for i, p in enumerate(parts)
+        if len(p)
+    ]
+
+
+def collect_rewards(
+    batch: ResponseBatch,
+    results: list[list[float]],
+    algorithm: Any,
+    max_new_tokens: int,
+    call_cost: float = 0.0,
+) -> dict[str, float]:
+    """Set ``batch.scores`` (plus DAPO's overlong penalty, minus a tool-call cost).
+
+    A row nobody could score through no fault of the model's (a tool call that still failed
+    through the machinery after its retries, or a reward that returned NaN) gets the score
+    NaN, never a silent 0: the advantage step leaves it out of its group's statistics and
+    gives it no gradient (:func:`rl_core.training.llm_advantage.compute_llm_advantages`).
+
+    Args:
+        batch: The scored responses.
+        results: Each job's scores, in job order.
+        algorithm: The ``algorithm`` section (overlong buffer and penalty factor).
+        max_new_tokens: The response length limit (``rollout.max_new_tokens``).
+        call_cost: Subtracted per tool call of a row's trajectory (``agent.call_cost``).
+
+    Returns:
+        ``rollout/reward_mean`` (of the scored rows, before penalty and cost),
+        ``rollout/unscored_fraction``, ``rollout/overlong_penalty_mean`` and, for agent
+        trajectories, the reward with and without tool calls
+        (:func:`~rl_core.agents.metrics.reward_by_tool_use`, ``agent/...``).
+
+    Raises:
+        RuntimeError: The scores do not match the responses one for one, or no row could be
+            scored (nothing to train on: the step fails, and is retried).
+    """
+    scores = np.asarray([s for part in results for s in part], dtype=np.float32)
+    if scores.shape != (len(batch),):
+        raise RuntimeError(f"got {scores.shape} rewards for {len(batch)} responses")
+    unscored = unscored_rows(scores, batch.trajectories)
+    if unscored and len(unscored) == len(batch):
+        raise RuntimeError(
+            f"none of the {len(batch)} responses could be scored (tool infrastructure "
+            "failures or NaN rewards): nothing to train on"
+        )
+    scores[unscored] = np.nan
+    scored = np.isfinite(scores)
+    metrics = {
+        "rollout/reward_mean": float(scores[scored].mean()),
+        "rollout/unscored_fraction": len(unscored) / len(batch),
+    }
+    if batch.trajectories:  # does a call pay? (the reward before penalty and call cost)
+        kinds = [sample.fields.get("kind") for sample in batch.samples] or [None] * len(batch)
+        metrics |= reward_by_tool_use(scores, batch.trajectories, kinds)
+    if algorithm.overlong_buffer_length:
+        lengths = torch.tensor([len(r) for r in batch.response_ids])
+        penalty = overlong_penalty(
+            lengths,
+            max_new_tokens,
+            algorithm.overlong_buffer_length,
+            algorithm.overlong_penalty_factor,
+        ).numpy()
+        scores = scores + penalty
+        metrics["rollout/overlong_penalty_mean"] = float(penalty[scored].mean())
+    if batch.trajectories and call_cost:
+        scores = apply_call_cost(scores, batch.trajectories, call_cost)
+    batch.scores = scores
+    return metrics

@@ -1,0 +1,413 @@
+"""ReasoningRuntime: the worker groups of an LLM reasoning run and the steps tasks call.
+
+The step contract of :class:`infra.driver.step_runtime.StepRuntime` for causal LMs:
+prompts come from the ``data`` section, rollout workers sample ``algorithm.group_size``
+responses per prompt, rewards are scored by fan-out tasks, advantages are computed here,
+and trainer ranks (FSDP2 or megatron, ``actor.backend``) update the policy. Tensor-parallel
+peers of a megatron trainer get the same rows (:class:`~rl_core.training.parallel_layout.
+ParallelLayout`); their answers are read once.
+
+What varies between runs is chosen once, at start-up: where the rollout engines and reference
+live (:mod:`kinds.reasoning.engine_layouts`: hybrid engine or separate workers) and how the
+rollout step gets its batch (:class:`~kinds.reasoning.sync_generation.SyncGeneration`, or
+batches launched ahead by :class:`~kinds.reasoning.pipelined_generation.PipelinedGeneration`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from infra.checkpoint import signed_dcp
+from infra.checkpoint.store import open_store, step_dir_name
+from infra.cluster import ray_cluster
+from infra.cluster.worker_group import WorkerGroup
+from infra.driver.step_runtime import (
+    Evaluation,
+    FanoutJob,
+    StepResult,
+    StepRuntime,
+)
+from infra.llm.engines import check_rollout_engine
+from infra.llm.workers.trainer_rank import setup_trainer
+from kinds.reasoning.advantage_step import advantage_step
+from kinds.reasoning.agent_traces import trace_rows
+from kinds.reasoning.engine_layouts import Engines, SyncProbe, engines_for
+from kinds.reasoning.evaluation import evaluate_heldout
+from kinds.reasoning.model_reward_step import (
+    ModelRewardScorer,
+    ModelRewardScores,
+    combine,
+    rule_jobs,
+    score_now,
+)
+from kinds.reasoning.pipelined_generation import PipelinedGeneration
+from kinds.reasoning.responses import ResponseBatch, reward_chunk, sampling_params
+from kinds.reasoning.reward_model_source import check_model_source
+from kinds.reasoning.reward_step import collect_rewards, reward_jobs
+from kinds.reasoning.rollout_source import Generation, RolloutSource, TrainPrompts, generate_split
+from kinds.reasoning.sft_steps import sft_step
+from kinds.reasoning.sync_generation import SyncGeneration
+from kinds.reasoning.update_step import update_step
+from kinds.reasoning.worker_groups import start_reasoning_groups
+from rl_core.agents.metrics import trajectory_metrics_by_kind
+from rl_core.config import RLPipeConfig
+from rl_core.data import PromptSampler
+from rl_core.llm.prompting import encode_prompts, load_task_samples
+from rl_core.llm.sync_probe import probe_atol, probe_tokens
+from rl_core.rewards.model_reward import reward_plan
+from rl_core.training.parallel_layout import ParallelLayout
+
+logger = logging.getLogger(__name__)
+STATE_FILE = "reasoning_state.json"
+
+
+class ReasoningRuntime(StepRuntime):
+    """Creates and drives the trainer, rollout and reference worker groups of an LLM run.
+
+    Args:
+        cfg: The validated run config (a reasoning model).
+    """
+
+    spaces = None  # no env spaces: the model builder does not need any
+
+    def __init__(self, cfg: RLPipeConfig) -> None:
+        from rl_core.models.causal_lm import load_tokenizer
+
+        super().__init__(cfg)
+        ray_cluster.connect_cluster(cfg.cluster)
+        self.tokenizer = load_tokenizer(cfg.model)
+        train, held = load_task_samples(cfg.data)
+        self.train_samples, self.eval_samples = train, held
+        self.train_prompts = encode_prompts(train, cfg.data, self.tokenizer)
+        self.eval_prompts = encode_prompts(held, cfg.data, self.tokenizer)
+        self.sampler = PromptSampler(len(train), cfg.data.prompts_per_batch, seed=cfg.run.seed)
+        self.timeouts = cfg.timeouts
+        self.sync_probe = (
+            SyncProbe(probe_tokens(self.tokenizer), probe_atol(cfg), cfg.actor.lora.enabled)
+            if cfg.rollout.sync_probe
+            else None
+        )
+        self.reward_plan = reward_plan(cfg.reward)
+        if self.reward_plan.uses_model:  # the model is there before any worker starts
+            check_model_source(cfg.reward.model)
+        workers = start_reasoning_groups(cfg, self.config_dict, self.cpus_outside_groups(cfg))
+        self.model_reward = (
+            ModelRewardScorer(workers.reward, cfg.reward.model) if workers.reward else None
+        )
+        self.cluster_placement = workers.placement
+        self.engines: Engines = engines_for(workers)  # hybrid engine or separate workers
+        self.actor, self.rollout_group = workers.actor, self.engines.rollout
+        self.layout = ParallelLayout(len(self.actor), cfg.actor.tensor_parallel_size)
+        for group in self.groups:
+            group.wait_started(cfg.timeouts.worker_start)
+        self.cluster_placement.check_workers(self.groups)
+        self._setup_trainer()
+        self.batch = ResponseBatch()
+        self.published_version = 0  # the weight version the rollout workers were last given
+        self.generation = self._choose_generation()  # sync, or batches launched ahead
+
+    @classmethod
+    def cpus_outside_groups(cls, cfg: RLPipeConfig) -> float:
+        """CPUs the run's processes outside its worker groups need (none here)."""
+        return 0.0
+
+    def _choose_generation(self) -> Generation:
+        cfg = self.cfg
+        prompts = TrainPrompts(
+            self.train_samples,
+            self.train_prompts,
+            self.sampler,
+            cfg.algorithm.group_size,
+            cfg.run.seed,
+        )
+        source = RolloutSource(
+            self.engines.rollout,
+            prompts,
+            self.sampling_params,
+            self.timeouts.rollout,
+            self.agent_section,
+        )
+        if cfg.run.mode != "async":
+            return SyncGeneration(
+                source, cfg.data.prompts_per_batch, cfg.algorithm, self.score_in_process
+            )
+        logger.info(
+            "async mode: batches generated up to %d weight version(s) ahead of the trainer",
+            cfg.algorithm.max_staleness,
+        )
+        return PipelinedGeneration(
+            source, cfg.algorithm.max_staleness, cfg.rollout.partial_rollout_tokens
+        )
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether rollout engines and reference live in the trainer ranks."""
+        return self.engines.hybrid
+
+    @property
+    def groups(self) -> list[WorkerGroup]:
+        """Every worker group of the run."""
+        return self.engines.groups
+
+    def _setup_trainer(self) -> None:
+        logger.info("trainer: %s", setup_trainer(self.actor, self.timeouts.worker_start))
+
+    # -- steps ---------------------------------------------------------------------------
+    @classmethod
+    def preflight(cls, cfg: RLPipeConfig) -> None:
+        """The rollout engine is importable and every prompt file row is valid."""
+        check_rollout_engine(cfg)
+        section = cfg.reward.model
+        if section is not None and section.uri:  # a preset's export may still be trained
+            check_model_source(section)
+        train, held = load_task_samples(cfg.data)
+        logger.info("prompt data: %d training and %d held-out prompts", len(train), len(held))
+
+    def weight_sync(self, iteration: int) -> StepResult:
+        """Trainer → rollout engines: in memory (hybrid engine) or through the object store."""
+        start = time.perf_counter()
+        self.faults.arm("weight_sync", iteration, self.actor[0])
+        synced = self.engines.sync_weights(self.timeouts.weight_sync, self.sync_probe)
+        self.published_version = synced.version
+        return StepResult(time.perf_counter() - start, synced.metrics, info=synced.info)
+
+    def sampling_params(self, greedy: bool = False) -> dict[str, Any]:
+        """``SamplingParams`` fields from the ``rollout`` section (greedy for evaluation)."""
+        return sampling_params(self.cfg.rollout, int(self.tokenizer.eos_token_id), greedy)
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        sampling: dict[str, Any],
+        seed: int,
+        step: str = "rollout",
+    ) -> tuple[dict[str, list], float]:
+        """Generate one response per prompt, the prompts split across rollout workers.
+
+        Args:
+            prompts: Token ids of each prompt.
+            sampling: ``SamplingParams`` fields.
+            seed: Seed of this generation (each worker derives its own from it).
+            step: The step generating (its ``timeouts`` field is the deadline).
+        """
+        timeout = getattr(self.timeouts, step)
+        return generate_split(
+            self.engines.rollout, prompts, sampling, seed, timeout, step, self.agent_section
+        )
+
+    @property
+    def agent_section(self) -> dict[str, Any] | None:
+        """The ``agent`` section as a dict when an agent loop makes trajectories, else None."""
+        return self.config_dict["agent"] if self.cfg.agent.multi_turn else None
+
+    def rollout(self, iteration: int) -> StepResult:
+        """Sample responses for the next prompts (DAPO: keep only informative groups).
+
+        Async mode takes the batch launched ``algorithm.max_staleness`` iterations ago and
+        launches the next one (:mod:`kinds.reasoning.pipelined_generation`).
+        """
+        start = time.perf_counter()
+        self.faults.arm("rollout", iteration, self.rollout_group[0])
+        self.batch, metrics, rounds = self.generation.take(iteration, self.published_version)
+        seconds = time.perf_counter() - start
+        lengths = [len(r) for r in self.batch.response_ids]
+        metrics |= {
+            "rollout/response_length_mean": float(np.mean(lengths)),
+            "rollout/truncated_fraction": 1.0 - float(np.mean(self.batch.finished)),
+            "rollout/tokens_per_second": sum(lengths) * rounds / max(seconds, 1e-9),
+            "rollout/generation_rounds": float(rounds),
+        }
+        kinds = [sample.fields.get("kind") for sample in self.batch.samples]
+        metrics |= trajectory_metrics_by_kind(self.batch.trajectories, kinds)  # agent loops
+        return StepResult(seconds, metrics, env_steps=len(self.batch))
+
+    def reward_chunk(self, batch: ResponseBatch, rows: list[int]) -> dict[str, list[Any]]:
+        """``rows`` of ``batch`` as reward keywords (completions decoded)."""
+        return reward_chunk(self.tokenizer, batch, rows)
+
+    def score_in_process(self, batch: ResponseBatch) -> list[float]:
+        """Rewards of ``batch`` scored now, in this process and the reward-model workers.
+
+        For dynamic sampling and evaluation; a model failure's reward is NaN.
+        """
+        return score_now(self, batch, self.timeouts.reward)
+
+    def _model_scores(
+        self, batch: ResponseBatch, chunk: dict[str, list[Any]] | None, seed: int
+    ) -> ModelRewardScores:
+        chunk = chunk or self.reward_chunk(batch, list(range(len(batch))))
+        return self.model_reward.score(
+            chunk["prompts"], chunk["completions"], seed, self.timeouts.reward
+        )
+
+    def reward_jobs(self, iteration: int) -> list[FanoutJob]:
+        """Chunks of the batch for the reward fan-out tasks (``reward.num_tasks`` of them).
+
+        With a model reward the jobs score the rule components only (the reward-model
+        workers score the rest in :meth:`reward`), and an injected ``reward`` fault strikes
+        the first reward-model worker.
+        """
+        reward_cfg, tasks = self.config_dict["reward"], self.cfg.reward.num_tasks
+        if self.model_reward is not None:
+            self.faults.arm("reward", iteration, self.model_reward.group[0])
+            return rule_jobs(self.batch, self.tokenizer, reward_cfg, self.reward_plan, tasks)
+        fault = self.faults.task_fault("reward", iteration)
+        return reward_jobs(self.batch, self.tokenizer, reward_cfg, tasks, fault)
+
+    def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:
+        """Collect the fan-out tasks' scores (plus DAPO's overlong penalty).
+
+        With a model reward, the reward-model workers score the batch here and the
+        components are added up with their weights (:mod:`kinds.reasoning.model_reward_step`).
+        """
+        start = time.perf_counter()
+        cfg = self.cfg
+        component_metrics: dict[str, float] = {}
+        if self.model_reward is not None:
+            model = self._model_scores(self.batch, None, cfg.run.seed * 100_003 + iteration)
+            combined, component_metrics = combine(self.reward_plan, results, model)
+            results = [combined]
+        metrics = component_metrics | collect_rewards(
+            self.batch,
+            results or [],
+            cfg.algorithm,
+            cfg.rollout.max_new_tokens,
+            cfg.agent.call_cost,
+        )
+        # a sample of the scored trajectories, logged as MLflow traces once per iteration
+        traces = trace_rows(self.batch, self.tokenizer, cfg.tracking.agent_traces)
+        info = {"agent_traces": traces} if traces else {}
+        return StepResult(time.perf_counter() - start, metrics, info=info)
+
+    def advantage(self, iteration: int) -> StepResult:
+        """Trainer and reference log-probs, token rewards, advantages (``advantage_step``)."""
+        return advantage_step(self, iteration)
+
+    def update(self, iteration: int) -> StepResult:
+        """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks."""
+        self.faults.arm("update", iteration, self.actor[0])
+        cfg = self.cfg
+        return update_step(
+            self.actor,
+            self.layout,
+            self.batch,
+            cfg.actor,
+            cfg.run.seed,
+            iteration,
+            self.timeouts.update,
+        )
+
+    # -- supervised warm start -------------------------------------------------------------
+    def sft_step(self, iteration: int) -> StepResult:
+        """Supervised steps of one SFT iteration (see :func:`kinds.reasoning.sft_steps.sft_step`)."""
+        return sft_step(self, iteration)
+
+    # -- evaluation -----------------------------------------------------------------------
+    def evaluate(self, iteration: int, results: list[Any] | None = None) -> Evaluation:
+        """Greedy accuracy and pass@k on the held-out prompts, with sample rows."""
+        self.weight_sync(-1)  # the weights being evaluated (the update may follow the sync)
+        self.faults.arm("evaluate", iteration, self.rollout_group[0])
+        metrics, rows = evaluate_heldout(self, iteration)
+        return Evaluation(metrics, rows, seconds=metrics.pop("seconds"))
+
+    @classmethod
+    def evaluate_checkpoint(
+        cls, store_uri: str, checkpoint: dict[str, Any], episodes: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """Greedy accuracy, pass@k and sample rows of the checkpoint's LM, in this process."""
+        from infra.checkpoint.reader import locate_checkpoint
+        from kinds.reasoning.checkpoint_eval import CheckpointEvaluator
+
+        step, trusted = checkpoint["step"], checkpoint.get("trusted", False)
+        ref = locate_checkpoint(store_uri, step, trusted)
+        metrics, rows = CheckpointEvaluator(ref).evaluate(step)
+        metrics.pop("seconds", None)
+        prompts = int(metrics["eval/prompts"])
+        headline = f"accuracy {metrics['eval/accuracy']:.1%} on {prompts} held-out prompts"
+        return metrics, rows, headline
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+        """Trainer shards + full weights (collective) and the prompt sampler's cursor."""
+        start = time.perf_counter()
+        self.faults.arm("checkpoint", step - 1, self.actor[0])
+        folder = step_dir_name(step)
+        timeout = self.timeouts.checkpoint
+        saved = self.actor.call_within("checkpoint", timeout, "save_checkpoint", store_uri, folder)
+        #: The weight version the last checkpoint holds (None: the trainer does not say).
+        self.checkpointed_version = next(
+            (r["version"] for r in saved if isinstance(r, dict) and "version" in r), None
+        )
+        store = open_store(store_uri)
+        self.generation.save(store, folder, timeout)  # (may put the prompt cursor back)
+        state = {"sampler": self.sampler.state_dict()}
+        store.write_bytes(f"{folder}/{STATE_FILE}", json.dumps(state).encode())
+        return {"seconds": time.perf_counter() - start, "dir": folder}
+
+    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
+        """Restore trainer shards, optimizer and data cursor; the next sync is a full one."""
+        local = open_store(store_uri).local_path(f"{folder}/actor_dcp")
+        if local is not None:  # refused here in one line, before any trainer rank loads
+            signed_dcp.check_folder(local, self.cfg.run.trust_checkpoint)
+        self.actor.call_within(
+            "checkpoint", self.timeouts.checkpoint, "load_checkpoint", store_uri, folder
+        )
+        raw = open_store(store_uri).read_bytes(f"{folder}/{STATE_FILE}")
+        self.sampler.load_state_dict(json.loads(raw)["sampler"])
+        self.batch = ResponseBatch()
+        self.generation.load(store_uri, folder, step)
+
+    # -- retries -------------------------------------------------------------------------
+    def snapshot(self, step: str) -> None:
+        """Keep what ``step`` changes: the prompt cursor, the trainer ranks' state, or both.
+
+        A rollout moves the cursor, an update the trainer; a supervised step moves both.
+        """
+        if step == "rollout":
+            self.generation.snapshot()
+        elif step == "sft_update":
+            self._sampler_snapshot = self.sampler.state_dict()
+        if step in ("update", "sft_update"):
+            self.actor.call_within(step, self.timeouts.update, "snapshot")
+
+    def restore(self, step: str) -> None:
+        """Put back the state kept by :meth:`snapshot`."""
+        if step in ("rollout", "sft_update"):
+            self.batch = ResponseBatch()
+            if step == "rollout":
+                self.generation.restore(self.timeouts.rollout)  # puts back the prompt cursor
+            else:
+                self.sampler.load_state_dict(self._sampler_snapshot)
+        if step in ("update", "sft_update"):
+            self.actor.call_within(step, self.timeouts.update, "restore_snapshot")
+
+    def before_retry(self, step: str) -> None:
+        """A retried weight sync sends full weights (a patch may have been half applied)."""
+        if step == "weight_sync":
+            self.actor.call_within(step, self.timeouts.weight_sync, "reset_sync")
+
+    # -- recovery ------------------------------------------------------------------------
+    def repair(self) -> dict[str, list[int]]:
+        """Respawn dead workers; a dead trainer rank rebuilds the whole trainer group."""
+        rebuilt: dict[str, list[int]] = {}
+        for group in self.groups:
+            dead = group.dead_ranks()
+            if not dead:
+                continue
+            ranks = list(range(len(group))) if group is self.actor else dead
+            for rank in ranks:
+                group.respawn(rank)
+            if getattr(group.cls, "stateless", False):  # nothing lost: retry, no rewind
+                logger.warning("respawned %s workers %s (they hold no state)", group.name, ranks)
+                continue
+            rebuilt[group.name] = ranks
+        for group in self.groups:
+            group.wait_started(self.timeouts.worker_start)
+        if "actor" in rebuilt:
+            self._setup_trainer()
+        return rebuilt

@@ -1,0 +1,249 @@
+"""RewardModelRuntime: the trainer ranks of a reward-model run and the steps tasks call.
+
+The step contract of :class:`infra.driver.step_runtime.StepRuntime` for a reward model
+trained on preference pairs: the rollout step takes the next pairs from the data cursor and
+tokenizes them (``actor.steps_per_iteration`` batches of ``data.pairs_per_batch``), the
+update step runs one Bradley-Terry optimizer step per batch on the FSDP2 trainer ranks,
+and the evaluation scores the held-out pairs there. There is nothing to sync, score or
+estimate: weight_sync, reward and advantage do nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from infra.checkpoint import signed_dcp
+from infra.checkpoint.store import open_store, step_dir_name
+from infra.cluster import ray_cluster
+from infra.cluster.cluster_placement import place
+from infra.cluster.deadlines import Liveness
+from infra.cluster.worker_group import WorkerGroup
+from infra.driver.step_runtime import Evaluation, StepResult, StepRuntime
+from infra.llm.workers.trainer_rank import setup_trainer
+from kinds.reward_model.evaluation import pair_metrics, sample_rows
+from kinds.reward_model.worker import RewardModelWorker
+from rl_core.config import RLPipeConfig
+from rl_core.data import PromptSampler
+from rl_core.data.preferences import PreferencePair, load_preference_pairs
+from rl_core.models.reward_model import encode_pairs
+
+logger = logging.getLogger(__name__)
+STATE_FILE = "reward_model_state.json"
+
+
+class RewardModelRuntime(StepRuntime):
+    """Creates and drives the trainer ranks of a reward-model run.
+
+    Args:
+        cfg: The validated run config (a reward model).
+    """
+
+    def __init__(self, cfg: RLPipeConfig) -> None:
+        from rl_core.models.causal_lm import load_tokenizer
+
+        super().__init__(cfg)
+        ray_cluster.connect_cluster(cfg.cluster)
+        self.tokenizer = load_tokenizer(cfg.model)
+        self.train_pairs, self.eval_pairs = load_preference_pairs(cfg.data)
+        self.sampler = PromptSampler(len(self.train_pairs), cfg.data.pairs_per_batch, cfg.run.seed)
+        self.timeouts = cfg.timeouts
+        world = cfg.actor.num_workers
+        self.cluster_placement = place(cfg, {"actor": world})
+        plan = self.cluster_placement["actor"]
+        self.actor = WorkerGroup(
+            "actor",
+            RewardModelWorker,
+            world,
+            plan,
+            lambda r: (self.config_dict, r, plan.cpus, world),
+            Liveness.from_config(cfg.timeouts),
+        )
+        self.actor.wait_started(cfg.timeouts.worker_start)
+        self.cluster_placement.check_workers(self.groups)
+        self._setup_trainer()
+        self.batches: list[dict[str, np.ndarray]] = []
+
+    @property
+    def groups(self) -> list[WorkerGroup]:
+        """The trainer ranks (the run's only group)."""
+        return [self.actor]
+
+    def _setup_trainer(self) -> None:
+        logger.info(
+            "reward-model trainer: %s", setup_trainer(self.actor, self.timeouts.worker_start)
+        )
+
+    @classmethod
+    def preflight(cls, cfg: RLPipeConfig) -> None:
+        """Every row of the preference files is valid (before any worker starts)."""
+        train, held = load_preference_pairs(cfg.data)
+        logger.info("preference data: %d training and %d held-out pairs", len(train), len(held))
+
+    def encode(self, pairs: list[PreferencePair]) -> dict[str, np.ndarray]:
+        """``pairs`` as a tokenized batch (``prompt + response``, right-padded)."""
+        return encode_pairs(
+            self.tokenizer,
+            int(self.tokenizer.pad_token_id),
+            [p.prompt for p in pairs],
+            [p.chosen for p in pairs],
+            [p.rejected for p in pairs],
+            self.cfg.data.max_length,
+        )
+
+    # -- steps ---------------------------------------------------------------------------
+    def weight_sync(self, iteration: int) -> StepResult:
+        """Nothing to sync: the trainer ranks also score."""
+        return StepResult(0.0)
+
+    def rollout(self, iteration: int) -> StepResult:
+        """The next ``actor.steps_per_iteration`` batches of pairs from the data cursor."""
+        start = time.perf_counter()
+        steps = self.cfg.actor.steps_per_iteration
+        picks = [self.sampler.next_indices() for _ in range(steps)]
+        self.batches = [self.encode([self.train_pairs[i] for i in rows]) for rows in picks]
+        pairs = sum(len(rows) for rows in picks)
+        return StepResult(time.perf_counter() - start, env_steps=pairs)
+
+    def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:
+        """Nothing to score: preference pairs come labelled."""
+        return StepResult(0.0)
+
+    def advantage(self, iteration: int) -> StepResult:
+        """Nothing to estimate."""
+        return StepResult(0.0)
+
+    def update(self, iteration: int) -> StepResult:
+        """One Bradley-Terry step per batch; each rank trains on its share of every batch."""
+        start = time.perf_counter()
+        self.faults.arm("update", iteration, self.actor[0])
+        world = len(self.actor)
+        shards = [[self._rows(b, part) for b in self.batches] for part in range(world)]
+        total = self.cfg.data.pairs_per_batch
+        outs = self.actor.get(
+            [
+                handle.train_steps.remote(shard, total, iteration)
+                for handle, shard in zip(self.actor.handles, shards, strict=True)
+            ],
+            self.timeouts.update,
+            "update",
+        )
+        metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
+        return StepResult(time.perf_counter() - start, metrics)
+
+    def _rows(self, batch: dict[str, np.ndarray], part: int) -> dict[str, np.ndarray]:
+        """Rank ``part``'s equal share of ``batch`` (the config makes the batch divide)."""
+        rows = np.array_split(np.arange(len(batch["chosen_ids"])), len(self.actor))[part]
+        return {k: v[rows] for k, v in batch.items()}
+
+    # -- evaluation -----------------------------------------------------------------------
+    def evaluate(self, iteration: int, results: list[Any] | None = None) -> Evaluation:
+        """Pairwise accuracy and reward margin on the held-out pairs, with sample rows."""
+        start = time.perf_counter()
+        self.faults.arm("evaluate", iteration, self.actor[0])
+        chosen, rejected = self.score(self.eval_pairs, "evaluate")
+        metrics = pair_metrics(chosen, rejected)
+        rows = sample_rows(self.eval_pairs, chosen, rejected, self.cfg.eval.sample_rows)
+        return Evaluation(metrics, rows, seconds=time.perf_counter() - start)
+
+    def score(self, pairs: list[PreferencePair], step: str) -> tuple[np.ndarray, np.ndarray]:
+        """Rewards of the chosen and rejected responses of ``pairs`` (every rank scores).
+
+        The pairs are split evenly across ranks; the last rank's share is topped up with
+        copies of its first row so that every rank runs the same forward passes.
+        """
+        world = len(self.actor)
+        per_rank = -(-len(pairs) // world)
+        padded = pairs + pairs[: per_rank * world - len(pairs)]
+        batch = self.encode(padded)
+        parts = -(-per_rank // self.cfg.actor.micro_batch_size)
+        shards = [
+            {k: v[r * per_rank : (r + 1) * per_rank] for k, v in batch.items()}
+            for r in range(world)
+        ]
+        outs = self.actor.get(
+            [h.score.remote(s, parts) for h, s in zip(self.actor.handles, shards, strict=True)],
+            getattr(self.timeouts, step),
+            step,
+        )
+        chosen = np.concatenate([o["chosen"] for o in outs])[: len(pairs)]
+        rejected = np.concatenate([o["rejected"] for o in outs])[: len(pairs)]
+        return chosen, rejected
+
+    @classmethod
+    def evaluate_checkpoint(
+        cls, store_uri: str, checkpoint: dict[str, Any], episodes: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """Pairwise accuracy and sample rows of the checkpoint's reward model, in this process."""
+        from infra.checkpoint.export import policy_from_checkpoint
+        from infra.checkpoint.reader import locate_checkpoint
+        from kinds.reward_model.evaluation import evaluate_checkpoint_pairs
+        from rl_core.config import validate_config
+
+        ref = locate_checkpoint(store_uri, checkpoint["step"], checkpoint.get("trusted", False))
+        policy, config, _ = policy_from_checkpoint(ref)
+        cfg = validate_config(config, source=f"{ref.location} config.json")
+        metrics, rows = evaluate_checkpoint_pairs(policy, cfg)
+        metrics.pop("seconds", None)
+        pairs = int(metrics["eval/pairs"])
+        accuracy = metrics["eval/pairwise_accuracy"]
+        return metrics, rows, f"pairwise accuracy {accuracy:.1%} on {pairs} held-out pairs"
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+        """Trainer shards + full weights (collective) and the data cursor."""
+        start = time.perf_counter()
+        self.faults.arm("checkpoint", step - 1, self.actor[0])
+        folder = step_dir_name(step)
+        self.actor.call_within(
+            "checkpoint", self.timeouts.checkpoint, "save_checkpoint", store_uri, folder
+        )
+        state = {"sampler": self.sampler.state_dict()}
+        open_store(store_uri).write_bytes(f"{folder}/{STATE_FILE}", json.dumps(state).encode())
+        return {"seconds": time.perf_counter() - start, "dir": folder}
+
+    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
+        """Restore trainer shards, optimizer and the data cursor."""
+        store = open_store(store_uri)
+        local = store.local_path(f"{folder}/actor_dcp")
+        if local is not None:  # refused here in one line, before any trainer rank loads
+            signed_dcp.check_folder(local, self.cfg.run.trust_checkpoint)
+        self.actor.call_within(
+            "checkpoint", self.timeouts.checkpoint, "load_checkpoint", store_uri, folder
+        )
+        self.sampler.load_state_dict(
+            json.loads(store.read_bytes(f"{folder}/{STATE_FILE}"))["sampler"]
+        )
+        self.batches = []
+
+    # -- retries -------------------------------------------------------------------------
+    def snapshot(self, step: str) -> None:
+        """Keep the data cursor (rollout) or the trainer ranks' state (update)."""
+        if step == "rollout":
+            self._sampler_snapshot = self.sampler.state_dict()
+        elif step == "update":
+            self.actor.call_within(step, self.timeouts.update, "snapshot")
+
+    def restore(self, step: str) -> None:
+        """Put back what :meth:`snapshot` kept."""
+        if step == "rollout":
+            self.sampler.load_state_dict(self._sampler_snapshot)
+            self.batches = []
+        elif step == "update":
+            self.actor.call_within(step, self.timeouts.update, "restore_snapshot")
+
+    # -- recovery ------------------------------------------------------------------------
+    def repair(self) -> dict[str, list[int]]:
+        """Respawn the whole trainer group when a rank died (its state is lost)."""
+        if not self.actor.dead_ranks():
+            return {}
+        ranks = list(range(len(self.actor)))
+        for rank in ranks:
+            self.actor.respawn(rank)
+        self.actor.wait_started(self.timeouts.worker_start)
+        self._setup_trainer()
+        return {self.actor.name: ranks}
