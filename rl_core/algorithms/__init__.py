@@ -32,7 +32,6 @@ from rl_core.algorithms.llm_advantages import (
 from rl_core.algorithms.losses import (
     compute_ppo_policy_loss,
     compute_value_loss,
-    entropy_bonus,
     masked_mean,
 )
 from rl_core.algorithms.off_policy import (
@@ -79,7 +78,6 @@ __all__ = [
     "compute_ppo_policy_loss",
     "compute_value_loss",
     "consecutive_groups",
-    "entropy_bonus",
     "get_advantage",
     "get_policy_loss",
     "kl_penalty",

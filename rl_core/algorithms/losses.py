@@ -1,4 +1,4 @@
-"""Policy losses (registered), the clipped value loss and the entropy bonus.
+"""Policy losses (registered) and the clipped value loss.
 
 All reductions are masked means: ``loss_mask`` (bool or 0/1, broadcastable to the inputs)
 marks the elements that count, e.g. the trained-on response tokens of an LLM batch (its
@@ -164,16 +164,3 @@ def compute_value_loss(
         clipfrac = _as_float(masked_mean((clipped > unclipped).to(values.dtype), loss_mask))
     loss = 0.5 * masked_mean(losses, loss_mask)
     return loss, {"value_clipfrac": clipfrac}
-
-
-def entropy_bonus(entropy: torch.Tensor, loss_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Masked mean entropy, to be subtracted (times a coefficient) from the loss.
-
-    Args:
-        entropy: Per-element policy entropy.
-        loss_mask: Optional bool/0-1 mask of the elements that count.
-
-    Returns:
-        Scalar tensor (differentiable).
-    """
-    return masked_mean(entropy, loss_mask)

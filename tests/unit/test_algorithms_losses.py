@@ -7,7 +7,6 @@ from rl_core.algorithms import (
     POLICY_LOSSES,
     compute_ppo_policy_loss,
     compute_value_loss,
-    entropy_bonus,
     get_policy_loss,
     masked_mean,
     register_policy_loss,
@@ -155,10 +154,10 @@ def test_value_loss_unclipped_and_masked():
         compute_value_loss(values, old, ret, value_clip=0.0)
 
 
-def test_entropy_bonus_and_masked_mean():
+def test_masked_mean():
     entropy = torch.tensor([1.0, 2.0, 3.0])
-    assert entropy_bonus(entropy).item() == pytest.approx(2.0)
-    assert entropy_bonus(entropy, torch.tensor([1, 1, 0])).item() == pytest.approx(1.5)
+    assert masked_mean(entropy).item() == pytest.approx(2.0)
+    assert masked_mean(entropy, torch.tensor([1, 1, 0])).item() == pytest.approx(1.5)
     # [2] mask broadcast over a [2, 2] tensor selects column 0: (1 + 3) / 2
     x = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     assert masked_mean(x, torch.tensor([True, False])).item() == 2.0
