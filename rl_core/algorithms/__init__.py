@@ -33,6 +33,7 @@ from rl_core.algorithms.losses import (
     compute_ppo_policy_loss,
     compute_value_loss,
     masked_mean,
+    value_loss_elements,
 )
 from rl_core.algorithms.off_policy import (
     IS_CORRECTIONS,
@@ -85,4 +86,5 @@ __all__ = [
     "normalize_advantages",
     "register_advantage",
     "register_policy_loss",
+    "value_loss_elements",
 ]
