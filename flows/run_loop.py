@@ -158,14 +158,11 @@ def prepare_model_files(cfg: RLPipeConfig) -> RLPipeConfig:
     return cfg
 
 
-def run_training(
-    session: TrainSession, first_attempt: bool = True, step_flow: Any = None
-) -> dict[str, Any]:
+def run_training(session: TrainSession, step_flow: Any = None) -> dict[str, Any]:
     """The loop of iteration flows, with timing, MLflow logging and progress lines.
 
     Args:
         session: The open training session.
-        first_attempt: False on a retry of the train flow (unused; kept for callers).
         step_flow: The per-iteration child flow (default: the RL iteration flow).
     """
     cfg = session.cfg
@@ -177,7 +174,7 @@ def run_training(
     # Child flows get no heartbeat thread: joining it costs up to 1 s per iteration (it
     # sleeps in 1 s steps) and a 1 s flow needs no liveness pings; the train flow keeps its.
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        result = _iterate(session, first_attempt, step_flow or iteration_flow)
+        result = _iterate(session, step_flow or iteration_flow)
     result["already_finished"] = finished_before is not None
     result["prefect_flow_run_id"] = str(flow_run.id) if flow_run.id else None
     cancel_orphaned_children(result["prefect_flow_run_id"])
@@ -204,7 +201,7 @@ def already_finished(cfg: RLPipeConfig, state: Any, resumed_from: int | None) ->
     )
 
 
-def _iterate(session: TrainSession, first_attempt: bool, step_flow: Any) -> dict[str, Any]:
+def _iterate(session: TrainSession, step_flow: Any) -> dict[str, Any]:
     cfg = session.cfg
     it = session.state.iteration
     meter = cost_meter(session)

@@ -79,9 +79,7 @@ def sft(
         redacted_errors(),
         train_session(preset, overrides, run_name, supervised=True) as session,
     ):
-        summary = run_training(
-            session, first_attempt=(flow_run.run_count or 1) <= 1, step_flow=sft_iteration_flow
-        )
+        summary = run_training(session, step_flow=sft_iteration_flow)
     if summary["stopped"] is not None:
         logger.warning(
             "%s stopped before finishing: its model is not exported (a warm start would begin "

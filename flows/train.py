@@ -20,7 +20,6 @@ if __name__ == "__main__":  # the local Prefect API and Ray start while the impo
 
     start_services_early(sys.argv[1:])
 
-from prefect.runtime import flow_run
 
 from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, prepare_model_files, run_training, train_session
@@ -70,7 +69,7 @@ def train(
         redacted_errors(),
         train_session(preset, overrides, run_name, prepare=prepare_model) as session,
     ):
-        return run_training(session, first_attempt=(flow_run.run_count or 1) <= 1)
+        return run_training(session)
 
 
 def prepare_model(cfg: RLPipeConfig) -> RLPipeConfig:

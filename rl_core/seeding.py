@@ -13,7 +13,10 @@ The streams:
 | :func:`generation_round_seed` | one round of LLM response sampling (prompt cursor, round) |
 | :func:`generation_rank_seed` | the part of a generation a rollout rank samples |
 | :func:`generation_segment_seed` | one segment of a partial rollout (async reasoning) |
+| :func:`generation_row_seed` | one row of a vLLM generation call |
 | :func:`update_shuffle_seed` | the row permutation of an LLM update |
+| :func:`scoring_worker_seed` | a reward-model scoring worker's global torch seed |
+| :func:`model_reward_seed` | the reward-model scoring of one iteration's batch |
 | :func:`eval_seeds` | the fixed episode seeds of every evaluation |
 """
 
@@ -27,6 +30,7 @@ _STEP_STRIDE = 7_919
 _CALLER_STRIDE = 1_009
 _SEGMENT_STRIDE = 104_729
 _CURSOR_STRIDE = 31
+_ROW_STRIDE = 100_003
 #: Evaluation seeds live far from training seeds.
 EVAL_SEED_OFFSET = 10_000_000
 
@@ -67,8 +71,47 @@ def generation_segment_seed(rank_seed: int, segment: int) -> int:
     return rank_seed + segment * _SEGMENT_STRIDE
 
 
+def generation_row_seed(seed: int, row: int) -> int:
+    """Seed of row ``row`` of a vLLM generation call seeded ``seed``.
+
+    Args:
+        seed: The call's seed.
+        row: The row's index in the call.
+
+    Returns:
+        ``seed * 100003 + row``: a row samples the same whatever vLLM's batching.
+    """
+    return seed * _ROW_STRIDE + row
+
+
 def update_shuffle_seed(run_seed: int, iteration: int) -> int:
     """Seed of the row permutation of the LLM update of ``iteration``."""
+    return run_seed * _RUN_STRIDE + iteration
+
+
+def scoring_worker_seed(run_seed: int, rank: int) -> int:
+    """The global torch seed a reward-model scoring worker sets when it starts.
+
+    Args:
+        run_seed: ``run.seed``.
+        rank: The scoring worker's rank.
+
+    Returns:
+        ``run_seed + rank``.
+    """
+    return run_seed + rank
+
+
+def model_reward_seed(run_seed: int, iteration: int) -> int:
+    """Seed of the reward-model scoring of ``iteration``'s batch.
+
+    Args:
+        run_seed: ``run.seed``.
+        iteration: The training iteration.
+
+    Returns:
+        ``run_seed * 100003 + iteration``.
+    """
     return run_seed * _RUN_STRIDE + iteration
 
 

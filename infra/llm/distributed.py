@@ -160,11 +160,6 @@ def full_state_dict(
     return _model_state(model, options, trainable_only)
 
 
-def load_full_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Load an unsharded state dict into a sharded model (collective)."""
-    set_model_state_dict(model, dict(state), options=StateDictOptions(full_state_dict=True))
-
-
 def save_sharded(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,

@@ -27,6 +27,7 @@ from rl_core.agents.lockstep import GenerationRequest
 from rl_core.agents.loops import Generation
 from rl_core.llm.generation import GenerationResult, SamplingParams
 from rl_core.models.causal_lm import DTYPES
+from rl_core.seeding import generation_row_seed
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ class VLLMEngine(RolloutEngine):
             stop=list(stop) or None,
             include_stop_str_in_output=bool(stop),
             logprobs=0,
-            seed=None if seed is None else seed * 100_003 + row,
+            seed=None if seed is None else generation_row_seed(seed, row),
             detokenize=bool(stop),  # stop texts are matched on the decoded text
         )
 
@@ -269,7 +270,7 @@ class VLLMEngine(RolloutEngine):
 
         Log-probs are those of the distribution the token was sampled from (temperature
         applied), like the trainer's recomputation. Row ``i`` samples with the seed
-        ``seed * 100003 + i``, so a call is reproducible whatever vLLM's batching.
+        ``generation_row_seed(seed, i)`` (``seed * 100003 + i``), so a call is reproducible whatever vLLM's batching.
         """
         params = [self._sampling(sampling, seed, i) for i in range(len(prompt_ids))]
         stop = set(sampling.stop_token_ids)

@@ -60,6 +60,7 @@ from rl_core.data import PromptSampler
 from rl_core.llm.prompting import encode_prompts, load_task_samples
 from rl_core.llm.sync_probe import probe_atol, probe_tokens
 from rl_core.rewards.model_reward import reward_plan
+from rl_core.seeding import model_reward_seed
 from rl_core.training.parallel_layout import ParallelLayout
 
 logger = logging.getLogger(__name__)
@@ -269,7 +270,8 @@ class ReasoningRuntime(StepRuntime):
         cfg = self.cfg
         component_metrics: dict[str, float] = {}
         if self.model_reward is not None:
-            model = self._model_scores(self.batch, None, cfg.run.seed * 100_003 + iteration)
+            seed = model_reward_seed(cfg.run.seed, iteration)
+            model = self._model_scores(self.batch, None, seed)
             combined, component_metrics = combine(self.reward_plan, results, model)
             results = [combined]
         metrics = component_metrics | collect_rewards(

@@ -32,8 +32,8 @@ from rl_core.algorithms.llm_advantages import (
 from rl_core.algorithms.losses import (
     compute_ppo_policy_loss,
     compute_value_loss,
-    entropy_bonus,
     masked_mean,
+    value_loss_elements,
 )
 from rl_core.algorithms.off_policy import (
     IS_CORRECTIONS,
@@ -79,7 +79,6 @@ __all__ = [
     "compute_ppo_policy_loss",
     "compute_value_loss",
     "consecutive_groups",
-    "entropy_bonus",
     "get_advantage",
     "get_policy_loss",
     "kl_penalty",
@@ -87,4 +86,5 @@ __all__ = [
     "normalize_advantages",
     "register_advantage",
     "register_policy_loss",
+    "value_loss_elements",
 ]

@@ -1,4 +1,4 @@
-"""Policy losses (registered), the clipped value loss and the entropy bonus.
+"""Policy losses (registered) and the clipped value loss.
 
 All reductions are masked means: ``loss_mask`` (bool or 0/1, broadcastable to the inputs)
 marks the elements that count, e.g. the trained-on response tokens of an LLM batch (its
@@ -123,6 +123,39 @@ def compute_ppo_policy_loss(
     return loss, metrics
 
 
+def value_loss_elements(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    value_clip: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-element squared errors of the value loss, before its ``0.5`` and its reduction.
+
+    Without clipping: ``(v - R)^2``. With ``value_clip = c``::
+
+        v_clipped = old_v + clamp(v - old_v, -c, c)
+        losses = max((v - R)^2, (v_clipped - R)^2)
+
+    Both value losses reduce these: :func:`compute_value_loss` (masked mean) and
+    :mod:`rl_core.training.llm_update` (sum weighted by token weights).
+
+    Args:
+        values: Current value predictions.
+        old_values: Value predictions at collection time (same shape).
+        returns: Value targets (same shape).
+        value_clip: Clip range ``c``, or None for the plain squared error.
+
+    Returns:
+        ``(losses, unclipped)``: the per-element losses and ``(v - R)^2`` (the same tensor
+        without clipping); ``losses > unclipped`` where the clipped branch is strictly larger.
+    """
+    unclipped = (values - returns) ** 2
+    if value_clip is None:
+        return unclipped, unclipped
+    v_clipped = old_values + torch.clamp(values - old_values, -value_clip, value_clip)
+    return torch.maximum(unclipped, (v_clipped - returns) ** 2), unclipped
+
+
 def compute_value_loss(
     values: torch.Tensor,
     old_values: torch.Tensor,
@@ -132,10 +165,9 @@ def compute_value_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Squared-error value loss with optional PPO-style value clipping.
 
-    Without clipping: ``0.5 * mean((v - R)^2)``. With ``value_clip = c``::
-
-        v_clipped = old_v + clamp(v - old_v, -c, c)
-        loss = 0.5 * mean(max((v - R)^2, (v_clipped - R)^2))
+    ``0.5 * masked_mean(losses)`` of :func:`value_loss_elements`: without clipping
+    ``0.5 * mean((v - R)^2)``, with ``value_clip = c``
+    ``0.5 * mean(max((v - R)^2, (v_clipped - R)^2))``.
 
     Args:
         values: Current value predictions.
@@ -151,29 +183,11 @@ def compute_value_loss(
     Raises:
         ValueError: ``value_clip`` is not positive.
     """
-    unclipped = (values - returns) ** 2
-    if value_clip is None:
-        losses = unclipped
-        clipfrac = 0.0
-    else:
-        if value_clip <= 0:
-            raise ValueError(f"value_clip must be > 0, got {value_clip}")
-        v_clipped = old_values + torch.clamp(values - old_values, -value_clip, value_clip)
-        clipped = (v_clipped - returns) ** 2
-        losses = torch.maximum(unclipped, clipped)
-        clipfrac = _as_float(masked_mean((clipped > unclipped).to(values.dtype), loss_mask))
+    if value_clip is not None and value_clip <= 0:
+        raise ValueError(f"value_clip must be > 0, got {value_clip}")
+    losses, unclipped = value_loss_elements(values, old_values, returns, value_clip)
+    clipfrac = 0.0
+    if value_clip is not None:
+        clipfrac = _as_float(masked_mean((losses > unclipped).to(values.dtype), loss_mask))
     loss = 0.5 * masked_mean(losses, loss_mask)
     return loss, {"value_clipfrac": clipfrac}
-
-
-def entropy_bonus(entropy: torch.Tensor, loss_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Masked mean entropy, to be subtracted (times a coefficient) from the loss.
-
-    Args:
-        entropy: Per-element policy entropy.
-        loss_mask: Optional bool/0-1 mask of the elements that count.
-
-    Returns:
-        Scalar tensor (differentiable).
-    """
-    return masked_mean(entropy, loss_mask)

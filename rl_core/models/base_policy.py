@@ -45,7 +45,7 @@ class BasePolicy(nn.Module, abc.ABC):
     """Base class of every rlpipe policy."""
 
     #: Names accepted by :meth:`forward`'s ``forward_type``.
-    forward_types: tuple[str, ...] = ("default_forward", "value_forward", "sft_forward")
+    forward_types: tuple[str, ...] = ("default_forward", "value_forward")
 
     #: How the checkpoint converter writes the weights of a standalone model directory:
     #: ``"state_dict"`` (``model.safetensors`` of :meth:`state_dict`) or ``"hf_pretrained"``
@@ -59,8 +59,8 @@ class BasePolicy(nn.Module, abc.ABC):
 
         Args:
             forward_type: One of :attr:`forward_types` (``default_forward`` recomputes
-                logprobs/values/entropy; ``value_forward`` returns values for observations;
-                ``sft_forward`` computes a supervised loss where a policy supports it).
+                logprobs/values/entropy; ``value_forward`` returns values for
+                observations).
             **kwargs: Passed to the branch.
 
         Raises:
@@ -108,10 +108,6 @@ class BasePolicy(nn.Module, abc.ABC):
     def value_forward(self, env_obs: dict[str, Any], **kwargs: Any) -> torch.Tensor:
         """Critic values [B] for observations (policies without a critic raise)."""
         raise NotImplementedError(f"{type(self).__name__} has no value head")
-
-    def sft_forward(self, **kwargs: Any) -> dict[str, torch.Tensor]:
-        """Supervised loss branch (policies without one raise)."""
-        raise NotImplementedError(f"{type(self).__name__} does not support sft_forward")
 
     def pretrained_model(self) -> Any:
         """The wrapped Hugging Face ``PreTrainedModel`` (``export_format = "hf_pretrained"``)."""

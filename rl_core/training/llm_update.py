@@ -33,6 +33,7 @@ from rl_core.algorithms import (
     get_policy_loss,
     importance_weights,
     kl_penalty,
+    value_loss_elements,
 )
 from rl_core.models.base_policy import BasePolicy
 from rl_core.training.loss_mask import check_loss_mask, loss_mask_of
@@ -291,11 +292,8 @@ def _corrected(
 def _value_loss(
     values: torch.Tensor, part: dict[str, torch.Tensor], weights: torch.Tensor, clip: float | None
 ) -> torch.Tensor:
-    returns, old = part["returns"], part["old_values"]
-    losses = (values - returns) ** 2
-    if clip is not None:
-        clipped = old + torch.clamp(values - old, -clip, clip)
-        losses = torch.maximum(losses, (clipped - returns) ** 2)
+    """``0.5 * sum(losses * weights)`` of :func:`value_loss_elements` (token weights)."""
+    losses, _ = value_loss_elements(values, part["old_values"], part["returns"], clip)
     return 0.5 * (losses * weights).sum()
 
 

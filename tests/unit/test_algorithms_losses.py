@@ -7,12 +7,13 @@ from rl_core.algorithms import (
     POLICY_LOSSES,
     compute_ppo_policy_loss,
     compute_value_loss,
-    entropy_bonus,
     get_policy_loss,
     masked_mean,
     register_policy_loss,
+    value_loss_elements,
 )
 from rl_core.registry import RegistryError
+from rl_core.training.llm_update import _value_loss
 
 
 def _logp(ratios: list[float]) -> torch.Tensor:
@@ -155,10 +156,82 @@ def test_value_loss_unclipped_and_masked():
         compute_value_loss(values, old, ret, value_clip=0.0)
 
 
-def test_entropy_bonus_and_masked_mean():
+def _masked_mean_value_loss_before(values, old_values, returns, value_clip, loss_mask):
+    """``compute_value_loss`` as it was written before it shared ``value_loss_elements``."""
+    unclipped = (values - returns) ** 2
+    if value_clip is None:
+        losses = unclipped
+        clipfrac = 0.0
+    else:
+        v_clipped = old_values + torch.clamp(values - old_values, -value_clip, value_clip)
+        clipped = (v_clipped - returns) ** 2
+        losses = torch.maximum(unclipped, clipped)
+        clipfrac = float(masked_mean((clipped > unclipped).to(values.dtype), loss_mask).item())
+    return 0.5 * masked_mean(losses, loss_mask), clipfrac
+
+
+def _weighted_sum_value_loss_before(values, old, returns, weights, clip):
+    """The LLM update's value loss as it was written before it shared ``value_loss_elements``."""
+    losses = (values - returns) ** 2
+    if clip is not None:
+        clipped = old + torch.clamp(values - old, -clip, clip)
+        losses = torch.maximum(losses, (clipped - returns) ** 2)
+    return 0.5 * (losses * weights).sum()
+
+
+def _value_inputs(seed: int) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(seed)
+    shape = (4, 33)
+    values = torch.randn(shape, generator=generator, dtype=torch.float32)
+    old_values = values + 0.5 * torch.randn(shape, generator=generator, dtype=torch.float32)
+    returns = torch.randn(shape, generator=generator, dtype=torch.float32)
+    weights = torch.rand(shape, generator=generator, dtype=torch.float32)
+    weights = weights * (torch.rand(shape, generator=generator) > 0.3)
+    return values, old_values, returns, weights
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("value_clip", [None, 0.05, 0.2, 10.0])
+def test_value_losses_match_their_former_formulas_exactly(seed: int, value_clip: float | None):
+    values, old_values, returns, weights = _value_inputs(seed)
+    for mask in (None, weights > 0, weights):
+        ours = values.clone().requires_grad_(True)
+        theirs = values.clone().requires_grad_(True)
+        loss, metrics = compute_value_loss(ours, old_values, returns, value_clip, mask)
+        expected, clipfrac = _masked_mean_value_loss_before(
+            theirs, old_values, returns, value_clip, mask
+        )
+        assert torch.equal(loss, expected)
+        assert metrics["value_clipfrac"] == clipfrac
+        loss.backward()
+        expected.backward()
+        assert torch.equal(ours.grad, theirs.grad)
+
+    ours = values.clone().requires_grad_(True)
+    theirs = values.clone().requires_grad_(True)
+    part = {"old_values": old_values, "returns": returns}
+    loss = _value_loss(ours, part, weights, value_clip)
+    expected = _weighted_sum_value_loss_before(theirs, old_values, returns, weights, value_clip)
+    assert torch.equal(loss, expected)
+    loss.backward()
+    expected.backward()
+    assert torch.equal(ours.grad, theirs.grad)
+
+
+def test_value_loss_elements_clip_some_and_not_others():
+    values, old_values, returns, _ = _value_inputs(0)
+    losses, unclipped = value_loss_elements(values, old_values, returns, 0.05)
+    assert 0 < int((losses > unclipped).sum()) < losses.numel()
+    assert torch.equal(losses, torch.maximum(losses, unclipped))
+    plain, same = value_loss_elements(values, old_values, returns)
+    assert plain is same
+    assert torch.equal(plain, (values - returns) ** 2)
+
+
+def test_masked_mean():
     entropy = torch.tensor([1.0, 2.0, 3.0])
-    assert entropy_bonus(entropy).item() == pytest.approx(2.0)
-    assert entropy_bonus(entropy, torch.tensor([1, 1, 0])).item() == pytest.approx(1.5)
+    assert masked_mean(entropy).item() == pytest.approx(2.0)
+    assert masked_mean(entropy, torch.tensor([1, 1, 0])).item() == pytest.approx(1.5)
     # [2] mask broadcast over a [2, 2] tensor selects column 0: (1 + 3) / 2
     x = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     assert masked_mean(x, torch.tensor([True, False])).item() == 2.0

@@ -136,7 +136,7 @@ def test_sleep_update_wake_sync_generate_over_two_iterations(worker) -> None:
         ("sleep",),
         ("update", "asleep"),
     ]
-    assert worker.get_version() == 1 and worker.version == 2
+    assert worker.engine_version == 1 and worker.version == 2
     worker.sync_rollout_weights()  # (as an evaluation would)
     worker.sft_update(data, _totals(data)[0], 2)  # a supervised step sleeps the engine too
     assert worker.engine.log[-3:] == [("wake",), ("sync", 2), ("sleep",)]

@@ -94,7 +94,7 @@ def flow_failing_at(fail_at: int, session: Session, ran: list[int], times: int =
 def test_a_failed_iteration_with_a_dead_worker_replays_from_the_checkpoint() -> None:
     session = Session(dead_after_failure=True)
     ran: list[int] = []
-    result = _iterate(session, True, flow_failing_at(3, session, ran))
+    result = _iterate(session, flow_failing_at(3, session, ran))
     assert ran == [0, 1, 2, 3, 2, 3]
     assert session.rewound_to == [2]
     assert result["iterations"] == 4
@@ -103,7 +103,7 @@ def test_a_failed_iteration_with_a_dead_worker_replays_from_the_checkpoint() -> 
 def test_a_failed_iteration_without_dead_workers_runs_again_within_its_budget() -> None:
     session = Session(dead_after_failure=False)
     ran: list[int] = []
-    result = _iterate(session, True, flow_failing_at(3, session, ran, times=2))
+    result = _iterate(session, flow_failing_at(3, session, ran, times=2))
     assert ran == [0, 1, 2, 3, 3, 3] and session.rewound_to == []
     assert result["iterations"] == 4
 
@@ -112,7 +112,7 @@ def test_a_failure_past_the_retry_budget_ends_the_run() -> None:
     session = Session(dead_after_failure=False)
     ran: list[int] = []
     with pytest.raises(RuntimeError, match="ActorDiedError"):
-        _iterate(session, True, flow_failing_at(3, session, ran, times=3))
+        _iterate(session, flow_failing_at(3, session, ran, times=3))
     assert ran == [0, 1, 2, 3, 3, 3] and session.rewound_to == []
 
 
@@ -121,7 +121,7 @@ def test_an_idle_runtime_stops_the_run_after_committing_what_it_trained() -> Non
     session.manifest = None
     session.runtime.idle_from = 2  # e.g. an online run with two batches of feedback waiting
     ran: list[int] = []
-    result = _iterate(session, True, flow_failing_at(-1, session, ran))
+    result = _iterate(session, flow_failing_at(-1, session, ran))
     assert ran == [0, 1]
     assert result["stopped"] == "idle" and result["iterations"] == 2
     assert session.checkpoints == [2]  # committed before stopping; the next start goes on

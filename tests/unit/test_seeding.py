@@ -13,6 +13,10 @@ def test_streams_are_pinned():
     assert seeding.generation_round_seed(0, 32, 1) == 2_000 * 7_919 + 32 * 31 + 1
     assert seeding.generation_rank_seed(11, 1) == 11 * 1_009 + 1
     assert seeding.update_shuffle_seed(3, 4) == 3 * 100_003 + 4
+    assert seeding.generation_row_seed(11, 5) == 1_100_038 == 11 * 100_003 + 5
+    assert seeding.scoring_worker_seed(7, 2) == 9
+    assert seeding.model_reward_seed(7, 3) == 700_024 == 7 * 100_003 + 3
+    assert seeding.model_reward_seed(0, 0) == 0
     assert seeding.eval_seeds(2, 3) == [10_002_000, 10_002_001, 10_002_002]
 
 

@@ -139,10 +139,6 @@ class ServesRollout:
         """
         return self.sampling.predict(env_obs, mode, caller, version)
 
-    def get_version(self) -> int:
-        """Weight version of the rollout copy (-1 before the first sync)."""
-        return self.sampling.version
-
     def get_rng_state(self) -> dict[int, torch.Tensor]:
         """Sampling RNG states per caller (checkpointed)."""
         return self.sampling.get_rng_state()

@@ -193,7 +193,3 @@ class LLMHybridWorker(LLMActorWorker):
         with self._own_rng():
             out = run_agents(engine, prompt_ids, sampling, seed, agent)
         return out
-
-    def get_version(self) -> int | None:
-        """Weight version of the engine (None before the first sync)."""
-        return self.engine_version

@@ -243,7 +243,3 @@ class LLMRolloutWorker(WorkerBase):
     def weights(self) -> dict[str, np.ndarray]:
         """Current engine weights as numpy (tests)."""
         return {k: v.numpy() for k, v in self.engine.state_dict().items()}
-
-    def get_version(self) -> int | None:
-        """Weight version loaded (None before the first sync)."""
-        return self.version

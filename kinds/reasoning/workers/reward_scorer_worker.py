@@ -17,6 +17,7 @@ import torch
 
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
 from rl_core.rewards.model_scorers import build_scorer
+from rl_core.seeding import scoring_worker_seed
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class RewardScorerWorker(WorkerBase):
     def __init__(self, config: dict[str, Any], rank: int, cpus: tuple[int, ...] = ()) -> None:
         super().__init__(config, rank, cpus)
         section = self.cfg.reward.model
-        torch.manual_seed(self.cfg.run.seed + rank)
+        torch.manual_seed(scoring_worker_seed(self.cfg.run.seed, rank))
         #: Between calls the model waits in host memory (collocated placement on a GPU).
         self.offload = section.placement == "collocated" and self.device.type == "cuda"
         home = torch.device("cpu") if self.offload else self.device
