@@ -173,3 +173,18 @@ def test_the_wheel_holds_the_presets_and_finds_them_from_any_directory(tmp_path:
     preset_dir, offline_data = out.stdout.split()
     assert Path(preset_dir) == site / "rl_core" / "presets"
     assert Path(offline_data).is_relative_to(site) and Path(offline_data).is_file()
+
+
+def test_workers_import_the_drivers_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    import site as site_module
+
+    from infra.cluster import ray_cluster
+
+    assert ray_cluster.PACKAGES_ROOT == ROOT
+    forwarded = os.pathsep.join(["/extra", str(ROOT)])
+    assert ray_cluster.worker_pythonpath(forwarded) == os.pathsep.join([str(ROOT), "/extra"])
+    assert ray_cluster.worker_pythonpath() == str(ROOT)
+    # an installed wheel's site-packages is every worker's already: not put first
+    installed = Path(site_module.getsitepackages()[0]).resolve()
+    monkeypatch.setattr(ray_cluster, "PACKAGES_ROOT", installed)
+    assert ray_cluster.worker_pythonpath("/extra") == "/extra"
