@@ -15,9 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 

@@ -19,9 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from prefect import flow, pause_flow_run, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE

@@ -23,9 +23,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from prefect import flow
 
 from flows import PROJECT_LOGGERS

@@ -16,9 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from prefect import flow
 from prefect.runtime import flow_run
 from prefect_ray import RayTaskRunner

@@ -21,9 +21,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from mlflow.entities import RunStatus
 from mlflow.tracking import MlflowClient
 from prefect import flow

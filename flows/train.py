@@ -12,9 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 if __name__ == "__main__":  # the local Prefect API and Ray start while the imports below run
     from flows.early_start import start_services_early
 
@@ -57,7 +54,7 @@ def train(
     """Train with a preset plus dotted overrides; resumes the run's latest checkpoint.
 
     Args:
-        preset: Preset name in ``configs/`` or a YAML path.
+        preset: Preset name (``rl_core/presets/``) or a YAML path.
         overrides: ``section.field=value`` strings.
         run_name: Shortcut for ``run.name=...`` (the resume key).
 

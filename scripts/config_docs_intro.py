@@ -13,8 +13,8 @@ three layers, each overriding the one before:
 
 1. the schema defaults listed below;
 2. a preset: a YAML file with the same sections, holding only what differs from the defaults
-   (`--config NAME` for `configs/NAME.yaml`, or `--config path/to/file.yaml` for any YAML
-   file; the default preset is `{default}`);
+   (`--config NAME` for the preset `rl_core/presets/NAME.yaml`, found from any directory,
+   or `--config path/to/file.yaml` for any YAML file; the default preset is `{default}`);
 3. command-line overrides `section.field=value`; the value is parsed as YAML, so
    `actor.lr=1e-3` is a float, `model.hidden_sizes=[128,128]` a list and
    `run.stop_at_eval_return=null` is None. A mapping field is replaced as a whole:
@@ -39,7 +39,7 @@ such as `env.num_envs=1000000000` fails here, not in a worker:
 
 ```text
 $ .venv/bin/python flows/train.py actor.lr=.inf env.num_envs=1000000000
-error: invalid configuration (/path/to/rlpipe/configs/ppo_cartpole.yaml):
+error: invalid configuration (/path/to/rlpipe/rl_core/presets/ppo_cartpole.yaml):
   env.num_envs = 1000000000: Input should be less than or equal to 65536
   actor.lr = inf: Input should be a finite number
 ```
@@ -54,7 +54,7 @@ nothing and passes):
 
 ```text
 $ .venv/bin/python flows/train.py rollout.max_new_tokens=8
-error: invalid configuration (/path/to/rlpipe/configs/ppo_cartpole.yaml):
+error: invalid configuration (/path/to/rlpipe/rl_core/presets/ppo_cartpole.yaml):
   rollout.max_new_tokens: read by reasoning runs only; this run's model (mlp_actor_critic) is embodied
 ```
 

@@ -6,7 +6,7 @@ Usage:
 
 Everything in the page comes from the schema (``RLPipeConfig`` and its section models:
 fields, annotations, ``Field`` constraints and descriptions), the registries, the presets in
-``configs/`` and the small tables in ``config_docs_tables.py`` (which ``render`` checks
+``rl_core/presets/`` and the small tables in ``config_docs_tables.py`` (which ``render`` checks
 against the schema, so a new validator or a renamed field fails loudly instead of leaving
 the page wrong).
 """
@@ -294,7 +294,7 @@ def _presets_table() -> list[str]:
         path = PRESET_DIR / f"{name}.yaml"
         label = f"`{name}` (default)" if name == DEFAULT_PRESET else f"`{name}`"
         keys = ", ".join(f"`{k}`" for k in _preset_keys(path))
-        cells = [label, f"`configs/{path.name}`", _preset_summary(path), keys]
+        cells = [label, f"`rl_core/presets/{path.name}`", _preset_summary(path), keys]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return lines
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import sys
+import site
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,9 @@ from infra.cluster.runtime_env import (
 )
 
 logger = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: The folder holding the rlpipe packages this process imports (rl_core, infra, ...): a
+#: checkout, or the site-packages folder of an installed wheel.
+PACKAGES_ROOT = Path(__file__).resolve().parents[2]
 #: Modules every worker of a new local cluster imports when it starts, before it is given
 #: work: what every rlpipe worker imports (seconds of CPU), done while the driver imports
 #: and configures the run instead of after it created the workers.
@@ -60,9 +62,7 @@ def connect(
     if not ray.is_initialized():
         target = resolve_address(address)
         env = worker_env_vars()
-        # Workers import rl_core/infra from the project root, wherever the driver runs.
-        paths = [str(PROJECT_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        env["PYTHONPATH"] = worker_pythonpath(env.get("PYTHONPATH", ""))
         kwargs: dict = {
             "address": target,
             "include_dashboard": False,
@@ -108,9 +108,24 @@ def connect(
             ray.init(**kwargs)
         if callable(previous_sigterm):  # Ray replaces it; keep the application's own handler
             signal.signal(signal.SIGTERM, previous_sigterm)
-        if str(PROJECT_ROOT) not in sys.path:
-            sys.path.insert(0, str(PROJECT_ROOT))
     return ray.cluster_resources()
+
+
+def worker_pythonpath(forwarded: str = "") -> str:
+    """The ``PYTHONPATH`` of the workers: they import the rlpipe code the driver imports.
+
+    A checkout's :data:`PACKAGES_ROOT` (an editable install, or a checkout on the driver's
+    ``PYTHONPATH``) comes first, wherever the driver runs; an installed wheel's site-packages
+    folder is left out, as every process of that interpreter has it already.
+
+    Args:
+        forwarded: The driver's ``PYTHONPATH`` (``os.pathsep``-separated), kept after it.
+    """
+    site_dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    installed = {Path(p).resolve() for p in site_dirs}
+    own = [] if PACKAGES_ROOT in installed else [str(PACKAGES_ROOT)]
+    paths = [*own, *filter(None, forwarded.split(os.pathsep))]
+    return os.pathsep.join(dict.fromkeys(paths))
 
 
 def loopback_only() -> None:

@@ -84,7 +84,8 @@ class ReplayConfig(Section):
     offline_data: str | None = Field(
         None,
         description="rlpd: safetensors file of offline transitions "
-        "(scripts/make_offline_data.py writes one).",
+        "(scripts/make_offline_data.py writes one); a relative path written in a YAML file "
+        "names a file under the working directory, or else one beside the YAML file.",
     )
     offline_fraction: float = Field(
         0.5, gt=0.0, lt=1.0, description="rlpd: share of each minibatch from offline_data."

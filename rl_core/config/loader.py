@@ -18,8 +18,13 @@ from rl_core.config.schema import RLPipeConfig
 from rl_core.kind import kind_named, kind_of_written_config
 from rl_core.registry import RegistryError
 
-PRESET_DIR = Path(__file__).resolve().parents[2] / "configs"
+#: The presets shipped with rlpipe: package data of ``rl_core`` (a checkout also has them as
+#: ``configs/``), so preset names resolve from any working directory and from a wheel.
+PRESET_DIR = Path(__file__).resolve().parents[1] / "presets"
 DEFAULT_PRESET = "ppo_cartpole"
+#: Fields naming an input file: a relative path written in a YAML file names a file under the
+#: working directory, or else one beside the YAML file (as the shipped presets' data are).
+FILE_FIELDS: tuple[tuple[str, ...], ...] = (("replay", "offline_data"),)
 
 
 class ConfigError(ValueError):
@@ -27,7 +32,7 @@ class ConfigError(ValueError):
 
 
 def available_presets() -> list[str]:
-    """Names of the YAML presets shipped in ``configs/``."""
+    """Names of the YAML presets shipped with rlpipe (in :data:`PRESET_DIR`)."""
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
 
 
@@ -82,7 +87,8 @@ def load_config(
     """Build the validated config of a run.
 
     Args:
-        preset: Preset name (``configs/<name>.yaml``) or a YAML path; None = default preset.
+        preset: Preset name (a file of :data:`PRESET_DIR`, from any working directory) or a
+            YAML path; None = default preset.
         overrides: Dotted ``section.field=value`` strings applied after the preset.
 
     Returns:
@@ -115,9 +121,32 @@ def load_raw_config(
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections")
     data.setdefault("preset", path.stem)
+    resolve_file_fields(data, path.parent)
     for text in overrides:
         apply_override(data, *parse_override(text))
     return path, data
+
+
+def resolve_file_fields(data: dict[str, Any], base: Path) -> None:
+    """Point the :data:`FILE_FIELDS` of a YAML file's data at files beside it when needed.
+
+    A relative path that names no file under the working directory but one under ``base``
+    (the YAML file's folder) becomes that file's absolute path; any other value is kept.
+
+    Args:
+        data: The YAML file's plain data, changed in place.
+        base: The folder of the YAML file.
+    """
+    for *section_path, field in FILE_FIELDS:
+        node: Any = data
+        for part in section_path:
+            node = node.get(part) if isinstance(node, dict) else None
+        value = node.get(field) if isinstance(node, dict) else None
+        if not isinstance(value, str) or not value or Path(value).is_absolute():
+            continue
+        beside = base / value
+        if not Path(value).is_file() and beside.is_file():
+            node[field] = str(beside.resolve())
 
 
 def config_class(data: dict[str, Any]) -> type[RLPipeConfig]:

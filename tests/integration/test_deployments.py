@@ -12,6 +12,7 @@ import yaml
 from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
+from rl_core.config import available_presets
 from tests.integration.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -41,7 +42,7 @@ def test_deploy_all_creates_every_deployment(prefect_api: str, tmp_path: Path) -
     prefect_cli(["--no-prompt", "deploy", "--all"], prefect_api, tmp_path)
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     wanted = {d["name"]: d for d in spec["deployments"]}
-    presets = {p.stem for p in (ROOT / "configs").glob("*.yaml")}
+    presets = set(available_presets())
     # supervised warm starts are deployed as sft-<name> (flows/sft.py), the rest as train-<preset>
     names = {
         p.replace("_", "-") if p.startswith("sft_") else f"train-{p}".replace("_", "-")

@@ -10,7 +10,7 @@ import yaml
 from flows.prefect_ui import run_tags
 from infra.driver.session import identity_tags
 from rl_core.algorithms.naming import algorithm_name, register_algorithm_name
-from rl_core.config import load_config
+from rl_core.config import available_presets, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {
@@ -48,7 +48,7 @@ def _supervised(deployment: dict) -> bool:
 
 
 def test_every_preset_has_a_deployment_with_its_expected_name():
-    presets = {p.stem for p in (ROOT / "configs").glob("*.yaml")}
+    presets = set(available_presets())
     deployed = {d["parameters"]["preset"] for d in _preset_deployments()}
     assert presets == set(EXPECTED) == deployed
 

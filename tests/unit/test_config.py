@@ -24,7 +24,7 @@ def test_default_preset_is_ppo_cartpole():
     assert isinstance(cfg, RLPipeConfig)
     assert cfg.preset == "ppo_cartpole"
     assert "ppo_cartpole" in available_presets()
-    # values from configs/ppo_cartpole.yaml
+    # values from rl_core/presets/ppo_cartpole.yaml
     assert cfg.run.name == "ppo-cartpole"
     assert cfg.run.max_iterations == 60
     assert cfg.run.stop_at_eval_return == 475
