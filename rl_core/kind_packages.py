@@ -60,7 +60,12 @@ def source_checkout_kind_packages() -> dict[str, str]:
         return {}
     try:
         project = tomllib.loads(_SOURCE_PYPROJECT.read_text()).get("project", {})
-    except (OSError, tomllib.TOMLDecodeError):
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        logger.warning(
+            "%s: not read (%s); kind packages come from installed metadata only",
+            _SOURCE_PYPROJECT,
+            exc,
+        )
         return {}
     if project.get("name") != "rlpipe":
         return {}
