@@ -164,8 +164,9 @@ def preflight(cfg: Any) -> None:
     from infra.driver.step_runtime import runtime_class
     from infra.hub_models import check_model_path
 
-    if not (cfg.run.warm_start or cfg.run.init_from):
-        check_model_path(cfg.model)
+    pretrained = cfg.pretrained_model()
+    if pretrained is not None and not (cfg.run.warm_start or cfg.run.init_from):
+        check_model_path(pretrained)
     runtime_class(cfg).preflight(cfg)
 
 

@@ -25,6 +25,7 @@ from prefect.runtime import flow_run
 
 from flows.promote import add_approval_arguments, decide, run_decision
 from infra.tracking.version_scoring import PromotionError
+from kinds.online.registration import OnlineConfig
 from kinds.online.runtime import SERVED_DIR, WEIGHTS_FILE, store_path
 from kinds.online.served_versions import ab_comparison, promote_candidate
 from kinds.online.store import FeedbackStore
@@ -63,7 +64,7 @@ def promote_served(
         PromotionError: The run serves nothing yet.
     """
     cfg = load_config(preset, [*(overrides or []), *([f"run.name={run_name}"] if run_name else [])])
-    if not getattr(getattr(cfg, "online", None), "enabled", False):
+    if not isinstance(cfg, OnlineConfig):
         raise ConfigError(f"{preset}: promote-served compares an online run's served versions")
     weights_file = Path(cfg.run.output_dir) / cfg.run.name / SERVED_DIR / WEIGHTS_FILE
     store = FeedbackStore(store_path(cfg))

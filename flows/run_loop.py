@@ -138,7 +138,7 @@ def prepare_model_files(cfg: RLPipeConfig) -> RLPipeConfig:
     Raises:
         HubModelError: A hub id the run cannot load (not cached, incomplete, no download).
     """
-    if "model_path" not in type(cfg.model).model_fields:
+    if cfg.pretrained_model() is None:
         return cfg
     cached = None if cfg.model.tiny_init else resolve_model_path(cfg.model)
     if cached is not None:

@@ -117,7 +117,7 @@ def prepare_reward_model(cfg: RLPipeConfig) -> RLPipeConfig:
     Raises:
         WarmStartError: The reward model's run stopped before finishing.
     """
-    section = getattr(cfg.reward, "model", None)
+    section = cfg.reward_model_section()
     if section is None:
         return cfg
     if section.preset:

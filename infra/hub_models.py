@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 from rl_core.config import ConfigError
+from rl_core.config.llm_sections import HuggingFaceModelConfig
 from rl_core.models.model_path import hub_model_id
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ class HubModelError(ConfigError):
     """``model.model_path`` names a hub model that is not (completely) in the local cache."""
 
 
-def resolve_model_path(model_cfg: Any) -> str | None:
+def resolve_model_path(model_cfg: HuggingFaceModelConfig) -> str | None:
     """The local folder of ``model_cfg.model_path`` when it is a hub id (else None).
 
     Args:
@@ -42,10 +42,10 @@ def resolve_model_path(model_cfg: Any) -> str | None:
             or its snapshot lacks ``config.json`` or safetensors weights, or the download
             failed.
     """
-    model_id = hub_model_id(getattr(model_cfg, "model_path", None))
+    model_id = hub_model_id(model_cfg.model_path)
     if model_id is None:
         return None
-    download = bool(getattr(model_cfg, "hub_download", False))
+    download = model_cfg.hub_download
     folder = _cached_snapshot(model_id)
     problem = _snapshot_problem(folder) if folder else "not in the local Hugging Face cache"
     if problem and download:
@@ -62,7 +62,7 @@ def resolve_model_path(model_cfg: Any) -> str | None:
     return str(folder)
 
 
-def check_model_path(model_cfg: Any) -> None:
+def check_model_path(model_cfg: HuggingFaceModelConfig) -> None:
     """Refuse, before any server or worker starts, a hub id the run cannot load.
 
     With ``model.hub_download`` the run downloads what is missing later (in the flow), so
@@ -71,7 +71,7 @@ def check_model_path(model_cfg: Any) -> None:
     Raises:
         HubModelError: See :func:`resolve_model_path`.
     """
-    if getattr(model_cfg, "tiny_init", False) or getattr(model_cfg, "hub_download", False):
+    if model_cfg.tiny_init or model_cfg.hub_download:
         return
     resolve_model_path(model_cfg)
 

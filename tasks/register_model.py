@@ -70,9 +70,8 @@ def register_model(session_id: str, run_name: str) -> dict[str, Any]:
         "git_commit": session.tags.get("rlpipe.git_commit", "unknown"),
         "prefect_flow_run": session.tags.get("prefect.flow_run_id", ""),
     }
-    trust = cfg.run.trust_checkpoint or getattr(
-        cfg.model, "trust_remote_code", False
-    )  # the run's own model
+    pretrained = cfg.pretrained_model()  # the run's own model
+    trust = cfg.run.trust_checkpoint or (pretrained is not None and pretrained.trust_remote_code)
     step, which = registered_step(session)
     result = register_run_model(
         tracker,

@@ -21,7 +21,7 @@ VIDEO_ARTIFACT_DIR = "eval/videos"
 
 def video_due(cfg: Any, iteration: int, final: bool) -> bool:
     """Whether the evaluation of ``iteration`` also records a video."""
-    if not getattr(cfg.eval, "video", False):  # kinds without videos have no such field
+    if not cfg.records_videos():
         return False
     every = cfg.eval.video_interval
     periodic = every > 0 and (iteration + 1) % every == 0

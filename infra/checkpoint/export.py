@@ -132,14 +132,14 @@ def policy_from_checkpoint(
     spaces_json = read_spaces(ref)
     if spaces_json is not None:
         spaces = env_spaces_from_dict(spaces_json)
-    elif "env" not in type(cfg).model_fields:  # kinds without an env (language models)
+    elif cfg.env_section() is None:  # kinds without an env (language models)
         spaces = None
     else:  # checkpoints written before spaces.json existed: ask the env
-        spaces = probe_spaces(cfg.env)
+        spaces = probe_spaces(cfg.env_section())
     policy = get_model(cfg.model, spaces)
-    lora = getattr(getattr(cfg, "actor", None), "lora", None)
+    lora = cfg.lora_adapters()
     try:
-        if lora is not None and lora.enabled:  # the checkpoint holds the adapters alone
+        if lora is not None:  # the checkpoint holds the adapters alone
             load_adapter_state(with_lora(policy, lora), read_policy_weights(ref))
         else:
             policy.load_state_dict(read_policy_weights(ref), strict=True)

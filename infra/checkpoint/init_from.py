@@ -93,7 +93,7 @@ def _local_model_dir(source: str, run_dir: Path, tracking_uri: str) -> Path:
 
 def start_from_init_weights(policy: Any, model_cfg: Any) -> None:
     """Load ``model.init_weights`` into a freshly built policy, when it is set."""
-    directory = getattr(model_cfg, "init_weights", None)
+    directory = model_cfg.init_weights
     if directory:
         load_initial_weights(policy, directory)
 

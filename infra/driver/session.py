@@ -165,7 +165,7 @@ class TrainSession:
         self.runtime.faults = self.faults
         self.guard = IterationGuard(self, ITERATION_RETRIES)
         #: Reward scoring fans out to Ray tasks (set once scoring in the reward task is slow).
-        self.fanout_scoring = getattr(cfg.reward, "fanout_min_seconds", None) == 0
+        self.fanout_scoring = cfg.scoring_fanout_min_seconds() == 0
         self.resumed_from: int | None = None
         #: An error that ended an iteration for good (set by the iteration flow).
         self.fatal_error: BaseException | None = None

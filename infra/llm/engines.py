@@ -143,7 +143,6 @@ __all__ = [
     "HFEngine",
     "RolloutEngine",
     "check_rollout_engine",
-    "lora_section",
     "make_engine",
 ]
 
@@ -158,12 +157,6 @@ def _accepted(factory: Callable[..., Any], names: tuple[str, ...]) -> set[str]:
         return set(names)
     keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return {p.name for p in params if p.kind in keywords and p.name in names}
-
-
-def lora_section(cfg: Any) -> Any:
-    """The ``actor.lora`` section of a run that trains LoRA adapters, else None."""
-    lora = getattr(getattr(cfg, "actor", None), "lora", None)
-    return lora if lora is not None and lora.enabled else None
 
 
 def make_engine(

@@ -48,9 +48,9 @@ class FSDPBackend(TrainerBackend):
     def __init__(self, cfg: Any, rank: int, world_size: int, device: torch.device) -> None:
         super().__init__(cfg, rank, world_size, device)
         policy = get_model(cfg.model, None)
-        lora = getattr(cfg.actor, "lora", None)  # kinds without LoRA have no such section
+        lora = cfg.lora_adapters()
         #: LoRA: only the adapters (and heads) train, sync and go into checkpoints.
-        self.lora = bool(lora is not None and lora.enabled)
+        self.lora = lora is not None
         if self.lora:
             with_lora(policy, lora)
         #: Forward/backward dtype when the trainer keeps float32 master weights (None: the

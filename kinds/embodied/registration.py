@@ -48,6 +48,14 @@ class EmbodiedConfig(RLPipeConfig):
     replay: ReplayConfig = Field(default_factory=ReplayConfig)
     eval: EmbodiedEvalConfig = Field(default_factory=EmbodiedEvalConfig)
 
+    def env_section(self) -> EnvConfig:
+        """``env``: the environment the policy acts in."""
+        return self.env
+
+    def records_videos(self) -> bool:
+        """``eval.video``."""
+        return self.eval.video
+
     @model_validator(mode="after")
     def _advantage_fits_model(self) -> EmbodiedConfig:
         adv = self.algorithm.adv_type.lower()

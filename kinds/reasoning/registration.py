@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 import infra.llm  # noqa: F401  (registers the rollout engines and trainer backends)
 import infra.sandbox  # noqa: F401  (registers the subprocess sandbox)
 from kinds.reasoning.agent_section import AgentConfig
+from kinds.reasoning.model_reward_section import ModelRewardConfig
 from kinds.reasoning.sections import (
     ReasoningActorConfig,
     ReasoningAlgorithmConfig,
@@ -25,7 +26,7 @@ from kinds.reasoning.sections import (
     ReasoningRolloutConfig,
 )
 from rl_core.config import limits
-from rl_core.config.llm_sections import DataConfig
+from rl_core.config.llm_sections import DataConfig, LoraConfig
 from rl_core.config.megatron_checks import megatron_problems
 from rl_core.config.schema import RLPipeConfig
 from rl_core.data.sources import PROMPT_SOURCES
@@ -50,6 +51,22 @@ class ReasoningConfig(RLPipeConfig):
     actor: ReasoningActorConfig = Field(default_factory=ReasoningActorConfig)
     reward: ReasoningRewardConfig = Field(default_factory=ReasoningRewardConfig)
     eval: ReasoningEvalConfig = Field(default_factory=ReasoningEvalConfig)
+
+    def lora_adapters(self) -> LoraConfig | None:
+        """The ``actor.lora`` section when LoRA adapters train (``actor.lora.rank`` > 0)."""
+        return self.actor.lora if self.actor.lora.enabled else None
+
+    def reward_model_section(self) -> ModelRewardConfig | None:
+        """The ``reward.model`` section when a model scores the rewards."""
+        return self.reward.model
+
+    def scoring_fanout_min_seconds(self) -> float | None:
+        """``reward.fanout_min_seconds``."""
+        return self.reward.fanout_min_seconds
+
+    def pretrained_model(self) -> ReasoningModelConfig:
+        """The ``model`` section: a Hugging Face model."""
+        return self.model
 
     @model_validator(mode="after")
     def _advantage_fits_model(self) -> ReasoningConfig:

@@ -59,7 +59,7 @@ def resolve_model_source(cfg: RLPipeConfig, tracking_uri: str) -> RLPipeConfig:
         ModelRewardSourceError: No such registered model or version, or a directory that
             does not hold the model ``reward.model.kind`` needs.
     """
-    section = getattr(cfg.reward, "model", None)
+    section = cfg.reward_model_section()
     if section is None or not section.uri:
         return cfg
     uri = section.uri

@@ -40,6 +40,10 @@ class RewardModelConfig(RLPipeConfig):
     actor: RewardModelActorConfig = Field(default_factory=RewardModelActorConfig)
     eval: RewardModelEvalConfig = Field(default_factory=RewardModelEvalConfig)
 
+    def pretrained_model(self) -> RewardModelModelConfig:
+        """The ``model`` section: a Hugging Face model."""
+        return self.model
+
     @model_validator(mode="after")
     def _model_files_exist(self) -> RewardModelConfig:
         if self.run.warm_start:

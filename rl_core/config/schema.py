@@ -16,7 +16,7 @@ fit in memory.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -31,6 +31,9 @@ from rl_core.config.training_sections import (
     RewardConfig,
     RolloutConfig,
 )
+
+if TYPE_CHECKING:
+    from rl_core.config.llm_sections import HuggingFaceModelConfig
 
 __all__ = [
     "ActorConfig",
@@ -64,6 +67,36 @@ class RLPipeConfig(Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
+
+    # What a kind's runs have: each kind's config class answers for its own sections, so code
+    # shared by every kind asks here instead of probing the config's shape.
+
+    def env_section(self) -> Any | None:
+        """The ``env`` section when the run's policy acts in an environment, else None."""
+        return None
+
+    def pretrained_model(self) -> HuggingFaceModelConfig | None:
+        """The ``model`` section when it names a Hugging Face model (``model_path``)."""
+        return None
+
+    def lora_adapters(self) -> Any | None:
+        """The ``actor.lora`` section when the run trains LoRA adapters, else None."""
+        return None
+
+    def reward_model_section(self) -> Any | None:
+        """The ``reward.model`` section when a model scores the rewards, else None."""
+        return None
+
+    def records_videos(self) -> bool:
+        """Whether evaluations may record videos (``eval.video``)."""
+        return False
+
+    def scoring_fanout_min_seconds(self) -> float | None:
+        """Scoring time per batch above which reward scoring fans out to Ray tasks.
+
+        None: this kind never fans scoring out; 0: it fans out from the start.
+        """
+        return None
 
     @property
     def category(self) -> str:

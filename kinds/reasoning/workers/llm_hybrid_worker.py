@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from infra.cluster.worker_base import Stopwatch, step_method
-from infra.llm.engines import RolloutEngine, lora_section, make_engine
+from infra.llm.engines import RolloutEngine, make_engine
 from infra.llm.workers.llm_workers import LLMActorWorker, reference_model
 from kinds.reasoning.agent_rollout import run_agents
 from kinds.reasoning.workers.llm_rollout_worker import generate_responses
@@ -85,7 +85,7 @@ class LLMHybridWorker(LLMActorWorker):
                     self.cfg.rollout,
                     self.device,
                     collocated=True,
-                    lora=lora_section(self.cfg),
+                    lora=self.cfg.lora_adapters(),
                 )
             self.engine_awake = True
         return f"{layout}; {self.cfg.rollout.engine} rollout engine on {self.device}"

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
-from infra.llm.engines import lora_section, make_engine
+from infra.llm.engines import make_engine
 from infra.weight_sync import StaleWeightsError, buckets_to_state_dict, from_wire
 from kinds.reasoning.agent_rollout import run_agents
 from rl_core.llm.generation import SamplingParams
@@ -59,7 +59,7 @@ class LLMRolloutWorker(WorkerBase):
             self.cfg.model,
             self.cfg.rollout,
             self.device,
-            lora=lora_section(self.cfg),
+            lora=self.cfg.lora_adapters(),
         )
         self.shadow: dict[str, torch.Tensor] = {}  # patch mode: the weights as synced
         self.version: int | None = None
