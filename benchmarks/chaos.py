@@ -37,7 +37,8 @@ apply_base_env()
 
 from _checkpoint_state import differences, final_state  # noqa: E402
 
-from rl_core.reliability import FAULT_STEPS, Fault, parse_faults  # noqa: E402
+from rl_core.reliability import Fault, parse_faults  # noqa: E402
+from rl_core.steps import FAULT_STEPS  # noqa: E402
 
 #: Iteration at which each step's fault fires (evaluate/checkpoint: where they are due).
 FAULT_ITERATION = {step: 1 for step in FAULT_STEPS}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,28 +27,15 @@ from infra.driver.guard import ITERATION_RETRIES, RewindLimitError
 from infra.driver.session import get_session
 from infra.driver.step_runtime import StepResult
 from rl_core.llm.sync_probe import SyncProbeError
+from rl_core.steps import Step
 from rl_core.training.nonfinite import SkippedUpdatesError
-from tasks.advantage import advantage
 from tasks.checkpoint import checkpoint
 from tasks.evaluate import run_evaluation
 from tasks.reward import run_reward_step
-from tasks.rollout import rollout
-from tasks.update import update
+from tasks.steps import step_task
 from tasks.video import add_video, video_due
-from tasks.weight_sync import weight_sync
 
 logger = logging.getLogger("rlpipe.iteration")
-#: Step names whose worker seconds are reported as ``time/<step>``.
-STEPS = (
-    "weight_sync",
-    "rollout",
-    "reward",
-    "advantage",
-    "update",
-    "sft_update",
-    "evaluate",
-    "checkpoint",
-)
 
 
 #: Errors that end the run at once: a retry of the iteration would fail the same way (or,
@@ -155,17 +142,21 @@ def _run_iteration(session_id: str, iteration: int) -> IterationResult:
         rewound = guard.begin(iteration, flow_run.run_count or 1)
         if rewound is not None:
             return IterationResult(rewound_to=rewound)
-        steps["weight_sync"] = guard.run("weight_sync", lambda: weight_sync(session_id, iteration))
-        steps["rollout"] = guard.run("rollout", lambda: rollout(session_id, iteration))
-        steps["reward"] = guard.run("reward", lambda: run_reward_step(session_id, iteration))
-        steps["advantage"] = guard.run("advantage", lambda: advantage(session_id, iteration))
-        steps["update"] = guard.run("update", lambda: update(session_id, iteration))
+        for step in (Step.WEIGHT_SYNC, Step.ROLLOUT, Step.REWARD, Step.ADVANTAGE, Step.UPDATE):
+            steps[step] = guard.run(step, _step_call(step, session_id, iteration))
         return finish_iteration(session, iteration, steps, body_started)
     except FATAL_ERRORS as exc:  # retrying cannot help: the train flow fails with it
         cause = root_cause(exc)
         session.fatal_error = cause  # raised again by the train loop
         # Cancelled: a final state that Prefect does not retry (Failed would be retried)
         return Cancelled(message=f"{type(cause).__name__}: {cause}")
+
+
+def _step_call(step: Step, session_id: str, iteration: int) -> Callable[[], StepResult]:
+    """What the guard calls to run ``step`` of ``iteration`` (its Prefect task)."""
+    if step is Step.REWARD:
+        return lambda: run_reward_step(session_id, iteration)
+    return lambda: step_task(step)(session_id, iteration)
 
 
 @flow(
@@ -207,11 +198,13 @@ def finish_iteration(
     last = iteration + 1 >= cfg.run.max_iterations
     guard.run("count", lambda: _count(session.state, iteration, env_steps))
     if _due(iteration, cfg.run.eval_interval, last):
-        steps["evaluate"] = guard.run("evaluate", lambda: _evaluate(session, iteration, last))
+        steps[Step.EVALUATE] = guard.run(Step.EVALUATE, lambda: _evaluate(session, iteration, last))
     state = session.state
     new_best = cfg.run.checkpoint_best and state.best_eval_step == iteration + 1
     if _due(iteration, cfg.run.checkpoint_interval, last) or state.solved or new_best:
-        steps["checkpoint"] = guard.run("checkpoint", lambda: checkpoint(session.id, iteration))
+        steps[Step.CHECKPOINT] = guard.run(
+            Step.CHECKPOINT, lambda: checkpoint(session.id, iteration)
+        )
     return IterationResult(steps, session.state.solved, body_started, time.perf_counter())
 
 

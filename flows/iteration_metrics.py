@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from flows.iteration import STEPS, IterationResult
+from flows.iteration import IterationResult
 from flows.terminal import PROGRESS_FIELD, PROGRESS_LOGGER
 from infra.driver.step_runtime import StepResult
+from rl_core.steps import Step
 
 progress_logger = logging.getLogger(PROGRESS_LOGGER)
 
@@ -15,7 +16,7 @@ def step_metrics(steps: dict[str, StepResult], env_steps: int) -> dict[str, floa
     """The steps' metrics in one dict, with ``time/<step>`` worker seconds."""
     metrics: dict[str, float] = {}
     compute = 0.0
-    for name in STEPS:
+    for name in Step:
         if name not in steps:
             continue
         seconds = float(steps[name].seconds)

@@ -31,7 +31,9 @@ from flows.run_loop import flow_run_namer, run_training, train_session
 from flows.stop_signals import stop_signals_in_flow
 from infra.driver.session import get_session
 from infra.tracking.secrets import redacted_errors
-from tasks.sft import export_model, sft_update
+from rl_core.steps import Step
+from tasks.sft import export_model
+from tasks.steps import step_task
 
 logger = logging.getLogger("rlpipe.sft")
 
@@ -54,8 +56,11 @@ def sft_iteration_flow(session_id: str, iteration: int) -> IterationResult:
         rewound = session.guard.begin(iteration, flow_run.run_count or 1)
         if rewound is not None:
             return IterationResult(rewound_to=rewound)
+        sft_update = step_task(Step.SFT_UPDATE)
         steps = {
-            "sft_update": session.guard.run("sft_update", lambda: sft_update(session_id, iteration))
+            Step.SFT_UPDATE: session.guard.run(
+                Step.SFT_UPDATE, lambda: sft_update(session_id, iteration)
+            )
         }
         return finish_iteration(session, iteration, steps, body_started)
 

@@ -13,12 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from infra.driver.step_runtime import ITERATION_STEPS
+from rl_core.steps import COST_PHASES
 
 logger = logging.getLogger(__name__)
 
-#: Phases of an iteration, as its ``time/<phase>`` metrics name them.
-PHASES = (*ITERATION_STEPS, "sft_update", "orchestration")
 #: Metric of the running total (resumed runs continue it).
 TOTAL_CPU = "cost/cpu_hours_total"
 TOTAL_GPU = "cost/gpu_hours_total"
@@ -94,7 +92,7 @@ class CostMeter:
         cpus, gpus = self.reserved.get("CPU", 0.0), self.reserved.get("GPU", 0.0)
         out: dict[str, float] = {}
         seconds = 0.0
-        for phase in PHASES:
+        for phase in COST_PHASES:
             value = metrics.get(f"time/{phase}")
             if value is None:
                 continue

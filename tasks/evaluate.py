@@ -14,6 +14,7 @@ from prefect import task
 
 from infra.driver.session import get_session
 from infra.driver.step_runtime import StepResult
+from rl_core.steps import Step
 from tasks.fanout import run_jobs
 from tasks.options import STEP_OPTIONS
 
@@ -36,11 +37,14 @@ def evaluate(session_id: str, iteration: int, results: list[Any] | None = None) 
 def run_evaluation(session: Any, iteration: int) -> StepResult:
     """The evaluate step: fan-out jobs (if any), then the ``evaluate`` task.
 
+    The step's injected fault is armed once its jobs are built, before any of them runs
+    (``StepRuntime.fanout_jobs``).
+
     Returns:
         The step's result; ``info["wall_seconds"]`` is the step's wall-clock time.
     """
     started = time.perf_counter()
-    jobs = session.runtime.evaluation_jobs(iteration)
+    jobs = session.runtime.fanout_jobs(Step.EVALUATE, iteration)
     results = run_jobs(jobs, iteration, session.cfg.timeouts.evaluate, "evaluate")
     result = evaluate(session.id, iteration, results)
     result.info["wall_seconds"] = time.perf_counter() - started

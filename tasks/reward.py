@@ -18,6 +18,7 @@ from prefect import task
 
 from infra.driver.session import get_session
 from infra.driver.step_runtime import FanoutJob, StepResult
+from rl_core.steps import Step
 from tasks.fanout import run_job, run_jobs_timed
 from tasks.options import STEP_OPTIONS
 
@@ -74,9 +75,12 @@ def should_fan_out(session: Any, jobs: list[FanoutJob]) -> bool:
 
 
 def run_reward_step(session_id: str, iteration: int) -> StepResult:
-    """Score the batch (in the reward task, or as parallel tasks), then apply the scores."""
+    """Score the batch (in the reward task, or as parallel tasks), then apply the scores.
+
+    The step's injected fault is armed once its jobs are built (``StepRuntime.fanout_jobs``).
+    """
     session = get_session(session_id)
-    jobs = session.runtime.reward_jobs(iteration)
+    jobs = session.runtime.fanout_jobs(Step.REWARD, iteration)
     if jobs and not should_fan_out(session, jobs):
         return reward(session_id, iteration, jobs=jobs)
     results, scoring = run_jobs_timed(jobs, iteration, session.cfg.timeouts.reward, "reward")

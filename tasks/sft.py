@@ -1,4 +1,7 @@
-"""sft_update step: one supervised step of the warm-start stage on the trainer ranks."""
+"""export_model: the supervised warm start's policy as a standalone model directory.
+
+(Its ``sft_update`` step is a step task, ``tasks/steps.py``.)
+"""
 
 from __future__ import annotations
 
@@ -6,15 +9,7 @@ from typing import Any
 
 from prefect import task
 
-from infra.driver.session import get_session
-from infra.driver.step_runtime import StepResult
 from tasks.options import STEP_OPTIONS
-
-
-@task(name="sft_update", task_run_name="sft_update-{iteration}", **STEP_OPTIONS)
-def sft_update(session_id: str, iteration: int) -> StepResult:
-    """Train on the next batch of prompt→answer pairs (not retried: it changes weights)."""
-    return get_session(session_id).runtime.sft_step(iteration)
 
 
 @task(name="export_model", task_run_name="export_model-{run_name}", **STEP_OPTIONS)

@@ -1,11 +1,12 @@
 """Fault injection (``RLPIPE_FAULTS``): arm the worker doing a step, or fire in the driver.
 
-The driver holds the :class:`~rl_core.reliability.FaultPlan`. Before a step calls its
-worker, :meth:`FaultInjector.arm` hands a planned fault to that worker (``arm_fault``); the
-worker fires it when its next step method starts (:func:`fire`). Stateless fan-out work
-(Ray tasks) gets the fault as an argument together with a one-shot token file, so a Ray or
-Prefect retry of the same task does not fire it again. ``kill_driver`` and ``exit`` fire
-in the driver itself.
+The driver holds the :class:`~rl_core.reliability.FaultPlan`. Before a step's work starts,
+the step machinery (``StepRuntime.arm_fault``) asks the runtime where the step's fault
+strikes (``StepRuntime.fault_target``) and :meth:`FaultInjector.arm` hands a planned fault
+to that worker (``arm_fault``); the worker fires it when its next step method starts
+(:func:`fire`). Stateless fan-out work (Ray tasks, :data:`FIRST_FANOUT_JOB`) gets the fault
+as an argument together with a one-shot token file, so a Ray or Prefect retry of the same
+task does not fire it again. ``kill_driver`` and ``exit`` fire in the driver itself.
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ WORKER_KINDS = ("raise", "kill", "hang", "disk_full")
 #: What a process may still write during a ``disk_full`` fault: larger files fail (EFBIG).
 DISK_FULL_FILE_BYTES = 1024
 DRIVER_KINDS = ("kill_driver", "exit")
+
+
+class _FirstFanoutJob:
+    """The fault target of a step whose fault strikes its first fan-out job (a Ray task)."""
+
+    def __repr__(self) -> str:
+        return "FIRST_FANOUT_JOB"
+
+
+#: A step's fault target that is no worker: the step's first fan-out job (a Ray task).
+FIRST_FANOUT_JOB = _FirstFanoutJob()
 
 
 class InjectedFault(RuntimeError):

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.driver.step_runtime import STATEFUL_STEPS, StepResult
+from infra.driver.step_runtime import StepResult
+from rl_core.steps import STATEFUL_STEPS, Step
 
 logger = logging.getLogger(__name__)
 #: Retries of an iteration flow, and rewinds allowed per iteration.
@@ -130,11 +131,11 @@ class IterationGuard:
         )
         return step
 
-    def run(self, step: str, call: Callable[[], Any]) -> Any:
+    def run(self, step: Step | str, call: Callable[[], Any]) -> Any:
         """Run ``step`` of the current iteration unless it already completed.
 
         Args:
-            step: Step name (``ITERATION_STEPS`` or a driver bookkeeping step).
+            step: A :class:`~rl_core.steps.Step`, or the name of a driver bookkeeping step.
             call: Does the step's work; its result is recorded.
         """
         journal = self.journal

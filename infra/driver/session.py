@@ -293,7 +293,7 @@ class TrainSession:
 
     def _write_checkpoint(self, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """Every worker's state and the driver's files, then the manifest (the commit)."""
-        saved = self.runtime.save_checkpoint(self.store_uri, step)
+        saved = self.runtime.checkpoint_step(self.store_uri, step)
         self.store.write_bytes(f"{saved['dir']}/driver_rng.json", json.dumps(_rng_state()).encode())
         config_json = json.dumps(self.cfg.model_dump(mode="json"), indent=2)
         self.store.write_bytes(f"{saved['dir']}/{CONFIG_FILE}", config_json.encode())

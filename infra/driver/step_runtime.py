@@ -17,15 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.driver.faults import FaultInjector
+from infra.driver.faults import FIRST_FANOUT_JOB, FaultInjector
 from rl_core.config import ConfigError, RLPipeConfig
 from rl_core.kind import kind_of
-from rl_core.reliability import FAULT_STEPS
+from rl_core.steps import Step
 
-#: Steps of a training iteration, in order (``evaluate``/``checkpoint`` run when due).
-ITERATION_STEPS = FAULT_STEPS
-#: Steps that change worker state: snapshotted before they start, restored on a retry.
-STATEFUL_STEPS = ("rollout", "update", "sft_update")
+#: Steps whose work is one call of a runtime method of another name than the step's.
+STEP_METHODS: dict[Step, str] = {Step.SFT_UPDATE: "sft_step"}
 
 
 @dataclass
@@ -142,6 +140,78 @@ class StepRuntime(ABC):
         """
         return None
 
+    # -- where injected faults strike ---------------------------------------------------
+    def fault_target(self, step: Step) -> Any:
+        """Where a worker fault (``RLPIPE_FAULTS``) planned at ``step`` strikes.
+
+        Args:
+            step: A step that takes faults.
+
+        Returns:
+            The worker (an actor handle) that does the step: armed, it fires the fault when
+            its next step method starts; :data:`~infra.driver.faults.FIRST_FANOUT_JOB`: the
+            step's first fan-out job carries it; None: the step calls no worker (a fault
+            planned there never fires). None by default.
+        """
+        return None
+
+    def arm_fault(self, step: Step, iteration: int) -> dict[str, str] | None:
+        """Hand the worker fault planned at ``step`` of ``iteration`` to its target, if any.
+
+        The step machinery calls this once per attempt of a step, before the step's work
+        starts (:meth:`run_step`, :meth:`fanout_jobs`, :meth:`checkpoint_step`); a fault
+        fires on the first attempt only.
+
+        Returns:
+            The fault for the step's first fan-out job (with its one-shot token) when the
+            target is :data:`~infra.driver.faults.FIRST_FANOUT_JOB`, else None.
+        """
+        step = Step(step)
+        if not self.faults.plan or not step.takes_faults:
+            return None
+        target = self.fault_target(step)
+        if target is None:
+            return None
+        if target is FIRST_FANOUT_JOB:
+            return self.faults.task_fault(step, iteration)
+        self.faults.arm(step, iteration, target)
+        return None
+
+    def run_step(self, step: Step, iteration: int) -> StepResult:
+        """Run a step that is one call of this runtime, its injected fault armed first.
+
+        Args:
+            step: ``weight_sync``, ``rollout``, ``advantage``, ``update`` or ``sft_update``
+                (the method of the same name, ``sft_step`` for ``sft_update``).
+            iteration: Iteration index.
+        """
+        step = Step(step)
+        self.arm_fault(step, iteration)
+        return getattr(self, STEP_METHODS.get(step, step.value))(iteration)
+
+    def fanout_jobs(self, step: Step, iteration: int) -> list[FanoutJob]:
+        """The fan-out jobs of ``reward`` or ``evaluate``, then the step's fault armed.
+
+        A fault whose target is the first fan-out job goes on the first job (whose task
+        then runs on a Ray worker, see ``tasks/reward.py``).
+        """
+        step = Step(step)
+        jobs = (
+            self.reward_jobs(iteration) if step is Step.REWARD else self.evaluation_jobs(iteration)
+        )
+        fault = self.arm_fault(step, iteration)
+        if fault is not None and jobs:
+            jobs[0].fault = fault
+        return jobs
+
+    def checkpoint_step(self, store_uri: str, step: int) -> dict[str, Any]:
+        """The checkpoint step: its fault armed (that of iteration ``step - 1``), then saved.
+
+        See :meth:`save_checkpoint`.
+        """
+        self.arm_fault(Step.CHECKPOINT, step - 1)
+        return self.save_checkpoint(store_uri, step)
+
     # -- the steps of an iteration --------------------------------------------------------
     @abstractmethod
     def weight_sync(self, iteration: int) -> StepResult:
@@ -214,7 +284,7 @@ class StepRuntime(ABC):
 
     @abstractmethod
     def snapshot(self, step: str) -> None:
-        """Keep in memory the state ``step`` (one of :data:`STATEFUL_STEPS`) will change."""
+        """Keep in memory the state ``step`` will change (a stateful :class:`~rl_core.steps.Step`)."""
 
     @abstractmethod
     def restore(self, step: str) -> None:
@@ -269,7 +339,7 @@ def make_runtime(cfg: RLPipeConfig) -> StepRuntime:
     return runtime_class(cfg)(cfg)
 
 
-def run_iteration_in_process(runtime: StepRuntime, iteration: int) -> dict[str, StepResult]:
+def run_iteration_in_process(runtime: StepRuntime, iteration: int) -> dict[Step, StepResult]:
     """One training iteration without Prefect: the steps in order, fan-out jobs called here.
 
     For bare-loop benchmarks and tests that compare placements; the train flow runs the
@@ -279,13 +349,13 @@ def run_iteration_in_process(runtime: StepRuntime, iteration: int) -> dict[str, 
         Each step's result; the reward's ``seconds`` include scoring the jobs.
     """
     results = {
-        "weight_sync": runtime.weight_sync(iteration),
-        "rollout": runtime.rollout(iteration),
+        Step.WEIGHT_SYNC: runtime.run_step(Step.WEIGHT_SYNC, iteration),
+        Step.ROLLOUT: runtime.run_step(Step.ROLLOUT, iteration),
     }
     start = time.perf_counter()
-    scores = [job.fn(**job.kwargs) for job in runtime.reward_jobs(iteration)]
-    results["reward"] = runtime.reward(iteration, scores)
-    results["reward"].seconds = time.perf_counter() - start
-    results["advantage"] = runtime.advantage(iteration)
-    results["update"] = runtime.update(iteration)
+    scores = [job.fn(**job.kwargs) for job in runtime.fanout_jobs(Step.REWARD, iteration)]
+    results[Step.REWARD] = runtime.reward(iteration, scores)
+    results[Step.REWARD].seconds = time.perf_counter() - start
+    results[Step.ADVANTAGE] = runtime.run_step(Step.ADVANTAGE, iteration)
+    results[Step.UPDATE] = runtime.run_step(Step.UPDATE, iteration)
     return results

@@ -22,14 +22,13 @@ from rl_core.seeding import eval_seeds
 logger = logging.getLogger(__name__)
 
 
-def evaluation_jobs(cfg: Any, config: dict[str, Any], weights: Any, fault: Any) -> list[FanoutJob]:
+def evaluation_jobs(cfg: Any, config: dict[str, Any], weights: Any) -> list[FanoutJob]:
     """Deterministic episodes on the fixed evaluation seeds, in ``eval.num_tasks`` parts.
 
     Args:
         cfg: The validated run config.
         config: The same as a plain dict (what the tasks rebuild the policy from).
         weights: ObjectRef of the trainer's weights.
-        fault: An injected fault for the first job (or None).
     """
     num = cfg.eval.num_episodes
     seeds = eval_seeds(cfg.run.seed, num)
@@ -39,9 +38,8 @@ def evaluation_jobs(cfg: Any, config: dict[str, Any], weights: Any, fault: Any) 
             "eval_episodes",
             run_episodes,
             {"config": config, "state_dict": weights, "seeds": [int(s) for s in p]},
-            fault if i == 0 else None,
         )
-        for i, p in enumerate(parts)
+        for p in parts
     ]
 
 

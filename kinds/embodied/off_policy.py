@@ -54,7 +54,6 @@ class OffPolicyRuntime(EmbodiedRuntime):
     def advantage(self, iteration: int) -> StepResult:
         """Add the iteration's transitions to the replay buffer (once, whatever retries)."""
         start = time.perf_counter()
-        self.faults.arm("advantage", iteration, self.actor[0])
         (transitions,) = self.actor.call("transitions")
         (out,) = self.replay.call_within(
             "advantage", self.timeouts.advantage, "add", transitions, iteration
@@ -64,7 +63,6 @@ class OffPolicyRuntime(EmbodiedRuntime):
     def update(self, iteration: int) -> StepResult:
         """Gradient steps on minibatches the replay worker draws."""
         start = time.perf_counter()
-        self.faults.arm("update", iteration, self.actor[0])
         (sample,) = self.replay.call("sample", self.gradient_steps, self.cfg.replay.batch_size)
         (out,) = self.actor.call_within("update", self.timeouts.update, "update", iteration, sample)
         return StepResult.of(time.perf_counter() - start, out)

@@ -26,6 +26,7 @@ from infra.cluster.deadlines import Liveness
 from infra.cluster.gpu_placement import Attached
 from infra.cluster.worker_base import Pending
 from infra.cluster.worker_group import WorkerGroup
+from infra.driver.faults import FIRST_FANOUT_JOB
 from infra.driver.rollout_pipeline import PIPELINE_FILE
 from infra.driver.step_runtime import (
     Evaluation,
@@ -47,6 +48,7 @@ from kinds.embodied.workers.env_worker import EnvWorker
 from kinds.embodied.workers.hybrid_worker import HybridActorWorker
 from rl_core.config import RLPipeConfig
 from rl_core.seeding import env_reseed
+from rl_core.steps import Step
 
 logger = logging.getLogger(__name__)
 
@@ -128,9 +130,16 @@ class EmbodiedRuntime(StepRuntime):
         return [self.env, self.actor, *self.policy_placement.own_groups, *self.more_groups]
 
     # -- steps ---------------------------------------------------------------------------
+    def fault_target(self, step: Step) -> Any:
+        """The first env worker (rollout), the first evaluation task, else the trainer."""
+        if step is Step.ROLLOUT:
+            return self.env[0]
+        if step is Step.EVALUATE:
+            return FIRST_FANOUT_JOB
+        return self.actor[0]
+
     def weight_sync(self, iteration: int) -> StepResult:
         """Bring the trainer's weights to whatever serves rollout inference."""
-        self.faults.arm("weight_sync", iteration, self.actor[0])
         bucket_mb = self.cfg.rollout.weight_sync_bucket_mb
         result = self.policy_placement.weight_sync(self.actor, self.timeouts.weight_sync, bucket_mb)
         self.published_version = int(result.info["version"])
@@ -144,7 +153,6 @@ class EmbodiedRuntime(StepRuntime):
         (:mod:`kinds.embodied.collection`).
         """
         start = time.perf_counter()
-        self.faults.arm("rollout", iteration, self.env[0])
         stats, metrics = self.collection.collect(iteration, self.published_version)
         returns = [r for s in stats for r in s["episode_returns"]]
         lengths = [n for s in stats for n in s["episode_lengths"]]
@@ -164,17 +172,14 @@ class EmbodiedRuntime(StepRuntime):
 
     def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:
         """Apply the reward function on the trainer's batch (``results`` is unused)."""
-        self.faults.arm("reward", iteration, self.actor[0])
         return self._timed_actor_call("reward", "apply_reward")
 
     def advantage(self, iteration: int) -> StepResult:
         """Compute advantages and returns on the trainer."""
-        self.faults.arm("advantage", iteration, self.actor[0])
         return self._timed_actor_call("advantage", "compute_advantages")
 
     def update(self, iteration: int) -> StepResult:
         """Update the policy on the trainer."""
-        self.faults.arm("update", iteration, self.actor[0])
         return self._timed_actor_call("update", "update", iteration)
 
     def _timed_actor_call(self, step: str, method: str, *args: Any) -> StepResult:
@@ -189,8 +194,7 @@ class EmbodiedRuntime(StepRuntime):
     # -- evaluation (kinds/embodied/evaluation.py) ---------------------------------------
     def evaluation_jobs(self, iteration: int) -> list[FanoutJob]:
         """Deterministic episodes on the fixed evaluation seeds, in ``eval.num_tasks`` parts."""
-        fault = self.faults.task_fault("evaluate", iteration)
-        return evaluation_jobs(self.cfg, self.config_dict, self.policy_weights_ref(), fault)
+        return evaluation_jobs(self.cfg, self.config_dict, self.policy_weights_ref())
 
     def evaluate(self, iteration: int, results: list[Any] | None) -> Evaluation:
         """Combine the episode jobs' returns and lengths into ``eval/*`` metrics."""
@@ -211,7 +215,6 @@ class EmbodiedRuntime(StepRuntime):
     def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
         """Write every worker's state for ``step`` (not yet committed)."""
         start = time.perf_counter()
-        self.faults.arm("checkpoint", step - 1, self.actor[0])
         folder = step_dir_name(step)
         store = open_store(store_uri)
         timeout = self.timeouts.checkpoint

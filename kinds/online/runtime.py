@@ -46,6 +46,7 @@ from kinds.reasoning.runtime import ReasoningRuntime
 from rl_core.llm.prompting import load_task_samples
 from rl_core.models import get_model
 from rl_core.online.simulated_user import QuestionPlan
+from rl_core.steps import Step
 
 logger = logging.getLogger(__name__)
 SERVED_DIR = "served"
@@ -256,6 +257,10 @@ class OnlineRuntime(ReasoningRuntime):
         comparison = ab_comparison(self.feedback_store, self.server_settings.weights_file)
         result.metrics.update(ab_metrics(comparison))
         return result
+
+    def fault_target(self, step: Step) -> Any:
+        """As a reasoning run's, but ``reward`` calls no worker (faults there never fire)."""
+        return None if step is Step.REWARD else super().fault_target(step)
 
     def reward_jobs(self, iteration: int) -> list[Any]:
         """None: the feedback is the reward (scored when the batch was taken)."""

@@ -112,7 +112,6 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
     scored by the trainer and takes its tokens' advantages.
     """
     start = time.perf_counter()
-    runtime.faults.arm("advantage", iteration, runtime.actor[0])
     batch = runtime.batch
     groups = np.asarray(batch.group_index, dtype=np.int64)
     if groups.shape != (len(batch),):

@@ -19,7 +19,6 @@ def reward_jobs(
     tokenizer: Any,
     reward_cfg: dict[str, Any],
     num_tasks: int,
-    fault: Any,
 ) -> list[FanoutJob]:
     """Chunks of ``batch`` for the reward fan-out tasks (up to ``num_tasks`` of them).
 
@@ -28,7 +27,6 @@ def reward_jobs(
         tokenizer: Decodes the completions.
         reward_cfg: The ``reward`` section as a plain dict (what the tasks build it from).
         num_tasks: Chunks to split the batch into (``reward.num_tasks``).
-        fault: A fault injected into the first job (None: none).
     """
     parts = np.array_split(np.arange(len(batch)), num_tasks)
     return [
@@ -36,9 +34,8 @@ def reward_jobs(
             "score_rewards",
             score_chunk,
             {"reward_cfg": reward_cfg, "chunk": reward_chunk(tokenizer, batch, p.tolist())},
-            fault if i == 0 else None,
         )
-        for i, p in enumerate(parts)
+        for p in parts
         if len(p)
     ]
 

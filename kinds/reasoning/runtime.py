@@ -26,6 +26,7 @@ from infra.checkpoint import signed_dcp
 from infra.checkpoint.store import open_store, step_dir_name
 from infra.cluster import ray_cluster
 from infra.cluster.worker_group import WorkerGroup
+from infra.driver.faults import FIRST_FANOUT_JOB
 from infra.driver.step_runtime import (
     Evaluation,
     FanoutJob,
@@ -61,6 +62,7 @@ from rl_core.llm.prompting import encode_prompts, load_task_samples
 from rl_core.llm.sync_probe import probe_atol, probe_tokens
 from rl_core.rewards.model_reward import reward_plan
 from rl_core.seeding import model_reward_seed
+from rl_core.steps import Step
 from rl_core.training.parallel_layout import ParallelLayout
 
 logger = logging.getLogger(__name__)
@@ -169,10 +171,22 @@ class ReasoningRuntime(StepRuntime):
         train, held = load_task_samples(cfg.data)
         logger.info("prompt data: %d training and %d held-out prompts", len(train), len(held))
 
+    def fault_target(self, step: Step) -> Any:
+        """Where a step's injected fault strikes: its first worker or task.
+
+        The first rollout worker for rollout and evaluate; for reward the first reward-model
+        worker, or the first reward task when no reward model scores; else the trainer
+        (rank 0).
+        """
+        if step in (Step.ROLLOUT, Step.EVALUATE):
+            return self.rollout_group[0]
+        if step is Step.REWARD:
+            return FIRST_FANOUT_JOB if self.model_reward is None else self.model_reward.group[0]
+        return self.actor[0]
+
     def weight_sync(self, iteration: int) -> StepResult:
         """Trainer → rollout engines: in memory (hybrid engine) or through the object store."""
         start = time.perf_counter()
-        self.faults.arm("weight_sync", iteration, self.actor[0])
         synced = self.engines.sync_weights(self.timeouts.weight_sync, self.sync_probe)
         self.published_version = synced.version
         return StepResult(time.perf_counter() - start, synced.metrics, info=synced.info)
@@ -213,7 +227,6 @@ class ReasoningRuntime(StepRuntime):
         launches the next one (:mod:`kinds.reasoning.pipelined_generation`).
         """
         start = time.perf_counter()
-        self.faults.arm("rollout", iteration, self.rollout_group[0])
         self.batch, metrics, rounds = self.generation.take(iteration, self.published_version)
         seconds = time.perf_counter() - start
         lengths = [len(r) for r in self.batch.response_ids]
@@ -250,15 +263,13 @@ class ReasoningRuntime(StepRuntime):
         """Chunks of the batch for the reward fan-out tasks (``reward.num_tasks`` of them).
 
         With a model reward the jobs score the rule components only (the reward-model
-        workers score the rest in :meth:`reward`), and an injected ``reward`` fault strikes
-        the first reward-model worker.
+        workers score the rest in :meth:`reward`, and an injected ``reward`` fault strikes
+        the first reward-model worker: :meth:`fault_target`).
         """
         reward_cfg, tasks = self.config_dict["reward"], self.cfg.reward.num_tasks
         if self.model_reward is not None:
-            self.faults.arm("reward", iteration, self.model_reward.group[0])
             return rule_jobs(self.batch, self.tokenizer, reward_cfg, self.reward_plan, tasks)
-        fault = self.faults.task_fault("reward", iteration)
-        return reward_jobs(self.batch, self.tokenizer, reward_cfg, tasks, fault)
+        return reward_jobs(self.batch, self.tokenizer, reward_cfg, tasks)
 
     def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:
         """Collect the fan-out tasks' scores (plus DAPO's overlong penalty).
@@ -292,7 +303,6 @@ class ReasoningRuntime(StepRuntime):
 
     def update(self, iteration: int) -> StepResult:
         """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks."""
-        self.faults.arm("update", iteration, self.actor[0])
         cfg = self.cfg
         return update_step(
             self.actor,
@@ -310,10 +320,17 @@ class ReasoningRuntime(StepRuntime):
         return sft_step(self, iteration)
 
     # -- evaluation -----------------------------------------------------------------------
+    def evaluation_jobs(self, iteration: int) -> list[FanoutJob]:
+        """No jobs: the weights being evaluated go to the rollout engines first.
+
+        (The update may follow the last sync.) The step's injected fault is armed after
+        this sync, so that it strikes the held-out generation of :meth:`evaluate`.
+        """
+        self.weight_sync(-1)
+        return []
+
     def evaluate(self, iteration: int, results: list[Any] | None = None) -> Evaluation:
         """Greedy accuracy and pass@k on the held-out prompts, with sample rows."""
-        self.weight_sync(-1)  # the weights being evaluated (the update may follow the sync)
-        self.faults.arm("evaluate", iteration, self.rollout_group[0])
         metrics, rows = evaluate_heldout(self, iteration)
         return Evaluation(metrics, rows, seconds=metrics.pop("seconds"))
 
@@ -337,7 +354,6 @@ class ReasoningRuntime(StepRuntime):
     def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
         """Trainer shards + full weights (collective) and the prompt sampler's cursor."""
         start = time.perf_counter()
-        self.faults.arm("checkpoint", step - 1, self.actor[0])
         folder = step_dir_name(step)
         timeout = self.timeouts.checkpoint
         saved = self.actor.call_within("checkpoint", timeout, "save_checkpoint", store_uri, folder)

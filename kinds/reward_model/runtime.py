@@ -31,6 +31,7 @@ from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
 from rl_core.data.preferences import PreferencePair, load_preference_pairs
 from rl_core.models.reward_model import encode_pairs
+from rl_core.steps import Step
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "reward_model_state.json"
@@ -117,10 +118,16 @@ class RewardModelRuntime(StepRuntime):
         """Nothing to estimate."""
         return StepResult(0.0)
 
+    def fault_target(self, step: Step) -> Any:
+        """The trainer (rank 0) for update, evaluate and checkpoint.
+
+        The other steps call no worker: a fault planned there never fires.
+        """
+        return self.actor[0] if step in (Step.UPDATE, Step.EVALUATE, Step.CHECKPOINT) else None
+
     def update(self, iteration: int) -> StepResult:
         """One Bradley-Terry step per batch; each rank trains on its share of every batch."""
         start = time.perf_counter()
-        self.faults.arm("update", iteration, self.actor[0])
         world = len(self.actor)
         shards = [[self._rows(b, part) for b in self.batches] for part in range(world)]
         total = self.cfg.data.pairs_per_batch
@@ -144,7 +151,6 @@ class RewardModelRuntime(StepRuntime):
     def evaluate(self, iteration: int, results: list[Any] | None = None) -> Evaluation:
         """Pairwise accuracy and reward margin on the held-out pairs, with sample rows."""
         start = time.perf_counter()
-        self.faults.arm("evaluate", iteration, self.actor[0])
         chosen, rejected = self.score(self.eval_pairs, "evaluate")
         metrics = pair_metrics(chosen, rejected)
         rows = sample_rows(self.eval_pairs, chosen, rejected, self.cfg.eval.sample_rows)
@@ -197,7 +203,6 @@ class RewardModelRuntime(StepRuntime):
     def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
         """Trainer shards + full weights (collective) and the data cursor."""
         start = time.perf_counter()
-        self.faults.arm("checkpoint", step - 1, self.actor[0])
         folder = step_dir_name(step)
         self.actor.call_within(
             "checkpoint", self.timeouts.checkpoint, "save_checkpoint", store_uri, folder

@@ -1,13 +1,16 @@
 """The glossary's record types and the small tables its entries refer to.
 
 An entry names a run kind (a key of :data:`RUNS`), a tag scope (a key of
-:data:`TAG_SCOPES`) and, in its key, placeholders (:data:`PLACEHOLDERS`);
+:data:`TAG_SCOPES`) and, in its key, placeholders (:data:`PLACEHOLDERS`; the step
+placeholders take their values from :mod:`rl_core.steps`);
 :data:`METRIC_SECTIONS` groups the metrics into the sections of ``docs/metrics.md``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from rl_core.steps import COST_PHASES, STATEFUL_STEPS, Step
 
 
 @dataclass(frozen=True)
@@ -92,39 +95,16 @@ RUNS: dict[str, str] = {
 
 #: Variable parts of metric keys.
 PLACEHOLDERS: tuple[Placeholder, ...] = (
-    Placeholder(
-        "step",
-        "a step of the iteration",
-        (
-            "weight_sync",
-            "rollout",
-            "reward",
-            "advantage",
-            "update",
-            "sft_update",
-            "evaluate",
-            "checkpoint",
-        ),
-    ),
+    Placeholder("step", "a step of the iteration", tuple(map(str, Step))),
     Placeholder(
         "stateful_step",
         "a step that changes worker state, snapshotted before it runs so a retry can undo it",
-        ("rollout", "update", "sft_update"),
+        tuple(map(str, STATEFUL_STEPS)),
     ),
     Placeholder(
         "phase",
         "a phase of the iteration: a step, or the orchestration between the steps",
-        (
-            "weight_sync",
-            "rollout",
-            "reward",
-            "advantage",
-            "update",
-            "evaluate",
-            "checkpoint",
-            "sft_update",
-            "orchestration",
-        ),
+        tuple(map(str, COST_PHASES)),
     ),
     Placeholder(
         "trajectory_metric",

@@ -17,16 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-#: Steps of an iteration a fault can target.
-FAULT_STEPS = (
-    "weight_sync",
-    "rollout",
-    "reward",
-    "advantage",
-    "update",
-    "evaluate",
-    "checkpoint",
-)
+from rl_core.steps import FAULT_STEPS
+
 #: Kinds of fault.
 FAULT_KINDS = ("raise", "kill", "hang", "disk_full", "kill_driver", "exit")
 _ENTRY = re.compile(r"^(?P<kind>[a-z_]+):(?P<step>[a-z_]+)@(?P<iteration>\d+)$")
@@ -42,7 +34,7 @@ class Fault:
 
     Attributes:
         kind: One of :data:`FAULT_KINDS`.
-        step: One of :data:`FAULT_STEPS`.
+        step: One of :data:`~rl_core.steps.FAULT_STEPS`.
         iteration: Zero-based iteration index.
     """
 
