@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import ray
 
 from infra.cluster.devices import DeviceReport, assigned_device, device_report
-from infra.ops.processes import process_start_time
+from infra.processes import process_start_time
 from rl_core.config import RLPipeConfig, validate_config
 
 logger = logging.getLogger(__name__)
