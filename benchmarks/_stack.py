@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from infra.ops.processes import free_port  # noqa: E402
+from infra.processes import free_port  # noqa: E402
 
 #: Variables that point a process at shared services.
 SERVICE_VARS = ("PREFECT_API_URL", "RAY_ADDRESS", "MLFLOW_TRACKING_URI")

@@ -164,7 +164,7 @@ serve_policy = flow(name="serve", flow_run_name="serve-{preset}", persist_result
 
 
 def _free_port() -> int:
-    from infra.ops.processes import free_port
+    from infra.processes import free_port
 
     return free_port()
 

@@ -23,9 +23,9 @@ from flows.run_loop import flow_run_namer, prepare_model_files, run_training, tr
 from flows.sft import sft
 from flows.stop_signals import stop_signals_in_flow
 from infra.checkpoint.export import is_finished_export
-from infra.checkpoint.init_from import apply_init_from
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.store import open_store
+from infra.driver.init_from import apply_init_from
 from infra.driver.session import resolve_tracking_uri
 from infra.tracking.secrets import redacted_errors
 from kinds.reasoning.reward_model_source import (
@@ -75,7 +75,7 @@ def prepare_model(cfg: RLPipeConfig) -> RLPipeConfig:
     ``run.warm_start`` runs that SFT preset first (as a child flow) unless the export of a
     finished run of it exists (a stopped one resumes and finishes), and points
     ``model.model_path`` at it; ``run.init_from`` fetches the model a new run starts from
-    (:func:`infra.checkpoint.init_from.apply_init_from`); then :func:`prepare_model_files`.
+    (:func:`infra.driver.init_from.apply_init_from`); then :func:`prepare_model_files`.
 
     Raises:
         WarmStartError: The supervised run stopped again before finishing.

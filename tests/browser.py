@@ -96,7 +96,7 @@ def mlflow_ui(store_dir: Path) -> Iterator[str]:
 
     Its output goes to ``store_dir/mlflow-ui.log`` (shown if it exits before listening).
     """
-    from infra.ops.processes import free_port, port_listening
+    from infra.processes import free_port, port_listening
 
     port = free_port()
     log_path = store_dir / "mlflow-ui.log"

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from infra.ops.processes import executable, free_port
+from infra.processes import executable, free_port
 
 #: Environment that points boto3 and MLflow at the server (dummy credentials).
 CREDENTIALS = {

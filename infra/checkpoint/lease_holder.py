@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-from infra.ops.processes import pid_alive
+from infra.processes import pid_alive
 
 logger = logging.getLogger(__name__)
 

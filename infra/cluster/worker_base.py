@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import ray
 
 from infra.cluster.devices import DeviceReport, assigned_device, device_report
-from infra.ops.processes import process_start_time
+from infra.processes import process_start_time
 from rl_core.config import RLPipeConfig, validate_config
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ def step_method(method: _Method) -> _Method:
         armed = self.__dict__.pop("_armed_fault", None)
         if armed is None:
             return method(self, *args, **kwargs)
-        from infra.driver.faults import fault_scope
+        from infra.cluster.worker_faults import fault_scope
 
         where = f"{self.group} worker {self.rank} {method.__name__} ({armed[1]})"
         with fault_scope(armed[0], where):

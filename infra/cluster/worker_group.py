@@ -14,7 +14,7 @@ from infra.cluster.deadlines import Liveness, Owner, StepTimeout, wait_for
 from infra.cluster.placement import GroupPlacement
 from infra.cluster.runtime_env import store_access_env
 from infra.cluster.worker_base import CONCURRENCY_GROUPS, CONTROL_GROUP, WorkerProcess
-from infra.ops.processes import kill_process, wait_gone
+from infra.processes import kill_process, wait_gone
 
 __all__ = ["Liveness", "Owner", "StepTimeout", "WorkerGroup", "WorkerStartError", "wait_for"]
 

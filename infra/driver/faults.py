@@ -13,27 +13,21 @@ from __future__ import annotations
 
 import logging
 import os
-import resource
 import shutil
 import signal
 import tempfile
-import threading
-import time
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import ray
 
+from infra.cluster.worker_faults import fire
 from rl_core.reliability import Fault, FaultPlan, parse_faults
 
 logger = logging.getLogger(__name__)
 ENV_VAR = "RLPIPE_FAULTS"
 WORKER_KINDS = ("raise", "kill", "hang", "disk_full")
-#: What a process may still write during a ``disk_full`` fault: larger files fail (EFBIG).
-DISK_FULL_FILE_BYTES = 1024
 DRIVER_KINDS = ("kill_driver", "exit")
 
 
@@ -48,55 +42,8 @@ class _FirstFanoutJob:
 FIRST_FANOUT_JOB = _FirstFanoutJob()
 
 
-class InjectedFault(RuntimeError):
-    """The exception a ``raise`` fault throws inside a worker."""
-
-
 class RunAbortedByFault(RuntimeError):
     """An ``exit`` fault: the train flow fails here without retrying."""
-
-
-def fire(kind: str, where: str) -> None:
-    """Carry out a fault in this process.
-
-    Args:
-        kind: ``raise``, ``kill`` or ``hang``.
-        where: What is failing (for the log and the exception).
-    """
-    logger.warning("injected fault %s in %s (pid %d)", kind, where, os.getpid())
-    if kind == "raise":
-        raise InjectedFault(f"injected fault: raise in {where}")
-    if kind == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(60)  # not reached: SIGKILL cannot be handled
-    if kind == "hang":
-        threading.Event().wait()  # until the step's deadline kills this process
-    raise ValueError(f"unknown fault kind {kind!r}")
-
-
-@contextmanager
-def fault_scope(kind: str, where: str) -> Iterator[None]:
-    """Carry out a fault around the step it strikes.
-
-    ``disk_full`` lowers this process's file-size limit (``RLIMIT_FSIZE``) for the step, so
-    its writes fail as on a full disk (``OSError`` EFBIG: Python ignores ``SIGXFSZ``); the
-    other kinds fire at the step's start (:func:`fire`).
-
-    Args:
-        kind: A worker fault kind (:data:`WORKER_KINDS`).
-        where: What is failing (for the log and the exception).
-    """
-    if kind != "disk_full":
-        fire(kind, where)
-        yield
-        return
-    logger.warning("injected fault %s in %s (pid %d)", kind, where, os.getpid())
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (DISK_FULL_FILE_BYTES, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
 def fire_once(fault: dict[str, str] | None, where: str) -> None:

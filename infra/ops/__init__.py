@@ -1,5 +1,5 @@
 """Operations tools, apart from the training runtime.
 
-Processes, the local Prefect API, a local Ray head, and the local stack (Prefect and MLflow
-servers and a worker).
+The local Prefect API, a local Ray head, and the local stack (Prefect and MLflow servers
+and a worker).
 """

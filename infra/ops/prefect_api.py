@@ -13,7 +13,7 @@ from pathlib import Path
 
 from infra.cluster.runtime_env import all_store_access_vars
 from infra.ops.prefect_profile import running_profile_api
-from infra.ops.processes import die_with_parent, free_port, signal_group
+from infra.processes import die_with_parent, free_port, signal_group
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class LocalPrefectServer:
     foreground process group) does not stop it while the run finishes its iteration and
     reports its final state; it gets SIGTERM when the process that started it exits, so it
     never outlives it. Create it from the main thread (see
-    :func:`~infra.ops.processes.die_with_parent`).
+    :func:`~infra.processes.die_with_parent`).
 
     Args:
         log_path: Where the server's output goes.

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from infra.cluster.runtime_env import all_store_access_vars
-from infra.ops.processes import executable, port_free, port_listening, session_pids
+from infra.processes import executable, port_free, port_listening, session_pids
 
 logger = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from infra.cluster.runtime_env import BASE_ENV
 from infra.ops.prefect_api import LocalPrefectServer
-from infra.ops.processes import executable, pid_alive, port_free, signal_group
 from infra.ops.ray_head import LocalRayHead
 from infra.ops.stack_state import PROJECT_ROOT, STATE_FILE, read_state
+from infra.processes import executable, pid_alive, port_free, signal_group
 
 logger = logging.getLogger(__name__)
 POOL = "rlpipe-process"

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from infra.ops.prefect_profile import answers
-from infra.ops.processes import pid_alive
+from infra.processes import pid_alive
 
 logger = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ import torch
 
 from infra.checkpoint.export import export_policy
 from infra.driver.step_runtime import StepResult
-from infra.ops.processes import free_port
+from infra.processes import free_port
 from kinds.online.deployment import (
     REPLICA_CPUS,
     ServerSettings,

@@ -2,7 +2,7 @@
 
 * ``uri: models:/<name>@<alias>`` (or ``/<version>``, ``/latest``): downloaded from the
   tracking server's registry into ``<output_dir>/<run>/reward_model``, the way
-  ``run.init_from`` downloads a starting model (:mod:`infra.checkpoint.init_from`).
+  ``run.init_from`` downloads a starting model (:mod:`infra.driver.init_from`).
 * ``uri: <directory>``: an rlpipe export (``rlpipe_model.json``) or a Hugging Face model
   directory, used where it is.
 * ``preset: <reward_model preset>``: that run's export ``<output_dir>/<its run name>/model``

@@ -20,7 +20,7 @@ def check(device: torch.device) -> dict[str, Any]:
     """Run the check; returns its figures (``ok``: the update moved the weights, the loss
     is finite and the log-probs agree within bf16 rounding)."""
     from infra.llm import distributed as fsdp
-    from infra.ops.processes import free_port
+    from infra.processes import free_port
     from rl_core.config import load_config
     from rl_core.llm import SamplingParams, hf_generate, pad_left, pad_right
     from rl_core.models.tiny_lm import create_tiny_lm

@@ -16,7 +16,7 @@ def check(device: torch.device) -> dict[str, Any]:
     returns the backend's description and the largest difference (``ok``: below 1e-3)."""
     from infra.llm import distributed
     from infra.llm.megatron_backend import MegatronBackend
-    from infra.ops.processes import free_port
+    from infra.processes import free_port
     from rl_core.config import load_config
     from rl_core.llm import pad_left, pad_right
     from rl_core.models import get_model

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infra.ops.processes import free_port
+from infra.processes import free_port
 from kinds.online.deployment import ServerSettings, Weights, start_policy_server, update_weights
 from kinds.online.service import token_digest
 from kinds.online.simulated_user import SimulatedUser

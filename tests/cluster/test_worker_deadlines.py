@@ -21,7 +21,7 @@ from infra.cluster.deadlines import Liveness, StepTimeout, wait_for
 from infra.cluster.placement import GroupPlacement
 from infra.cluster.ray_cluster import connect, shutdown
 from infra.cluster.worker_group import WorkerGroup
-from infra.ops.processes import pid_alive
+from infra.processes import pid_alive
 from rl_core.config import RLPipeConfig
 from tests.toy_workers import ToyWorker
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from infra.ops.processes import free_port, pid_alive, signal_group
 from infra.ops.stack import read_state
+from infra.processes import free_port, pid_alive, signal_group
 from tests.integration.conftest import ROOT, kill_process_group
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from infra.ops.processes import session_pids
 from infra.ops.ray_head import LocalRayHead
+from infra.processes import session_pids
 from tests.integration.conftest import ROOT, find_run, run_train
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from infra.ops.prefect_api import LocalPrefectServer
-from infra.ops.processes import executable, free_port
+from infra.processes import executable, free_port
 from tests.integration.conftest import ROOT, kill_process_group, training_env
 
 ITERATIONS = 200

@@ -25,7 +25,7 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from infra.checkpoint.lease_holder import holder_text
-from infra.ops.processes import port_listening, session_pids
+from infra.processes import port_listening, session_pids
 from tests.integration.conftest import (
     CARTPOLE_EXPERIMENT,
     kill_process_group,

@@ -11,10 +11,10 @@ from mlflow.tracking import MlflowClient
 from infra.checkpoint.export import export_policy
 from infra.checkpoint.init_from import (
     InitFromError,
-    apply_init_from,
     load_initial_weights,
     start_from_init_weights,
 )
+from infra.driver.init_from import apply_init_from
 from rl_core.config import ConfigError, load_config
 from rl_core.envs import probe_spaces
 from rl_core.models import get_model

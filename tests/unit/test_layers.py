@@ -191,6 +191,12 @@ def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return folders
 
 
+@pytest.mark.parametrize("package", ["infra", "kinds"])
+def test_no_folder_imports_itself_through_other_folders(package: str) -> None:
+    found = circles(folder_graph(module_graph(package)))
+    assert not found, "; ".join(" <-> ".join(part) for part in found)
+
+
 def test_the_folder_graph_joins_modules_by_folder() -> None:
     graph = {
         "infra.driver.session": {"infra.cluster.devices"},

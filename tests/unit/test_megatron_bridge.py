@@ -11,7 +11,7 @@ import torch
 import torch.multiprocessing as mp
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from infra.ops.processes import free_port
+from infra.processes import free_port
 from rl_core.models.megatron.config import (
     HFShape,
     MegatronBridgeError,

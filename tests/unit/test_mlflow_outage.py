@@ -6,7 +6,7 @@ import logging
 
 from mlflow.tracking import MlflowClient
 
-from infra.ops.processes import free_port
+from infra.processes import free_port
 from infra.tracking.mlflow_tracker import MlflowTracker
 from infra.tracking.outage import RetryNotice, retry_budget_s
 

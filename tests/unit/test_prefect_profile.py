@@ -8,7 +8,7 @@ import os
 import pytest
 
 from infra.ops import prefect_api, prefect_profile
-from infra.ops.processes import free_port
+from infra.processes import free_port
 from tests.env_vars import unset
 
 

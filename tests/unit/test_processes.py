@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from infra.ops.processes import (
+from infra.processes import (
     free_port,
     kill_process,
     pid_alive,
@@ -59,7 +59,7 @@ def test_a_server_in_its_own_session_dies_with_the_process_that_started_it() -> 
             sys.executable,
             "-c",
             "import subprocess, sys, time\n"
-            "from infra.ops.processes import die_with_parent\n"
+            "from infra.processes import die_with_parent\n"
             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
             "    start_new_session=True, preexec_fn=die_with_parent())\n"
             "print(child.pid, flush=True)\n"

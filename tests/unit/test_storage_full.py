@@ -62,7 +62,7 @@ def test_disk_full_strikes_the_checkpoint_step_only() -> None:
 
 SCOPE = """
 import errno, resource, sys
-from infra.driver.faults import fault_scope
+from infra.cluster.worker_faults import fault_scope
 before = resource.getrlimit(resource.RLIMIT_FSIZE)
 path = sys.argv[1]
 with fault_scope("disk_full", "test"):

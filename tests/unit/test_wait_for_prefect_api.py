@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from infra.ops.prefect_api import wait_for_configured_api
-from infra.ops.processes import free_port
+from infra.processes import free_port
 
 
 class _Health(BaseHTTPRequestHandler):
