@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from infra.driver.faults import FIRST_FANOUT_JOB, FaultInjector
 from rl_core.config import ConfigError, RLPipeConfig
@@ -104,19 +104,24 @@ class Evaluation:
     seconds: float = 0.0
 
 
-class StepRuntime(ABC):
+#: The config class of a runtime's kind.
+C = TypeVar("C", bound=RLPipeConfig)
+
+
+class StepRuntime(ABC, Generic[C]):
     """Worker groups of one run and the steps the iteration flow calls on them.
 
-    Subclasses build their worker groups in ``__init__(cfg)`` and implement the abstract
-    methods; the kind (:class:`~rl_core.kind.Kind`) that names the subclass gives its
+    Generic in the kind's config class (``StepRuntime[ReasoningConfig]``), so ``self.cfg``
+    has the kind's sections. Subclasses build their worker groups in ``__init__(cfg)`` and
+    implement the abstract methods; the kind (:class:`~rl_core.kind.Kind`) that names the subclass gives its
     score metric.
     """
 
     #: Env spaces the model was built for (None for models that take none).
     spaces: Any = None
 
-    def __init__(self, cfg: RLPipeConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: C) -> None:
+        self.cfg: C = cfg
         self.config_dict = cfg.model_dump(mode="json")
         self.faults = FaultInjector()
 

@@ -35,6 +35,7 @@ from infra.driver.step_runtime import (
     StepRuntime,
 )
 from kinds.embodied.collection import Collection, collection_for
+from kinds.embodied.config import EmbodiedConfig
 from kinds.embodied.evaluation import (
     combine_episodes,
     evaluate_checkpoint,
@@ -53,7 +54,7 @@ from rl_core.steps import Step
 logger = logging.getLogger(__name__)
 
 
-class EmbodiedRuntime(StepRuntime):
+class EmbodiedRuntime(StepRuntime[EmbodiedConfig]):
     """Creates and drives the env, rollout and actor worker groups of a run.
 
     Args:

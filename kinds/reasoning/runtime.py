@@ -37,6 +37,7 @@ from infra.llm.engines import check_rollout_engine
 from infra.llm.workers.trainer_rank import setup_trainer
 from kinds.reasoning.advantage_step import advantage_step
 from kinds.reasoning.agent_traces import trace_rows
+from kinds.reasoning.config import ReasoningConfig
 from kinds.reasoning.engine_layouts import Engines, SyncProbe, engines_for
 from kinds.reasoning.evaluation import evaluate_heldout
 from kinds.reasoning.model_reward_step import (
@@ -69,7 +70,7 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "reasoning_state.json"
 
 
-class ReasoningRuntime(StepRuntime):
+class ReasoningRuntime(StepRuntime[ReasoningConfig]):
     """Creates and drives the trainer, rollout and reference worker groups of an LLM run.
 
     Args:

@@ -25,6 +25,7 @@ from infra.cluster.deadlines import Liveness
 from infra.cluster.worker_group import WorkerGroup
 from infra.driver.step_runtime import Evaluation, StepResult, StepRuntime
 from infra.llm.workers.trainer_rank import setup_trainer
+from kinds.reward_model.config import RewardModelConfig
 from kinds.reward_model.evaluation import pair_metrics, sample_rows
 from kinds.reward_model.worker import RewardModelWorker
 from rl_core.config import RLPipeConfig
@@ -37,7 +38,7 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "reward_model_state.json"
 
 
-class RewardModelRuntime(StepRuntime):
+class RewardModelRuntime(StepRuntime[RewardModelConfig]):
     """Creates and drives the trainer ranks of a reward-model run.
 
     Args:

@@ -19,6 +19,7 @@ from infra.checkpoint.serialize import (
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.cluster.worker_base import Stopwatch, WorkerBase, resolve, step_method
 from infra.weight_sync import bucket_nbytes, state_dict_to_buckets
+from kinds.embodied.config import EmbodiedConfig
 from rl_core.models import get_model
 from rl_core.rewards import build_reward
 from rl_core.seeding import worker_seed
@@ -32,7 +33,7 @@ from rl_core.training.optim import build_optimizer, learning_rate, set_learning_
 from rl_core.training.ppo import compute_advantages, ppo_update
 
 
-class ActorWorker(WorkerBase):
+class ActorWorker(WorkerBase[EmbodiedConfig]):
     """Trains the policy on rollout batches; serves weights to rollout workers.
 
     The policy and its optimizer live on the worker's device (``self.device``, the GPU Ray

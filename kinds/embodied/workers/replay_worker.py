@@ -21,6 +21,7 @@ from infra.checkpoint.serialize import (
 )
 from infra.checkpoint.store import open_store
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
+from kinds.embodied.config import EmbodiedConfig
 from rl_core.data.replay_buffer import ReplayBuffer, load_transitions
 from rl_core.seeding import worker_seed
 
@@ -29,7 +30,7 @@ REPLAY_ARRAYS = "replay/transitions.safetensors"
 REPLAY_STATE = "replay/state.pt"
 
 
-class ReplayWorker(WorkerBase):
+class ReplayWorker(WorkerBase[EmbodiedConfig]):
     """Holds the replay buffer; adds transitions and serves sampled minibatches."""
 
     group = "replay"

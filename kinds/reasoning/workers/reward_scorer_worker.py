@@ -16,13 +16,14 @@ from typing import Any
 import torch
 
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
+from kinds.reasoning.config import ReasoningConfig
 from rl_core.rewards.model_scorers import build_scorer
 from rl_core.seeding import scoring_worker_seed
 
 logger = logging.getLogger(__name__)
 
 
-class RewardScorerWorker(WorkerBase):
+class RewardScorerWorker(WorkerBase[ReasoningConfig]):
     """One reward-model worker (group ``reward``).
 
     Args:
