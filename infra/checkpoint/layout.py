@@ -22,7 +22,9 @@ A checkpoint of step ``k`` is the folder ``step_dir_name(k)`` of the run's store
 The commit protocol's names (``latest.json``, ``step_XXXXXX``, ``COMPLETE``) belong to
 :mod:`infra.checkpoint.store` and are re-exported here.
 
-Every file goes through :func:`write_file` and :func:`read_file` with a :class:`Codec`:
+Every file (but those of the sharded folder, which torch DCP writes in the trainer ranks
+through :mod:`infra.checkpoint.signed_dcp`) goes through :func:`write_file` and
+:func:`read_file` with a :class:`Codec`:
 JSON, safetensors, or ``torch.save`` data read back with ``weights_only=True``. The one
 pickle a file can hold (the vector envs of ``workers.pt``) is signed when written and
 verified before it is handed on (:mod:`infra.checkpoint.worker_state`), so nothing read
