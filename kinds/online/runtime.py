@@ -230,14 +230,15 @@ class OnlineRuntime(ReasoningRuntime):
         metrics = {**result.metrics, "online/serve_sync_seconds": seconds}
         return StepResult(result.seconds + seconds, metrics, info=result.info)
 
-    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
-        """The checkpoint; an external endpoint then serves its weights."""
-        saved = super().save_checkpoint(store_uri, step)
-        version = self.checkpointed_version
+    def after_checkpoint_saved(self, results: dict[str, list[Any]]) -> None:
+        """An external endpoint then serves the checkpoint's weights (a new version)."""
+        saved = results[self.actor.name]
+        version = next(
+            (r["version"] for r in saved if isinstance(r, dict) and "version" in r), None
+        )
         if self.external and version is not None and version != self.served_version:
             self._publish(version)
             logger.info("published weight version %d to %s", version, self.cfg.run.name)
-        return saved
 
     def _publish(self, version: int) -> float:
         """Export the trainer's weights as ``version`` and serve them; the seconds taken.
@@ -279,9 +280,9 @@ class OnlineRuntime(ReasoningRuntime):
         rewards = self.generation.rewards
         return StepResult.of(0.0, {"rollout/reward_mean": float(np.mean(rewards))})
 
-    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
-        """Restore the run; the next weight sync serves the restored weights."""
-        super().load_checkpoint(store_uri, folder, step)
+    def after_checkpoint_loaded(self, step: int) -> None:
+        """The next weight sync serves the restored weights."""
+        super().after_checkpoint_loaded(step)
         if not self.external:  # (an external endpoint serves committed versions only)
             self.served_version = None
 

@@ -10,15 +10,14 @@ estimate: weight_sync, reward and advantage do nothing.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
 
 import numpy as np
 
-from infra.checkpoint import signed_dcp
-from infra.checkpoint.store import open_store, step_dir_name
+from infra.checkpoint.layout import REWARD_MODEL_STATE_FILE, state_dict_part
+from infra.checkpoint.parts import CheckpointPart, WorkerPart
 from infra.cluster import ray_cluster
 from infra.cluster.cluster_placement import place
 from infra.cluster.deadlines import Liveness
@@ -35,7 +34,6 @@ from rl_core.models.reward_model import encode_pairs
 from rl_core.steps import Step
 
 logger = logging.getLogger(__name__)
-STATE_FILE = "reward_model_state.json"
 
 
 class RewardModelRuntime(StepRuntime[RewardModelConfig]):
@@ -201,29 +199,15 @@ class RewardModelRuntime(StepRuntime[RewardModelConfig]):
         return metrics, rows, f"pairwise accuracy {accuracy:.1%} on {pairs} held-out pairs"
 
     # -- checkpoints ---------------------------------------------------------------------
-    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+    def checkpoint_parts(self) -> list[CheckpointPart]:
         """Trainer shards + full weights (collective) and the data cursor."""
-        start = time.perf_counter()
-        folder = step_dir_name(step)
-        self.actor.call_within(
-            "checkpoint", self.timeouts.checkpoint, "save_checkpoint", store_uri, folder
-        )
-        state = {"sampler": self.sampler.state_dict()}
-        open_store(store_uri).write_bytes(f"{folder}/{STATE_FILE}", json.dumps(state).encode())
-        return {"seconds": time.perf_counter() - start, "dir": folder}
+        return [
+            WorkerPart(self.actor, sharded=True),
+            state_dict_part(REWARD_MODEL_STATE_FILE, {"sampler": self.sampler}),
+        ]
 
-    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
-        """Restore trainer shards, optimizer and the data cursor."""
-        store = open_store(store_uri)
-        local = store.local_path(f"{folder}/actor_dcp")
-        if local is not None:  # refused here in one line, before any trainer rank loads
-            signed_dcp.check_folder(local, self.cfg.run.trust_checkpoint)
-        self.actor.call_within(
-            "checkpoint", self.timeouts.checkpoint, "load_checkpoint", store_uri, folder
-        )
-        self.sampler.load_state_dict(
-            json.loads(store.read_bytes(f"{folder}/{STATE_FILE}"))["sampler"]
-        )
+    def after_checkpoint_loaded(self, step: int) -> None:
+        """No batch is in flight after a checkpoint."""
         self.batches = []
 
     # -- retries -------------------------------------------------------------------------
