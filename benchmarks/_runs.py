@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 from flows.cli import prefect_api  # noqa: E402
 from flows.train import train  # noqa: E402
 from infra.cluster import ray_cluster  # noqa: E402
-from infra.driver.step_runtime import run_iteration_in_process  # noqa: E402
+from infra.driver.runtimes import run_iteration_in_process  # noqa: E402
 from kinds.embodied.runtime import EmbodiedRuntime  # noqa: E402
 from rl_core.config import load_config  # noqa: E402
 

@@ -32,7 +32,7 @@ from _trl_anchor import SETUP_HINT, run_trl, trl_available
 
 from flows.train import prepare_model
 from infra.cluster import ray_cluster
-from infra.driver.step_runtime import run_iteration_in_process
+from infra.driver.runtimes import run_iteration_in_process
 from kinds.reasoning.runtime import ReasoningRuntime
 from rl_core.config import load_config
 

@@ -161,7 +161,7 @@ def preflight(cfg: RLPipeConfig) -> None:
     A ``model.model_path`` hub id must be in the local Hugging Face cache (unless the run
     downloads it, or a warm start or ``run.init_from`` provides the model).
     """
-    from infra.driver.step_runtime import runtime_class
+    from infra.driver.runtimes import runtime_class
     from infra.hub_models import check_model_path
 
     pretrained = cfg.pretrained_model()

@@ -108,7 +108,7 @@ def start_services_early(argv: list[str], default_preset: str | None = None) -> 
         return False
     try:
         from infra.cluster import ray_cluster
-        from infra.driver.step_runtime import runtime_class
+        from infra.driver.runtimes import runtime_class
 
         ray_cluster.connect_cluster(cfg.cluster)
         runtime_class(cfg).prestart(cfg)  # e.g. task workers warm up while the CLI imports

@@ -53,7 +53,7 @@ def evaluate_checkpoint(
     store_uri: str, ckpt: dict[str, Any], episodes: int, cfg: RLPipeConfig
 ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
     """Evaluate the checkpoint the way its model category does (metrics, rows, headline)."""
-    from infra.driver.step_runtime import runtime_class
+    from infra.driver.runtimes import runtime_class
 
     return runtime_class(cfg).evaluate_checkpoint(store_uri, ckpt, episodes)
 

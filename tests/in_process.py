@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.driver.step_runtime import run_iteration_in_process
+from infra.driver.runtimes import run_iteration_in_process
 
 
 def run_iterations(

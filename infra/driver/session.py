@@ -40,7 +40,8 @@ from infra.checkpoint.store import CheckpointError, open_store
 from infra.cluster import ray_cluster
 from infra.driver.faults import FaultInjector
 from infra.driver.guard import ITERATION_RETRIES, IterationGuard
-from infra.driver.step_runtime import StepResult, StepRuntime, make_runtime
+from infra.driver.runtimes import make_runtime
+from infra.driver.step_runtime import StepResult, StepRuntime
 from infra.tracking import MlflowTracker, flatten_config
 from rl_core.algorithms.naming import algorithm_name
 from rl_core.config import RLPipeConfig

@@ -1,8 +1,8 @@
 """The shared part of every run's configuration; each kind of training extends it.
 
 Defaults live in this module, the section modules it assembles (``run_sections``,
-``cluster_section``, ``policy_sections``, ``training_sections``) and the kinds' own section
-modules (``embodied_sections``, ``reasoning_sections``). Sections follow RLinf's layout
+``cluster_section``, ``policy_sections``, ``training_sections``) and each kind package's own
+section modules (``kinds/<kind>/sections.py``). Sections follow RLinf's layout
 (``run``, ``cluster``, ``env``, ``model``, ``rollout``, ``algorithm``, ``actor``, ``reward``,
 ``eval``, ``tracking``) plus ``timeouts``. :class:`RLPipeConfig` holds the sections every
 kind reads; a kind's config class (:class:`rl_core.kind.Kind`) replaces ``model``,

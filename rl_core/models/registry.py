@@ -57,8 +57,8 @@ def register_model(
     Args:
         model_type: Name used as ``model.model_type`` in configs (case-insensitive).
         builder: ``builder(model_cfg, spaces) -> BasePolicy``; omit it to get a decorator.
-        category: ``"embodied"``, ``"reasoning"``, or a category an extension registers
-            a runtime for (``infra.driver.step_runtime.register_category``).
+        category: The kind of training that trains it: ``"embodied"``, ``"reasoning"``,
+            ``"reward_model"``, or a kind a package registers (:func:`rl_core.kind.register_kind`).
         force: Replace an existing registration (e.g. to swap a built-in).
 
     Returns:

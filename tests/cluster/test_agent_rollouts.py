@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.driver.step_runtime import make_runtime
+from infra.driver.runtimes import make_runtime
 from rl_core.config import RLPipeConfig, load_config
 from tests.in_process import run_iterations
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import ray
 
-from infra.driver.step_runtime import make_runtime
+from infra.driver.runtimes import make_runtime
 from rl_core.config import ConfigError, RLPipeConfig, load_config
 from tests.in_process import run_iterations
 

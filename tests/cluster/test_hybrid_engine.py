@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from infra.cluster import ray_cluster
-from infra.driver.step_runtime import make_runtime
+from infra.driver.runtimes import make_runtime
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.models.tiny_lm import create_tiny_lm
 from tests.in_process import run_iterations

@@ -12,7 +12,7 @@ import pytest
 import ray
 from safetensors.torch import load_file
 
-from infra.driver.step_runtime import make_runtime
+from infra.driver.runtimes import make_runtime
 from rl_core.llm.sync_probe import SyncProbeError
 from rl_core.models.tiny_lm import create_tiny_lm
 from tests.in_process import run_iterations

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from infra.driver.step_runtime import make_runtime, run_iteration_in_process
+from infra.driver.runtimes import make_runtime, run_iteration_in_process
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.data.offline_episodes import collect_transitions
 from rl_core.data.replay_buffer import save_transitions

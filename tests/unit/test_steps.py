@@ -8,7 +8,8 @@ import pytest
 
 import infra.driver.faults as faults_module
 from infra.driver.faults import FIRST_FANOUT_JOB, FaultInjector
-from infra.driver.step_runtime import Evaluation, FanoutJob, StepResult, StepRuntime, runtime_class
+from infra.driver.runtimes import runtime_class
+from infra.driver.step_runtime import Evaluation, FanoutJob, StepResult, StepRuntime
 from rl_core.config import load_config
 from rl_core.reliability import parse_faults
 from rl_core.steps import (
