@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rl_core.data.batch import to_numpy_tree
 from rl_core.data.replay_buffer import TRANSITION_KEYS
 from rl_core.envs import VectorEnvAdapter
-from rl_core.training.batch import to_numpy_tree
 
 
 @torch.no_grad()

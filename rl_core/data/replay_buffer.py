@@ -27,7 +27,7 @@ def transitions_from_batch(batch: dict[str, Any]) -> dict[str, np.ndarray]:
     """Flatten a time-major rollout batch into transitions (rows ordered step by step).
 
     Args:
-        batch: A batch as env workers return it (``rl_core.training.batch``); its
+        batch: A batch as env workers return it (``rl_core.data.batch``); its
             ``forward_inputs`` must hold ``states`` and ``actions`` ``[T, N, ...]``.
 
     Returns:

@@ -16,8 +16,8 @@ from rl_core.algorithms import (
     kl_penalty,
     normalize_advantages,
 )
+from rl_core.data.batch import to_torch_tree
 from rl_core.models.base_policy import BasePolicy, policy_device
-from rl_core.training.batch import to_torch_tree
 from rl_core.training.nonfinite import SkippedUpdateGuard
 from rl_core.training.optim import clip_gradients
 

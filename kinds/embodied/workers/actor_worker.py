@@ -24,10 +24,10 @@ from infra.checkpoint.store import CheckpointError, open_store
 from infra.cluster.worker_base import Stopwatch, WorkerBase, resolve, step_method
 from infra.weight_sync import bucket_nbytes, state_dict_to_buckets
 from kinds.embodied.config import EmbodiedConfig
+from rl_core.data.batch import concat_batches, writable_tree
 from rl_core.models import get_model
 from rl_core.rewards import build_reward
 from rl_core.seeding import worker_seed
-from rl_core.training.batch import concat_batches, writable_tree
 from rl_core.training.nonfinite import (
     SkippedUpdateGuard,
     nonfinite_tensors,

@@ -10,9 +10,9 @@ import ray
 
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
 from kinds.embodied.config import EmbodiedConfig
+from rl_core.data.batch import stack_steps
 from rl_core.envs import EnvSpaces, VectorEnvAdapter
 from rl_core.seeding import env_base_seed
-from rl_core.training.batch import stack_steps
 
 
 class EnvWorker(WorkerBase[EmbodiedConfig]):
@@ -67,7 +67,7 @@ class EnvWorker(WorkerBase[EmbodiedConfig]):
                 are kept under it for :meth:`rewind`.
 
         Returns:
-            ``(batch, stats)``: the time-major batch (see ``rl_core.training.batch``) and
+            ``(batch, stats)``: the time-major batch (see ``rl_core.data.batch``) and
             small statistics (episodes finished, env steps, seconds spent, the weight
             version, and wall-clock start and end).
         """

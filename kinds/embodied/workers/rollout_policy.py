@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from kinds.embodied.config import EmbodiedConfig
+from rl_core.data.batch import to_numpy_tree
 from rl_core.seeding import sampling_seed
-from rl_core.training.batch import to_numpy_tree
 
 
 def kept_versions(cfg: EmbodiedConfig) -> int:
