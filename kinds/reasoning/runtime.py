@@ -356,7 +356,7 @@ class ReasoningRuntime(StepRuntime):
         start = time.perf_counter()
         folder = step_dir_name(step)
         timeout = self.timeouts.checkpoint
-        saved = self.actor.call_within("checkpoint", timeout, "save_checkpoint", store_uri, folder)
+        saved = self.actor.save_checkpoint(store_uri, folder, within=("checkpoint", timeout))
         #: The weight version the last checkpoint holds (None: the trainer does not say).
         self.checkpointed_version = next(
             (r["version"] for r in saved if isinstance(r, dict) and "version" in r), None
@@ -372,8 +372,8 @@ class ReasoningRuntime(StepRuntime):
         local = open_store(store_uri).local_path(f"{folder}/actor_dcp")
         if local is not None:  # refused here in one line, before any trainer rank loads
             signed_dcp.check_folder(local, self.cfg.run.trust_checkpoint)
-        self.actor.call_within(
-            "checkpoint", self.timeouts.checkpoint, "load_checkpoint", store_uri, folder
+        self.actor.load_checkpoint(
+            store_uri, folder, within=("checkpoint", self.timeouts.checkpoint)
         )
         raw = open_store(store_uri).read_bytes(f"{folder}/{STATE_FILE}")
         self.sampler.load_state_dict(json.loads(raw)["sampler"])
@@ -391,7 +391,7 @@ class ReasoningRuntime(StepRuntime):
         elif step == "sft_update":
             self._sampler_snapshot = self.sampler.state_dict()
         if step in ("update", "sft_update"):
-            self.actor.call_within(step, self.timeouts.update, "snapshot")
+            self.actor.snapshot(within=(step, self.timeouts.update))
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`."""
@@ -402,12 +402,12 @@ class ReasoningRuntime(StepRuntime):
             else:
                 self.sampler.load_state_dict(self._sampler_snapshot)
         if step in ("update", "sft_update"):
-            self.actor.call_within(step, self.timeouts.update, "restore_snapshot")
+            self.actor.restore_snapshot(within=(step, self.timeouts.update))
 
     def before_retry(self, step: str) -> None:
         """A retried weight sync sends full weights (a patch may have been half applied)."""
         if step == "weight_sync":
-            self.actor.call_within(step, self.timeouts.weight_sync, "reset_sync")
+            self.actor.reset_sync(within=(step, self.timeouts.weight_sync))
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:
