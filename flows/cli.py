@@ -36,7 +36,7 @@ from infra.extensions import ExtensionError, load_extension_modules
 from infra.ops.prefect_api import start_prefect_api, stop_prefect_api, wait_for_prefect_api
 from infra.ops.stack_state import attach_running_stack
 from infra.tracking.secrets import install_log_redaction, redact_text
-from rl_core.config import ConfigError, load_config
+from rl_core.config import ConfigError, RLPipeConfig, load_config
 from rl_core.config.loader import DEFAULT_PRESET
 from rl_core.data import DataFileError
 
@@ -155,7 +155,7 @@ def mark_cancelled(flow_run_id: str, signum: int, iterations: Any) -> None:
         logger.warning("could not mark flow run %s Cancelled: %s", flow_run_id, exc)
 
 
-def preflight(cfg: Any) -> None:
+def preflight(cfg: RLPipeConfig) -> None:
     """Run the input checks of ``cfg``'s model category (raises on bad input).
 
     A ``model.model_path`` hub id must be in the local Hugging Face cache (unless the run

@@ -24,7 +24,7 @@ from flows.stop_signals import stop_signals_in_flow
 from infra.checkpoint.storage_full import CheckpointStorageFull
 from infra.driver.faults import RunAbortedByFault
 from infra.driver.guard import ITERATION_RETRIES, RewindLimitError
-from infra.driver.session import get_session
+from infra.driver.session import TrainSession, get_session
 from infra.driver.step_runtime import StepResult
 from rl_core.llm.sync_probe import SyncProbeError
 from rl_core.steps import Step
@@ -179,7 +179,7 @@ def baseline_evaluation_flow(session_id: str) -> StepResult:
 
 
 def finish_iteration(
-    session: Any,
+    session: TrainSession,
     iteration: int,
     steps: dict[str, StepResult],
     body_started: float,
@@ -214,7 +214,7 @@ def _count(state: Any, iteration: int, env_steps: int) -> dict[str, Any]:
     return {"iteration": state.iteration, "env_steps": state.env_steps}
 
 
-def _evaluate(session: Any, iteration: int, last: bool) -> StepResult:
+def _evaluate(session: TrainSession, iteration: int, last: bool) -> StepResult:
     """The evaluate step, its effect on the run's counters, and the video when due."""
     result = run_evaluation(session, iteration)
     state, cfg = session.state, session.cfg

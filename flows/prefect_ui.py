@@ -27,6 +27,7 @@ from prefect.runtime import flow_run
 from infra.tracking.mlflow_tracker import mlflow_run_url
 from infra.tracking.secrets import redact_text, url_without_credentials
 from rl_core.algorithms.naming import algorithm_name
+from rl_core.config import RLPipeConfig
 
 logger = logging.getLogger("rlpipe.ui")
 
@@ -51,7 +52,7 @@ def artifact_key(run_name: str, suffix: str) -> str:
     return f"{cleaned or 'run'}-{suffix}"
 
 
-def run_tags(cfg: Any, supervised: bool = False) -> list[str]:
+def run_tags(cfg: RLPipeConfig, supervised: bool = False) -> list[str]:
     """The tags of a run: preset, algorithm and run name.
 
     Args:
@@ -134,7 +135,7 @@ def mlflow_run_link(tracking_uri: str | None, experiment_id: str | None, run_id:
     return f"`{run_id}` in `{shown}` (view with `mlflow ui --backend-store-uri {shown}`)"
 
 
-def summary_markdown(cfg: Any, result: dict[str, Any], experiment_id: str | None) -> str:
+def summary_markdown(cfg: RLPipeConfig, result: dict[str, Any], experiment_id: str | None) -> str:
     """The final artifact's markdown."""
     lines = [
         f"# rlpipe run `{cfg.run.name}`",
@@ -162,7 +163,7 @@ def summary_markdown(cfg: Any, result: dict[str, Any], experiment_id: str | None
     return "\n".join(lines) + "\n"
 
 
-def publish_summary(cfg: Any, result: dict[str, Any], experiment_id: str | None) -> None:
+def publish_summary(cfg: RLPipeConfig, result: dict[str, Any], experiment_id: str | None) -> None:
     """Create the final markdown artifact of the run."""
     try:
         create_markdown_artifact(

@@ -25,7 +25,7 @@ from prefect.runtime import flow_run
 
 from flows.promote import add_approval_arguments, decide, run_decision
 from infra.tracking.version_scoring import PromotionError
-from kinds.online.registration import OnlineConfig
+from kinds.online.config import OnlineConfig
 from kinds.online.runtime import SERVED_DIR, WEIGHTS_FILE, store_path
 from kinds.online.served_versions import ab_comparison, promote_candidate
 from kinds.online.store import FeedbackStore

@@ -31,8 +31,8 @@ from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.reader import locate_checkpoint
 from infra.checkpoint.store import open_store
 from infra.cluster import ray_cluster
+from kinds.online.config import OnlineConfig
 from kinds.online.deployment import Weights, read_weights, start_policy_server
-from kinds.online.registration import OnlineConfig
 from kinds.online.runtime import SERVED_DIR, WEIGHTS_FILE, server_settings, store_path
 from kinds.online.store_mirror import restore_store
 from rl_core.config import RLPipeConfig, load_config

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import annotated_types as at
-import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
@@ -29,12 +28,11 @@ from pydantic_core import PydanticUndefined
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "docs" / "configuration.md"
 REGEN_COMMAND = ".venv/bin/python scripts/gen_config_docs.py"
-#: The built-in kinds of training, whose own sections are documented after the shared ones.
-
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from scripts.config_docs_intro import INTRO  # noqa: E402 - needs ROOT on sys.path
+from scripts.config_docs_presets import presets_table, table_cell  # noqa: E402 - needs ROOT on sys.path
 from scripts.config_docs_tables import (  # noqa: E402 - needs ROOT on sys.path
     CROSS_FIELD_RULES,
     FALLBACK_DESCRIPTIONS,
@@ -51,11 +49,6 @@ class SchemaDocsError(RuntimeError):
 
 
 # -- formatting helpers ----------------------------------------------------------------------
-
-
-def _cell(text: str) -> str:
-    """Make ``text`` safe inside a markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def type_name(annotation: Any) -> str:
@@ -244,7 +237,7 @@ def field_table(section: str, model: type[BaseModel], only: list[str] | None = N
             _allowed(section, name, field, shared_notes=not _retyped(section, name, model)),
             description,
         ]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(table_cell(c) for c in cells) + " |")
     return lines
 
 
@@ -258,45 +251,6 @@ def _retyped(section: str, name: str, model: type[BaseModel]) -> bool:
         return False
     decorators = model.__pydantic_decorators__.field_validators.values()
     return not any(name in d.info.fields for d in decorators)
-
-
-# -- presets ---------------------------------------------------------------------------------
-
-
-def _preset_summary(path: Path) -> str:
-    """First sentence of the comment block at the top of a preset file."""
-    comment = []
-    for line in path.read_text().splitlines():
-        if not line.startswith("#"):
-            break
-        comment.append(line.lstrip("#").strip())
-    text = " ".join(comment)
-    return text.split(". ")[0].rstrip(".") + "." if text else ""
-
-
-def _preset_keys(path: Path) -> list[str]:
-    """``section.field`` names a preset sets (the ``preset`` key itself included if set)."""
-    data = yaml.safe_load(path.read_text()) or {}
-    keys = []
-    for section, body in data.items():
-        if isinstance(body, dict):
-            keys += [f"{section}.{field}" for field in body]
-        else:
-            keys.append(str(section))
-    return keys
-
-
-def _presets_table() -> list[str]:
-    from rl_core.config.loader import DEFAULT_PRESET, PRESET_DIR, available_presets
-
-    lines = ["| preset | file | what it is | fields it sets |", "| --- | --- | --- | --- |"]
-    for name in available_presets():
-        path = PRESET_DIR / f"{name}.yaml"
-        label = f"`{name}` (default)" if name == DEFAULT_PRESET else f"`{name}`"
-        keys = ", ".join(f"`{k}`" for k in _preset_keys(path))
-        cells = [label, f"`rl_core/presets/{path.name}`", _preset_summary(path), keys]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return lines
 
 
 # -- page ------------------------------------------------------------------------------------
@@ -371,7 +325,7 @@ def render() -> str:
         "",
         "## Presets",
         "",
-        *_presets_table(),
+        *presets_table(),
         "",
         "## Cross-field rules",
         "",

@@ -12,7 +12,7 @@ from typing import Any
 
 from prefect import task
 
-from infra.driver.session import get_session
+from infra.driver.session import TrainSession, get_session
 from infra.driver.step_runtime import StepResult
 from rl_core.steps import Step
 from tasks.fanout import run_jobs
@@ -34,7 +34,7 @@ def evaluate(session_id: str, iteration: int, results: list[Any] | None = None) 
     return StepResult(evaluation.seconds, dict(evaluation.metrics))
 
 
-def run_evaluation(session: Any, iteration: int) -> StepResult:
+def run_evaluation(session: TrainSession, iteration: int) -> StepResult:
     """The evaluate step: fan-out jobs (if any), then the ``evaluate`` task.
 
     The step's injected fault is armed once its jobs are built, before any of them runs

@@ -9,10 +9,10 @@ from prefect import task
 
 from infra.checkpoint.location import run_store_uri
 from infra.checkpoint.store import CheckpointError, open_store, step_dir_name
-from infra.driver.session import get_session
+from infra.driver.session import TrainSession, get_session
 from infra.tracking.model_registry import EVAL_PROTOCOL_TAG
 from infra.tracking.register_run import register_run_model
-from rl_core.config import ConfigError, load_config
+from rl_core.config import ConfigError, RLPipeConfig, load_config
 from rl_core.config.lineage import data_fingerprint
 from rl_core.config.naming import eval_protocol, registered_model_name, task_name
 from tasks.options import STEP_OPTIONS
@@ -22,7 +22,7 @@ logger = logging.getLogger("rlpipe.register_model")
 REGISTERED_EVENT = "rlpipe.model.registered"
 
 
-def parent_sft_run(cfg: Any) -> str:
+def parent_sft_run(cfg: RLPipeConfig) -> str:
     """The MLflow run id of the SFT run a warm-started run began from (``-``: none)."""
     if not cfg.run.warm_start:
         return "-"
@@ -35,7 +35,7 @@ def parent_sft_run(cfg: Any) -> str:
         return "unknown"
 
 
-def _data_fingerprint(cfg: Any) -> str:
+def _data_fingerprint(cfg: RLPipeConfig) -> str:
     try:
         return data_fingerprint(cfg)
     except OSError as exc:
@@ -91,7 +91,7 @@ def register_model(session_id: str, run_name: str) -> dict[str, Any]:
     return result
 
 
-def registered_step(session: Any) -> tuple[int | None, str]:
+def registered_step(session: TrainSession) -> tuple[int | None, str]:
     """The checkpoint step a finished run registers (None: the latest) and why.
 
     ``tracking.register_checkpoint: best`` picks the checkpoint of the run's best evaluation

@@ -16,7 +16,7 @@ from typing import Any
 
 from prefect import task
 
-from infra.driver.session import get_session
+from infra.driver.session import TrainSession, get_session
 from infra.driver.step_runtime import FanoutJob, StepResult
 from rl_core.steps import Step
 from tasks.fanout import run_job, run_jobs_timed
@@ -54,7 +54,7 @@ def reward(
     return result
 
 
-def note_scoring_time(session: Any, seconds: float) -> None:
+def note_scoring_time(session: TrainSession, seconds: float) -> None:
     """Switch the run to fan-out scoring once scoring a batch here took long enough."""
     threshold = session.cfg.reward.fanout_min_seconds
     if seconds >= threshold and not session.fanout_scoring:
@@ -68,7 +68,7 @@ def note_scoring_time(session: Any, seconds: float) -> None:
         session.fanout_scoring = True
 
 
-def should_fan_out(session: Any, jobs: list[FanoutJob]) -> bool:
+def should_fan_out(session: TrainSession, jobs: list[FanoutJob]) -> bool:
     """Whether ``jobs`` run as parallel Ray tasks (else the reward task scores them)."""
     # an injected fault meant for a scoring task must hit a Ray worker, not this process
     return session.fanout_scoring or any(job.fault for job in jobs)

@@ -12,14 +12,16 @@ import logging
 import time
 from typing import Any
 
+from infra.driver.session import TrainSession
 from infra.driver.step_runtime import StepResult
+from rl_core.config import RLPipeConfig
 from tasks.fanout import run_jobs
 
 logger = logging.getLogger("rlpipe.video")
 VIDEO_ARTIFACT_DIR = "eval/videos"
 
 
-def video_due(cfg: Any, iteration: int, final: bool) -> bool:
+def video_due(cfg: RLPipeConfig, iteration: int, final: bool) -> bool:
     """Whether the evaluation of ``iteration`` also records a video."""
     if not cfg.records_videos():
         return False
@@ -28,7 +30,7 @@ def video_due(cfg: Any, iteration: int, final: bool) -> bool:
     return cfg.tracking.enabled and (final or periodic)
 
 
-def record_video(session: Any, iteration: int) -> dict[str, Any] | None:
+def record_video(session: TrainSession, iteration: int) -> dict[str, Any] | None:
     """Render the runtime's video job (if its category has one); log the GIF to MLflow."""
     started = time.perf_counter()
     job = session.runtime.video_job(iteration)
@@ -59,7 +61,7 @@ def record_video(session: Any, iteration: int) -> dict[str, Any] | None:
     }
 
 
-def add_video(session: Any, iteration: int, evaluation: StepResult) -> None:
+def add_video(session: TrainSession, iteration: int, evaluation: StepResult) -> None:
     """Record the evaluation video into ``evaluation`` (the evaluate step's result).
 
     Best effort: a failure is logged and training goes on. The render time is added to the

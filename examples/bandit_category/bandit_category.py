@@ -14,7 +14,6 @@ step with a mean-reward baseline.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from typing import Any
 
@@ -22,19 +21,22 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from infra.checkpoint.serialize import (
-    bytes_to_object,
-    bytes_to_tensors,
-    object_to_bytes,
-    tensors_to_bytes,
+from infra.checkpoint.layout import (
+    ACTOR_OPTIMIZER,
+    JSON,
+    POLICY_WEIGHTS,
+    SAFETENSORS,
+    TORCH,
+    StatePart,
 )
-from infra.checkpoint.store import open_store, step_dir_name
 from infra.driver.step_runtime import Evaluation, StepResult, StepRuntime
 from rl_core.api import BasePolicy
 from rl_core.config.schema import RLPipeConfig
 from rl_core.config.sections import Section
 from rl_core.kind import Kind, register_kind
 
+#: The bandit's own file in a checkpoint folder.
+BANDIT_STATE = "bandit_state.json"
 #: Success probability of each arm.
 ARMS = (0.2, 0.5, 0.8)
 
@@ -133,25 +135,24 @@ class BanditRuntime(StepRuntime):
         arm = int(torch.as_tensor(checkpoint["weights"]["logits"]).argmax())
         return {"eval/return_mean": ARMS[arm]}, [], f"greedy arm {arm} ({ARMS[arm]:.0%})"
 
-    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
-        """Policy weights, optimizer state, bandit RNG and update count."""
-        folder, store = step_dir_name(step), open_store(store_uri)
-        store.write_bytes(
-            f"{folder}/actor_0/model.safetensors", tensors_to_bytes(self.policy.state_dict())
-        )
-        store.write_bytes(f"{folder}/optimizer.pt", object_to_bytes(self.optimizer.state_dict()))
-        state = {"rng": self.rng.bit_generator.state, "version": self.version}
-        store.write_bytes(f"{folder}/bandit_state.json", json.dumps(state).encode())
-        return {"seconds": 0.0, "dir": folder}
+    def checkpoint_parts(self) -> list[StatePart]:
+        """Policy weights, optimizer state, bandit RNG and update count (driver files)."""
+        return [
+            StatePart(POLICY_WEIGHTS, SAFETENSORS, self.policy.state_dict, self._put_weights),
+            StatePart(ACTOR_OPTIMIZER, TORCH, self.optimizer.state_dict, self._put_optimizer),
+            StatePart(BANDIT_STATE, JSON, self._bandit_state, self._put_bandit_state),
+        ]
 
-    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
-        """Restore what :meth:`save_checkpoint` wrote."""
-        store = open_store(store_uri)
-        path = f"{folder}/actor_0/model.safetensors"
-        self.policy.load_state_dict(bytes_to_tensors(store.read_bytes(path), path))
-        path = f"{folder}/optimizer.pt"
-        self.optimizer.load_state_dict(bytes_to_object(store.read_bytes(path), path))
-        state = json.loads(store.read_bytes(f"{folder}/bandit_state.json"))
+    def _put_weights(self, weights: dict[str, torch.Tensor], step: int) -> None:
+        self.policy.load_state_dict(weights)
+
+    def _put_optimizer(self, state: dict[str, Any], step: int) -> None:
+        self.optimizer.load_state_dict(state)
+
+    def _bandit_state(self) -> dict[str, Any]:
+        return {"rng": self.rng.bit_generator.state, "version": self.version}
+
+    def _put_bandit_state(self, state: dict[str, Any], step: int) -> None:
         self.rng.bit_generator.state = state["rng"]
         self.version = int(state["version"])
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from infra.checkpoint.layout import COMPLETE_FILE, CONFIG_FILE, POLICY_WEIGHTS, SPACES_FILE
 from infra.checkpoint.location import split_store_uri
 from infra.checkpoint.serialize import bytes_to_tensors
 from infra.checkpoint.signing import TRUST_HINT
@@ -20,10 +21,16 @@ from infra.checkpoint.store import (
     step_dir_name,
 )
 
-#: Files of a checkpoint folder this module reads.
-CONFIG_FILE = "config.json"
-SPACES_FILE = "spaces.json"
-POLICY_WEIGHTS = "actor_0/model.safetensors"
+__all__ = [
+    "CONFIG_FILE",
+    "POLICY_WEIGHTS",
+    "SPACES_FILE",
+    "CheckpointRef",
+    "locate_checkpoint",
+    "read_config",
+    "read_policy_weights",
+    "read_spaces",
+]
 
 
 @dataclass
@@ -63,7 +70,7 @@ def locate_checkpoint(
     uri = str(path)
     parent, name = split_store_uri(uri)
     store = open_store(uri)
-    if name.startswith("step_") or store.exists("COMPLETE"):
+    if name.startswith("step_") or store.exists(COMPLETE_FILE):
         if step is not None:
             raise CheckpointError(f"{uri} is one checkpoint folder; --step applies to a store")
         store, folder = open_store(parent), name
@@ -74,7 +81,7 @@ def locate_checkpoint(
                 f"no committed checkpoint in {uri} (expected {MANIFEST} or a step_* folder)"
             )
         folder = latest["dir"] if step is None else step_dir_name(step)
-    if not store.exists(f"{folder}/COMPLETE"):
+    if not store.exists(f"{folder}/{COMPLETE_FILE}"):
         raise CheckpointError(f"{store.uri}/{folder} is not a complete checkpoint")
     manifest = store.latest() or {}
     try:

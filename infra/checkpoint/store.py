@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "latest.json"
+#: The marker of a complete step folder (written after every other file of it).
+COMPLETE_FILE = "COMPLETE"
 FORMAT_VERSION = 1
 
 
@@ -201,7 +203,7 @@ class CheckpointStore(abc.ABC):
                 f"{self.uri}/{MANIFEST} has format {manifest.get('format')!r}; this rlpipe reads {FORMAT_VERSION}"
             )
         check_manifest_dir(folder, step, f"{self.uri}/{MANIFEST}")
-        if not self.exists(f"{folder}/COMPLETE"):
+        if not self.exists(f"{folder}/{COMPLETE_FILE}"):
             raise CheckpointError(f"{self.uri}/{folder} named by {MANIFEST} is incomplete")
         manifest["step"] = step
         return manifest

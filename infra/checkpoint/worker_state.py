@@ -14,7 +14,6 @@ from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_
 from infra.checkpoint.signing import sign, verify
 from infra.checkpoint.store import CheckpointError
 
-WORKERS_FILE = "workers.pt"
 #: Signature purpose of the pickled vector envs.
 ENV_STATE_PURPOSE = "env-state"
 WORKERS_FORMAT = 2

@@ -29,6 +29,7 @@ from infra.cluster.gpu_placement import Attached, GpuCluster, plan_gpu_placement
 from infra.cluster.gpu_reserve import release, reserve_gpus
 from infra.cluster.placement import GroupPlacement, PlacementError, format_indices, plan_placement
 from infra.log_detail import DETAIL
+from rl_core.config import RLPipeConfig
 from rl_core.config.placement import component_specs
 
 logger = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ def _reserve(
 
 
 def place(
-    cfg: Any,
+    cfg: RLPipeConfig,
     sizes: dict[str, int],
     attached: dict[str, Attached] | None = None,
     tensor_parallel: int = 1,

@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import ray
 
@@ -64,8 +64,15 @@ class WorkerProcess:
     start_time: int | None
 
 
-class WorkerBase:
+#: The config class of a worker's kind.
+C = TypeVar("C", bound=RLPipeConfig)
+
+
+class WorkerBase(Generic[C]):
     """Common start-up of a worker: thread limits, CPU pinning, config, device.
+
+    Generic in the config class of the kind it serves (``WorkerBase[EmbodiedConfig]``), so
+    ``self.cfg`` has that kind's sections.
 
     Every worker answers ``heartbeat`` (on the control thread, see :data:`CONTROL_GROUP`)
     and ``ping``.
@@ -92,7 +99,7 @@ class WorkerBase:
                 os.sched_setaffinity(0, set(cpus))
             except OSError as exc:
                 logger.warning("could not pin %s-%d to CPUs %s: %s", self.group, rank, cpus, exc)
-        self.cfg: RLPipeConfig = validate_config(config, source=f"{self.group} worker")
+        self.cfg: C = cast(C, validate_config(config, source=f"{self.group} worker"))
         self.rank = rank
         #: The device Ray assigned this process (the CPU when it reserved no GPU).
         self.device = assigned_device(f"{self.group} worker {rank}")

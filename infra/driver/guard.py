@@ -22,10 +22,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.driver.step_runtime import StepResult
 from rl_core.steps import STATEFUL_STEPS, Step
+
+if TYPE_CHECKING:
+    from infra.driver.session import TrainSession
 
 logger = logging.getLogger(__name__)
 #: Retries of an iteration flow, and rewinds allowed per iteration.
@@ -54,7 +57,7 @@ class IterationGuard:
         max_rewinds: Rewinds allowed per iteration (the iteration flow's retries).
     """
 
-    def __init__(self, session: Any, max_rewinds: int) -> None:
+    def __init__(self, session: TrainSession, max_rewinds: int) -> None:
         self.session = session
         self.max_rewinds = max_rewinds
         self.journal = IterationJournal(-1)

@@ -20,11 +20,8 @@ from typing import Any
 
 import ray
 
-from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, unwrap_bytes, wrap_bytes
-from infra.checkpoint.store import open_store
+from infra.checkpoint.layout import PIPELINE_FILE, TORCH_DATA, StatePart
 
-#: The launched batches of an async run, in a checkpoint folder.
-PIPELINE_FILE = "rollout_pipeline.pt"
 #: Wall-clock fields of a batch's statistics (not checkpointed).
 TIMINGS = ("seconds", "env_seconds", "started_at", "finished_at")
 
@@ -242,20 +239,24 @@ class RolloutPipeline:
         self.last_finished = {}
 
 
-def pipeline_bytes(pipeline: RolloutPipeline) -> bytes:
-    """``pipeline``'s launched batches as checkpoint bytes (waits for them)."""
-    return object_to_bytes(wrap_bytes(pipeline.to_state()))
+def pipeline_part(
+    state: Callable[[], dict[str, Any]], load: Callable[[dict[str, Any] | None, int], None]
+) -> StatePart:
+    """The launched batches as a checkpoint part (:data:`~infra.checkpoint.layout.PIPELINE_FILE`).
 
-
-def load_pipeline(store_uri: str, folder: str, staleness: int, step: int) -> RolloutPipeline:
-    """The pipeline a checkpoint folder holds.
-
-    An empty one starting at ``step`` when the folder has none (a sync run's checkpoint).
+    Args:
+        state: The settled pipeline's :meth:`RolloutPipeline.to_state` (waits for it).
+        load: Puts back a pipeline from that state and the checkpoint's step (None: the
+            folder holds none, a sync run's checkpoint).
     """
+    return StatePart(PIPELINE_FILE, TORCH_DATA, state, load, optional=True)
+
+
+def pipeline_from_state(state: dict[str, Any] | None, staleness: int, step: int) -> RolloutPipeline:
+    """The pipeline a checkpoint holds; an empty one starting at ``step`` when it has none."""
     pipeline = RolloutPipeline(staleness)
-    store, path = open_store(store_uri), f"{folder}/{PIPELINE_FILE}"
-    if store.exists(path):
-        pipeline.load_state(unwrap_bytes(bytes_to_object(store.read_bytes(path), path)))
+    if state is not None:
+        pipeline.load_state(state)
     else:
         pipeline.next_index = step
     return pipeline

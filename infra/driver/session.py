@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import random
-import tempfile
 import threading
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,15 +21,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra.checkpoint.commit import (
+    apply_retention,
+    commit_checkpoint,
+    driver_parts,
+    drop_partial_checkpoint,
+    log_checkpoint_folder,
+    restore_driver,
+)
 from infra.checkpoint.lease import RunLease
 from infra.checkpoint.location import run_store_uri
-from infra.checkpoint.reader import CONFIG_FILE, SPACES_FILE
 from infra.checkpoint.storage_full import (
     CheckpointStorageFull,
     storage_full_cause,
     storage_full_message,
 )
-from infra.checkpoint.store import CheckpointError, open_store, step_dir_name
+from infra.checkpoint.store import CheckpointError, open_store
 from infra.cluster import ray_cluster
 from infra.driver.faults import FaultInjector
 from infra.driver.guard import ITERATION_RETRIES, IterationGuard
@@ -39,7 +45,6 @@ from infra.tracking import MlflowTracker, flatten_config
 from rl_core.algorithms.naming import algorithm_name
 from rl_core.config import RLPipeConfig
 from rl_core.config.naming import eval_protocol, experiment_name, model_kind, task_name
-from rl_core.envs.spaces import env_spaces_to_dict
 
 logger = logging.getLogger(__name__)
 _SESSIONS: dict[str, TrainSession] = {}
@@ -278,7 +283,7 @@ class TrainSession:
             cause = storage_full_cause(exc)
             if cause is None:
                 raise
-            self._drop_partial_checkpoint(step)
+            drop_partial_checkpoint(self.store, step, self.manifest)
             committed = self.manifest["step"] if self.manifest else None
             raise CheckpointStorageFull(
                 storage_full_message(cause, step, committed, self.store_uri)
@@ -287,22 +292,18 @@ class TrainSession:
         self._apply_retention(step)
         result = StepResult(saved["seconds"], info={"dir": saved["dir"], "step": step})
         if self.tracker and self._log_checkpoint_due(step):
-            self._log_checkpoint_artifacts(saved["dir"])
-            result.info["artifact_path"] = f"checkpoints/{saved['dir']}"
+            result.info["artifact_path"] = log_checkpoint_folder(
+                self.store, saved["dir"], self.tracker
+            )
         return result
 
     def _write_checkpoint(self, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """Every worker's state and the driver's files, then the manifest (the commit)."""
         saved = self.runtime.checkpoint_step(self.store_uri, step)
-        self.store.write_bytes(f"{saved['dir']}/driver_rng.json", json.dumps(_rng_state()).encode())
-        config_json = json.dumps(self.cfg.model_dump(mode="json"), indent=2)
-        self.store.write_bytes(f"{saved['dir']}/{CONFIG_FILE}", config_json.encode())
-        if self.runtime.spaces is not None:  # reasoning models have no env spaces
-            spaces_json = json.dumps(env_spaces_to_dict(self.runtime.spaces), indent=2)
-            self.store.write_bytes(f"{saved['dir']}/{SPACES_FILE}", spaces_json.encode())
-        self.store.write_bytes(f"{saved['dir']}/COMPLETE", b"ok\n")
-        manifest = self.store.commit(
+        manifest = commit_checkpoint(
+            self.store,
             step,
+            driver_parts(self.cfg.model_dump(mode="json"), self.runtime.spaces),
             {
                 "run_name": self.cfg.run.name,
                 "mlflow_run_id": self.tracker.run_id if self.tracker else None,
@@ -313,43 +314,9 @@ class TrainSession:
         )
         return saved, manifest
 
-    def _drop_partial_checkpoint(self, step: int) -> None:
-        """Delete what a failed write of ``step`` left (never a committed checkpoint)."""
-        if self.manifest is not None and self.manifest["step"] == step:
-            return  # committed by an earlier attempt: it stays
-        folder = step_dir_name(step)
-        try:
-            self.store.delete_folder(folder)
-        except Exception:  # noqa: BLE001 - the disk is full: deleting may fail too
-            logger.warning("could not delete the partial checkpoint %s", folder, exc_info=True)
-
     def _apply_retention(self, step: int) -> None:
         """Delete checkpoints beyond ``run.keep_checkpoints`` (the best one stays)."""
-        keep_last = self.cfg.run.keep_checkpoints
-        if keep_last is None:
-            return
-        committed = [s for s in self.store.checkpoint_steps() if s <= step]
-        keep = set(committed[-keep_last:])
-        if self.state.best_eval_step is not None:
-            keep.add(self.state.best_eval_step)
-        deleted = self.store.prune(keep)
-        if deleted:
-            logger.info(
-                "run.keep_checkpoints=%d: deleted checkpoint step(s) %s (kept %s)",
-                keep_last,
-                ", ".join(map(str, deleted)),
-                ", ".join(map(str, sorted(keep))),
-            )
-
-    def _log_checkpoint_artifacts(self, folder: str) -> None:
-        """Log a checkpoint folder to the MLflow run (copied through a temp dir if remote)."""
-        artifact_path = f"checkpoints/{folder}"
-        local = self.store.local_path(folder)
-        if local is not None:
-            self.tracker.log_artifacts(local, artifact_path)
-            return
-        with tempfile.TemporaryDirectory(prefix="rlpipe-ckpt-") as tmp:
-            self.tracker.log_artifacts(self.store.download(folder, tmp), artifact_path)
+        apply_retention(self.store, step, self.cfg.run.keep_checkpoints, self.state.best_eval_step)
 
     def _log_checkpoint_due(self, step: int) -> bool:
         every = self.cfg.tracking.log_checkpoint_interval
@@ -365,9 +332,9 @@ class TrainSession:
                 self.config_hash,
                 manifest.get("config_hash"),
             )
-        self.runtime.load_checkpoint(self.store_uri, manifest["dir"], int(manifest["step"]))
-        raw = self.store.read_bytes(f"{manifest['dir']}/driver_rng.json")
-        _set_rng_state(json.loads(raw))
+        step, trust = int(manifest["step"]), self.cfg.run.trust_checkpoint
+        self.runtime.load_checkpoint(self.store_uri, manifest["dir"], step)
+        restore_driver(self.store, manifest["dir"], step, trust)
         self.state = RunState(**manifest["state"])
         self.resumed_from = int(manifest["step"])
         logger.info("resumed run %r from checkpoint step %d", self.cfg.run.name, self.resumed_from)
@@ -414,25 +381,6 @@ def _finish_quietly(opening: Future[MlflowTracker], status: str) -> None:
         opening.result().finish(status)
     except Exception:  # noqa: BLE001 - the caller raises the error that matters
         logger.debug("could not open or finish the MLflow run", exc_info=True)
-
-
-def _rng_state() -> dict[str, Any]:
-    """The driver's python/numpy/torch RNG states as JSON-able data."""
-    version, internal, gauss = random.getstate()
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    return {
-        "python": [version, list(internal), gauss],
-        "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)],
-        "torch": torch.get_rng_state().tolist(),
-    }
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    name, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
 
 
 def get_session(session_id: str) -> TrainSession:

@@ -15,8 +15,10 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from infra.checkpoint.parts import CheckpointPart, load_parts, save_parts
+from infra.checkpoint.store import step_dir_name
 from infra.driver.faults import FIRST_FANOUT_JOB, FaultInjector
 from rl_core.config import ConfigError, RLPipeConfig
 from rl_core.kind import kind_of
@@ -104,19 +106,24 @@ class Evaluation:
     seconds: float = 0.0
 
 
-class StepRuntime(ABC):
+#: The config class of a runtime's kind.
+C = TypeVar("C", bound=RLPipeConfig)
+
+
+class StepRuntime(ABC, Generic[C]):
     """Worker groups of one run and the steps the iteration flow calls on them.
 
-    Subclasses build their worker groups in ``__init__(cfg)`` and implement the abstract
-    methods; the kind (:class:`~rl_core.kind.Kind`) that names the subclass gives its
+    Generic in the kind's config class (``StepRuntime[ReasoningConfig]``), so ``self.cfg``
+    has the kind's sections. Subclasses build their worker groups in ``__init__(cfg)`` and
+    implement the abstract methods; the kind (:class:`~rl_core.kind.Kind`) that names the subclass gives its
     score metric.
     """
 
     #: Env spaces the model was built for (None for models that take none).
     spaces: Any = None
 
-    def __init__(self, cfg: RLPipeConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: C) -> None:
+        self.cfg: C = cfg
         self.config_dict = cfg.model_dump(mode="json")
         self.faults = FaultInjector()
 
@@ -275,12 +282,52 @@ class StepRuntime(ABC):
 
     # -- state ---------------------------------------------------------------------------
     @abstractmethod
-    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
-        """Write every worker's state for ``step`` (the caller commits the manifest)."""
+    def checkpoint_parts(self) -> list[CheckpointPart]:
+        """What a checkpoint of this run holds, as declared parts (saved in this order).
 
-    @abstractmethod
+        :class:`~infra.checkpoint.layout.StatePart`: state the driver writes as one file
+        (a prompt cursor, env states gathered from workers); :class:`~infra.checkpoint.
+        parts.WorkerPart`: a worker group whose ranks write their own files (trainer
+        weights). :mod:`infra.checkpoint.parts` says how they are walked.
+        """
+
+    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+        """Write every part for ``step`` (the caller commits the manifest).
+
+        The checkpoint's fault is armed by :meth:`checkpoint_step`, which calls this.
+
+        Returns:
+            ``seconds`` taken and the step folder (``dir``).
+        """
+        start = time.perf_counter()
+        parts = self.checkpoint_parts()
+        folder = step_dir_name(step)
+        results = save_parts(store_uri, folder, parts, self.cfg.timeouts.checkpoint)
+        self.after_checkpoint_saved(results)
+        return {"seconds": time.perf_counter() - start, "dir": folder}
+
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
-        """Restore every worker from a committed checkpoint folder."""
+        """Restore every part from a committed checkpoint folder.
+
+        A file that is malformed or holds a pickle not signed with this user's key is
+        refused before any worker loads anything (unless ``run.trust_checkpoint``).
+        """
+        parts = self.checkpoint_parts()
+        timeout, trust = self.cfg.timeouts.checkpoint, self.cfg.run.trust_checkpoint
+        load_parts(store_uri, folder, step, parts, timeout, trust)
+        self.after_checkpoint_loaded(step)
+
+    def after_checkpoint_saved(self, results: dict[str, list[Any]]) -> None:  # noqa: B027
+        """Called after a checkpoint's parts are written.
+
+        Args:
+            results: The results of each worker part's ranks, by group name.
+        """
+        return None
+
+    def after_checkpoint_loaded(self, step: int) -> None:  # noqa: B027 - optional hook
+        """Called after every part was restored from the checkpoint of ``step``."""
+        return None
 
     @abstractmethod
     def snapshot(self, step: str) -> None:

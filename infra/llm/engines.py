@@ -23,6 +23,7 @@ import torch
 from infra.llm.engine_base import RolloutEngine
 from rl_core.agents.lockstep import GenerationRequest
 from rl_core.agents.loops import Generation
+from rl_core.config import RLPipeConfig
 from rl_core.llm.generation import GenerationResult, SamplingParams, hf_generate
 from rl_core.llm.implementations import ROLLOUT_ENGINES, resolve
 from rl_core.llm.logprobs import logprobs_from_logits
@@ -209,7 +210,7 @@ def make_engine(
     return factory(model_cfg, rollout_cfg, **kwargs)
 
 
-def check_rollout_engine(cfg: Any) -> None:
+def check_rollout_engine(cfg: RLPipeConfig) -> None:
     """``rollout.engine: vllm`` needs vllm importable here (workers share this venv).
 
     Raises:

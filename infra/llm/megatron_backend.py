@@ -24,6 +24,7 @@ from infra.checkpoint import signed_dcp
 from infra.checkpoint.store import CheckpointError
 from infra.llm import distributed
 from infra.llm.trainer_backend_base import TrainerBackend
+from rl_core.config import RLPipeConfig
 from rl_core.models import get_model
 from rl_core.models.megatron.config import (
     HFShape,
@@ -51,7 +52,7 @@ class MegatronBackend(TrainerBackend):
 
     name = "megatron"
 
-    def __init__(self, cfg: Any, rank: int, world_size: int, device: torch.device) -> None:
+    def __init__(self, cfg: RLPipeConfig, rank: int, world_size: int, device: torch.device) -> None:
         super().__init__(cfg, rank, world_size, device)
         hf = get_model(cfg.model, None).pretrained_model()
         self.shape = HFShape.from_hf(hf.config)

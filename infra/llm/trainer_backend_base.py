@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from infra.checkpoint.store import CheckpointError
+from rl_core.config import RLPipeConfig
 from rl_core.training.parallel_layout import ParallelLayout
 
 
@@ -34,7 +35,7 @@ class TrainerBackend:
 
     name = "base"
 
-    def __init__(self, cfg: Any, rank: int, world_size: int, device: torch.device) -> None:
+    def __init__(self, cfg: RLPipeConfig, rank: int, world_size: int, device: torch.device) -> None:
         self.cfg, self.rank, self.world_size, self.device = cfg, rank, world_size, device
         self.policy: nn.Module | None = None
         self.reference: nn.Module | None = None

@@ -18,6 +18,7 @@ import torch
 from infra.checkpoint.store import CheckpointError
 from infra.llm import distributed as fsdp
 from infra.llm.trainer_backend_base import TrainerBackend
+from rl_core.config import RLPipeConfig
 from rl_core.llm.implementations import TRAINER_BACKENDS, resolve
 from rl_core.models import get_model
 from rl_core.models.lora import base_fingerprint, with_lora
@@ -29,7 +30,7 @@ logger = logging.getLogger(__name__)
 HALF_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def mixed_precision_dtype(cfg: Any) -> torch.dtype | None:
+def mixed_precision_dtype(cfg: RLPipeConfig) -> torch.dtype | None:
     """The compute dtype of a trainer with float32 master weights, or None.
 
     ``actor.fsdp_config.master_weights: float32`` with a half-precision ``model.dtype``
@@ -45,7 +46,7 @@ class FSDPBackend(TrainerBackend):
 
     name = "fsdp"
 
-    def __init__(self, cfg: Any, rank: int, world_size: int, device: torch.device) -> None:
+    def __init__(self, cfg: RLPipeConfig, rank: int, world_size: int, device: torch.device) -> None:
         super().__init__(cfg, rank, world_size, device)
         policy = get_model(cfg.model, None)
         lora = cfg.lora_adapters()
@@ -146,7 +147,9 @@ class FSDPBackend(TrainerBackend):
 __all__ = ["TRAINER_BACKENDS", "FSDPBackend", "TrainerBackend", "make_backend"]
 
 
-def make_backend(cfg: Any, rank: int, world_size: int, device: torch.device) -> TrainerBackend:
+def make_backend(
+    cfg: RLPipeConfig, rank: int, world_size: int, device: torch.device
+) -> TrainerBackend:
     """The backend ``cfg.actor.backend`` names, for trainer rank ``rank``.
 
     The megatron backend's module (it imports megatron-core) is imported only when named.

@@ -22,12 +22,13 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any
 
+from infra.checkpoint.layout import StatePart
 from infra.cluster.deadlines import wait_for
 from infra.cluster.worker_group import WorkerGroup
 from infra.driver.rollout_pipeline import (
     RolloutPipeline,
-    load_pipeline,
-    pipeline_bytes,
+    pipeline_from_state,
+    pipeline_part,
 )
 from rl_core.config import RLPipeConfig
 
@@ -104,12 +105,9 @@ class Collection(ABC):
     def restore(self) -> None:
         """Put back what :meth:`snapshot` kept."""
 
-    def checkpoint_bytes(self) -> bytes | None:
-        """The collection's state for a checkpoint (None: it has none)."""
+    def checkpoint_part(self) -> StatePart | None:
+        """The collection's part of a checkpoint (None: it has no state of its own)."""
         return None
-
-    def load(self, store_uri: str, folder: str, step: int) -> None:  # noqa: B027 - optional
-        """Put back the collection's state from a committed checkpoint folder."""
 
 
 class SyncCollection(Collection):
@@ -185,16 +183,20 @@ class AheadCollection(Collection):
         self._pipeline.drain(self.timeouts.rollout)
         self._rewind(self._pipeline.restore(self._kept), "rollout")
 
-    def checkpoint_bytes(self) -> bytes:
+    def checkpoint_part(self) -> StatePart:
+        """The launched batches (:data:`~infra.checkpoint.layout.PIPELINE_FILE`)."""
+        return pipeline_part(self._checkpoint_state, self._load_checkpoint_state)
+
+    def _checkpoint_state(self) -> dict[str, Any]:
         """The launched batches, settled (:meth:`RolloutPipeline.settle`)."""
         rewind = functools.partial(self._rewind, step="checkpoint")
         self._pipeline.settle(self.timeouts.checkpoint, self.launch, rewind)
-        return pipeline_bytes(self._pipeline)
+        return self._pipeline.to_state()
 
-    def load(self, store_uri: str, folder: str, step: int) -> None:
-        """The launched batches the folder holds (none: an empty pipeline at ``step``)."""
+    def _load_checkpoint_state(self, state: dict[str, Any] | None, step: int) -> None:
+        """The launched batches a checkpoint holds (none: an empty pipeline at ``step``)."""
         staleness = self.cfg.algorithm.max_staleness
-        self._pipeline = load_pipeline(store_uri, folder, staleness, step)
+        self._pipeline = pipeline_from_state(state, staleness, step)
 
     def _rewind(self, index: int | None, step: str) -> None:
         """Env workers put back their env and sampling state from before batch ``index``."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from infra.driver.step_runtime import Evaluation, FanoutJob
 from infra.tracking.version_scoring import Protocol, VersionScore
+from kinds.embodied.config import EmbodiedConfig
 from kinds.embodied.episodes import run_episodes
 from kinds.embodied.video import render_episode
 from rl_core.seeding import eval_seeds
@@ -22,7 +23,7 @@ from rl_core.seeding import eval_seeds
 logger = logging.getLogger(__name__)
 
 
-def evaluation_jobs(cfg: Any, config: dict[str, Any], weights: Any) -> list[FanoutJob]:
+def evaluation_jobs(cfg: EmbodiedConfig, config: dict[str, Any], weights: Any) -> list[FanoutJob]:
     """Deterministic episodes on the fixed evaluation seeds, in ``eval.num_tasks`` parts.
 
     Args:
@@ -59,7 +60,7 @@ def combine_episodes(results: list[Any]) -> Evaluation:
     )
 
 
-def video_job(cfg: Any, config: dict[str, Any], weights: Any) -> FanoutJob:
+def video_job(cfg: EmbodiedConfig, config: dict[str, Any], weights: Any) -> FanoutJob:
     """Render the policy with ``weights`` on the first evaluation seed."""
     seed = eval_seeds(cfg.run.seed, 1)[0]
     return FanoutJob(

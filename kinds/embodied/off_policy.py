@@ -12,8 +12,8 @@ also hold the replay buffer when ``replay.checkpoint`` is on.
 from __future__ import annotations
 
 import time
-from typing import Any
 
+from infra.checkpoint.parts import CheckpointPart, SaveOrder, WorkerPart
 from infra.cluster.gpu_placement import Attached
 from infra.cluster.group_calls import GroupMethod
 from infra.cluster.worker_group import WorkerGroup
@@ -75,18 +75,11 @@ class OffPolicyRuntime(EmbodiedRuntime):
             state.append((self.replay.snapshot, self.replay.restore_snapshot))
         return state
 
-    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
-        """Every worker's state, plus the replay buffer when ``replay.checkpoint`` is on."""
-        out = super().save_checkpoint(store_uri, step)
-        if self.cfg.replay.checkpoint:
-            self.replay.save_checkpoint(
-                store_uri, out["dir"], within=("checkpoint", self.timeouts.checkpoint)
-            )
-        return out
+    def checkpoint_parts(self) -> list[CheckpointPart]:
+        """Every embodied part, then the replay buffer.
 
-    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
-        """Restore every worker; the replay buffer from the folder (empty if it has none)."""
-        super().load_checkpoint(store_uri, folder, step)
-        self.replay.load_checkpoint(
-            store_uri, folder, within=("checkpoint", self.timeouts.checkpoint)
-        )
+        The buffer is saved when ``replay.checkpoint`` is on; a folder without it loads an
+        empty buffer.
+        """
+        replay = WorkerPart(self.replay, SaveOrder.AFTER, saves=self.cfg.replay.checkpoint)
+        return [*super().checkpoint_parts(), replay]

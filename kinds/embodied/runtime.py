@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from infra.checkpoint.store import open_store, step_dir_name
-from infra.checkpoint.worker_state import WORKERS_FILE, decode_workers_state, encode_workers_state
+from infra.checkpoint.layout import SIGNED_WORKERS, WORKERS_FILE, StatePart
+from infra.checkpoint.parts import CheckpointPart, SaveOrder, WorkerPart
 from infra.cluster import ray_cluster
 from infra.cluster.cluster_placement import place
 from infra.cluster.deadlines import Liveness
@@ -28,7 +28,6 @@ from infra.cluster.group_calls import GroupMethod
 from infra.cluster.worker_base import Pending
 from infra.cluster.worker_group import WorkerGroup
 from infra.driver.faults import FIRST_FANOUT_JOB
-from infra.driver.rollout_pipeline import PIPELINE_FILE
 from infra.driver.step_runtime import (
     Evaluation,
     FanoutJob,
@@ -36,6 +35,7 @@ from infra.driver.step_runtime import (
     StepRuntime,
 )
 from kinds.embodied.collection import Collection, collection_for
+from kinds.embodied.config import EmbodiedConfig
 from kinds.embodied.evaluation import (
     combine_episodes,
     evaluate_checkpoint,
@@ -54,7 +54,7 @@ from rl_core.steps import Step
 logger = logging.getLogger(__name__)
 
 
-class EmbodiedRuntime(StepRuntime):
+class EmbodiedRuntime(StepRuntime[EmbodiedConfig]):
     """Creates and drives the env, rollout and actor worker groups of a run.
 
     Args:
@@ -214,33 +214,35 @@ class EmbodiedRuntime(StepRuntime):
         return evaluate_checkpoint(checkpoint, episodes)
 
     # -- checkpoints ---------------------------------------------------------------------
-    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
-        """Write every worker's state for ``step`` (not yet committed)."""
-        start = time.perf_counter()
-        folder = step_dir_name(step)
-        store = open_store(store_uri)
+    def checkpoint_parts(self) -> list[CheckpointPart]:
+        """The trainer, the batches collected ahead (if any), env states and generators.
+
+        The trainer writes its files while the driver gathers the rest; the batches are
+        settled before the env states are read (settling may rewind env workers).
+        """
+        parts: list[CheckpointPart] = [WorkerPart(self.actor, SaveOrder.ALONGSIDE)]
+        pipeline = self.collection.checkpoint_part()
+        if pipeline is not None:
+            parts.append(pipeline)
+        parts.append(
+            StatePart(WORKERS_FILE, SIGNED_WORKERS, self._worker_states, self._put_worker_states)
+        )
+        return parts
+
+    def _worker_states(self) -> tuple[list[Any], list[Any]]:
+        """Every env worker's state and every rollout worker's sampling generator."""
         timeout = self.timeouts.checkpoint
-        saving = self.actor.save_checkpoint.remote(store_uri, folder)
-        pipeline = self.collection.checkpoint_bytes()  # batches collected ahead, if any
         env_states = self.env.get_state(within=("checkpoint", timeout))
         rng_states = self.rollout_group.get_rng_state(within=("checkpoint", timeout))
-        # the trainer's files first: it refuses non-finite weights, and then nothing else is
-        # written into the step folder
-        saving.get(within=("checkpoint", timeout))
-        store.write_bytes(f"{folder}/{WORKERS_FILE}", encode_workers_state(env_states, rng_states))
-        if pipeline is not None:
-            store.write_bytes(f"{folder}/{PIPELINE_FILE}", pipeline)
-        return {"seconds": time.perf_counter() - start, "dir": folder}
+        return env_states, rng_states
 
-    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
-        """Restore every worker from a committed checkpoint folder."""
-        store = open_store(store_uri)
+    def _put_worker_states(self, states: tuple[list[Any], list[Any]], step: int) -> None:
+        """Env workers take their states, rollout workers their generators.
+
+        An env worker without a state (an env that could not be pickled) is reseeded.
+        """
+        env_states, rng = states
         timeout = self.timeouts.checkpoint
-        path = f"{folder}/{WORKERS_FILE}"  # verified before any worker loads anything
-        env_states, rng = decode_workers_state(
-            store.read_bytes(path), f"{store.uri}/{path}", self.cfg.run.trust_checkpoint
-        )
-        self.actor.load_checkpoint(store_uri, folder, within=("checkpoint", timeout))
         self.env.get(
             [
                 h.set_state.remote(
@@ -259,7 +261,6 @@ class EmbodiedRuntime(StepRuntime):
             timeout,
             "checkpoint",
         )
-        self.collection.load(store_uri, folder, step)
 
     def _reseed(self, rank: int, step: int) -> int:
         return env_reseed(self.cfg.run.seed, rank, self.cfg.env.num_envs, step)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from infra.cluster.runtime_env import limit_threads
+from kinds.embodied.config import EmbodiedConfig
 from rl_core.config import validate_config
 from rl_core.envs import VectorEnvAdapter
 from rl_core.models import get_model
@@ -129,7 +130,9 @@ def render_episode(config: dict[str, Any], state_dict: dict[str, Any], seed: int
 
 
 @torch.no_grad()
-def _play_rendered(envs: VectorEnvAdapter, policy: Any, cfg: Any) -> tuple[list, float, int]:
+def _play_rendered(
+    envs: VectorEnvAdapter, policy: Any, cfg: EmbodiedConfig
+) -> tuple[list, float, int]:
     """Play until the episode ends or the frame cap; returns ``(frames, return, length)``."""
     mode = "eval" if cfg.eval.deterministic else "train"
     generator = torch.Generator().manual_seed(0)

@@ -19,14 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from infra.checkpoint.store import open_store
+from infra.checkpoint.layout import JSON, ONLINE_STATE_FILE, StatePart
 from kinds.online.store import FeedbackRecord, FeedbackStore
 from kinds.reasoning.responses import ResponseBatch
 from rl_core.data import PromptSample
 from rl_core.online import RunningMeanBaseline, feedback_reward, single_response_advantages
 
 logger = logging.getLogger(__name__)
-STATE_FILE = "online_state.json"
 _POLL_SECONDS = 0.5
 _PROGRESS_SECONDS = 10.0
 
@@ -136,13 +135,11 @@ class FeedbackGeneration:
         if self._kept:
             self.load_state(self._kept)
 
-    def save(self, store: Any, folder: str, timeout: float) -> None:
-        """Write the baseline (and user) state next to the checkpoint."""
-        store.write_bytes(f"{folder}/{STATE_FILE}", json.dumps(self.state()).encode())
-
-    def load(self, store_uri: str, folder: str, step: int) -> None:
-        """Read what :meth:`save` wrote."""
-        self.load_state(json.loads(open_store(store_uri).read_bytes(f"{folder}/{STATE_FILE}")))
+    def checkpoint_part(self, timeout: float) -> StatePart:
+        """The baseline (and user) state (:data:`~infra.checkpoint.layout.ONLINE_STATE_FILE`)."""
+        return StatePart(
+            ONLINE_STATE_FILE, JSON, self.state, lambda state, step: self.load_state(state)
+        )
 
 
 def batch_of(records: list[FeedbackRecord]) -> ResponseBatch:

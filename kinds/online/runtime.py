@@ -23,6 +23,7 @@ import torch
 from infra.checkpoint.export import export_policy
 from infra.driver.step_runtime import StepResult
 from infra.processes import free_port
+from kinds.online.config import OnlineConfig
 from kinds.online.deployment import (
     REPLICA_CPUS,
     ServerSettings,
@@ -59,7 +60,9 @@ def newest_version(weights: Weights) -> int:
     return weights.version if weights.candidate_version is None else weights.candidate_version
 
 
-def server_settings(cfg: Any, token: str | None, trainer: str, **trigger: Any) -> ServerSettings:
+def server_settings(
+    cfg: OnlineConfig, token: str | None, trainer: str, **trigger: Any
+) -> ServerSettings:
     """The endpoint's settings for an online run's config.
 
     Args:
@@ -85,7 +88,7 @@ def server_settings(cfg: Any, token: str | None, trainer: str, **trigger: Any) -
     )
 
 
-def open_feedback_store(cfg: Any) -> FeedbackStore:
+def open_feedback_store(cfg: OnlineConfig) -> FeedbackStore:
     """The run's feedback store, rebuilt from ``online.mirror`` first when its file is lost."""
     path, mirror = store_path(cfg), cfg.online.mirror
     if mirror is None:
@@ -94,7 +97,7 @@ def open_feedback_store(cfg: Any) -> FeedbackStore:
     return FeedbackStore(path, StoreMirror(mirror))
 
 
-def store_path(cfg: Any) -> Path:
+def store_path(cfg: OnlineConfig) -> Path:
     """The feedback database of an online run."""
     if cfg.online.store:
         return Path(cfg.online.store)
@@ -108,8 +111,10 @@ class OnlineRuntime(ReasoningRuntime):
         cfg: The validated config of a reasoning run with ``online.enabled``.
     """
 
+    cfg: OnlineConfig
+
     @classmethod
-    def preflight(cls, cfg: Any) -> None:
+    def preflight(cls, cfg: OnlineConfig) -> None:
         """The reasoning checks, and no endpoint beyond loopback without a token."""
         super().preflight(cfg)
         online = cfg.online
@@ -120,7 +125,7 @@ class OnlineRuntime(ReasoningRuntime):
             )
 
     @classmethod
-    def cpus_outside_groups(cls, cfg: Any) -> float:
+    def cpus_outside_groups(cls, cfg: OnlineConfig) -> float:
         """The policy server's replica, when the run serves its policy itself."""
         return REPLICA_CPUS if cfg.online.server == "run" else 0.0
 
@@ -225,14 +230,15 @@ class OnlineRuntime(ReasoningRuntime):
         metrics = {**result.metrics, "online/serve_sync_seconds": seconds}
         return StepResult(result.seconds + seconds, metrics, info=result.info)
 
-    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
-        """The checkpoint; an external endpoint then serves its weights."""
-        saved = super().save_checkpoint(store_uri, step)
-        version = self.checkpointed_version
+    def after_checkpoint_saved(self, results: dict[str, list[Any]]) -> None:
+        """An external endpoint then serves the checkpoint's weights (a new version)."""
+        saved = results[self.actor.name]
+        version = next(
+            (r["version"] for r in saved if isinstance(r, dict) and "version" in r), None
+        )
         if self.external and version is not None and version != self.served_version:
             self._publish(version)
             logger.info("published weight version %d to %s", version, self.cfg.run.name)
-        return saved
 
     def _publish(self, version: int) -> float:
         """Export the trainer's weights as ``version`` and serve them; the seconds taken.
@@ -274,9 +280,9 @@ class OnlineRuntime(ReasoningRuntime):
         rewards = self.generation.rewards
         return StepResult.of(0.0, {"rollout/reward_mean": float(np.mean(rewards))})
 
-    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
-        """Restore the run; the next weight sync serves the restored weights."""
-        super().load_checkpoint(store_uri, folder, step)
+    def after_checkpoint_loaded(self, step: int) -> None:
+        """The next weight sync serves the restored weights."""
+        super().after_checkpoint_loaded(step)
         if not self.external:  # (an external endpoint serves committed versions only)
             self.served_version = None
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -18,8 +18,13 @@ from rl_core.training.llm_advantage import compute_llm_advantages, unscored_loss
 from rl_core.training.loss_mask import LOSS_MASK, loss_mask_of
 from rl_core.training.rank_balance import balanced_split, row_lengths
 
+if TYPE_CHECKING:
+    from kinds.reasoning.runtime import ReasoningRuntime
 
-def _shards(runtime: Any, arrays: dict[str, np.ndarray]) -> tuple[Any, np.ndarray | None]:
+
+def _shards(
+    runtime: ReasoningRuntime, arrays: dict[str, np.ndarray]
+) -> tuple[Any, np.ndarray | None]:
     """The rows as the trainer ranks get them (tensor-parallel peers share their part).
 
     The arrays themselves, cut into contiguous parts by ``compute_logprobs``' declared
@@ -36,7 +41,9 @@ def _shards(runtime: Any, arrays: dict[str, np.ndarray]) -> tuple[Any, np.ndarra
     return Parts([take_rows(arrays, r) for r in rows]), np.concatenate(rows)
 
 
-def _padded(runtime: Any, prompts: list[list[int]], responses: list[list[int]]) -> dict:
+def _padded(
+    runtime: ReasoningRuntime, prompts: list[list[int]], responses: list[list[int]]
+) -> dict:
     """Prompts padded on the left, responses on the right, with their masks (numpy)."""
     pad = int(runtime.tokenizer.pad_token_id)
     p_ids, p_mask = pad_left(prompts, pad)
@@ -49,7 +56,7 @@ def _padded(runtime: Any, prompts: list[list[int]], responses: list[list[int]]) 
     }
 
 
-def _score(runtime: Any, arrays: dict[str, np.ndarray]) -> tuple[Any, Any, Any]:
+def _score(runtime: ReasoningRuntime, arrays: dict[str, np.ndarray]) -> tuple[Any, Any, Any]:
     """Trainer log-probs (and values) and reference log-probs of the padded rows.
 
     The reference log-probs also go into ``arrays`` (``ref_logprobs``).
@@ -71,7 +78,7 @@ def _score(runtime: Any, arrays: dict[str, np.ndarray]) -> tuple[Any, Any, Any]:
     return old, values, ref
 
 
-def _tool_mask(runtime: Any, arrays: dict[str, np.ndarray]) -> None:
+def _tool_mask(runtime: ReasoningRuntime, arrays: dict[str, np.ndarray]) -> None:
     """The loss mask of the padded trajectory rows when they hold tool tokens."""
     batch = runtime.batch
     if batch.loss_masks:
@@ -86,7 +93,7 @@ def _drop_unscored(arrays: dict[str, np.ndarray], scores: torch.Tensor) -> None:
         arrays[LOSS_MASK] = unscored_loss_mask(scores, current).numpy()
 
 
-def advantage_step(runtime: Any, iteration: int) -> StepResult:
+def advantage_step(runtime: ReasoningRuntime, iteration: int) -> StepResult:
     """Trainer log-probs (and values), reference log-probs, token rewards, advantages.
 
     The batch's rows are padded into arrays, scored by the trainer ranks (and the reference
@@ -126,7 +133,7 @@ def advantage_step(runtime: Any, iteration: int) -> StepResult:
 
 
 def _trajectory_arrays(
-    runtime: Any, scores: torch.Tensor, groups: np.ndarray
+    runtime: ReasoningRuntime, scores: torch.Tensor, groups: np.ndarray
 ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """One row per response: the update's arrays and the advantage metrics."""
     batch = runtime.batch
@@ -158,7 +165,7 @@ def _trajectory_arrays(
 
 
 def _per_turn_arrays(
-    runtime: Any, scores: torch.Tensor, groups: np.ndarray
+    runtime: ReasoningRuntime, scores: torch.Tensor, groups: np.ndarray
 ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """One row per model turn (see :func:`advantage_step`); the same return values."""
     batch = runtime.batch

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -11,9 +11,12 @@ from kinds.reasoning.responses import ResponseBatch
 from kinds.reasoning.reward_scoring import score_chunk
 from rl_core.agents.metrics import trajectory_metrics_by_kind
 
+if TYPE_CHECKING:
+    from kinds.reasoning.runtime import ReasoningRuntime
+
 
 def correctness(
-    runtime: Any, chunk: dict[str, list[Any]], scores: list[float] | None = None
+    runtime: ReasoningRuntime, chunk: dict[str, list[Any]], scores: list[float] | None = None
 ) -> np.ndarray:
     """1.0 for each completion the ``eval.correct_when`` reward gives its full score, else 0.
 
@@ -31,7 +34,9 @@ def correctness(
     return (np.nan_to_num(values, nan=0.0) >= full - 1e-6).astype(np.float32)
 
 
-def evaluate_heldout(runtime: Any, iteration: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def evaluate_heldout(
+    runtime: ReasoningRuntime, iteration: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Evaluate the rollout workers' current weights on the held-out prompts.
 
     Greedy responses give ``eval/accuracy`` (completions the ``eval.correct_when`` reward,

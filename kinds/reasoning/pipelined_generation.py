@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 import ray
 
+from infra.checkpoint.layout import StatePart
 from infra.cluster.dispatch import PerRank, row_parts
 from infra.driver.rollout_pipeline import (
-    PIPELINE_FILE,
     Chunk,
     RolloutPipeline,
-    load_pipeline,
-    pipeline_bytes,
+    pipeline_from_state,
+    pipeline_part,
 )
 from kinds.reasoning.responses import ResponseBatch
 from kinds.reasoning.rollout_source import RolloutSource
@@ -231,26 +231,23 @@ class PipelinedGeneration:
             self.source.prompts.sampler.load_state_dict(self.cursor_before[index])
 
     # -- checkpoints -------------------------------------------------------------------
-    def state_bytes(self, timeout: float) -> bytes:
-        """The launched batches for a checkpoint (waits for them).
+    def checkpoint_part(self, timeout: float) -> StatePart:
+        """The launched batches (:data:`~infra.checkpoint.layout.PIPELINE_FILE`).
 
-        Settled (:meth:`RolloutPipeline.settle`): failed ones are forgotten, with the prompt
-        cursor put back, and launched again with their weight versions.
+        Gathered before the prompt cursor: settling them (:meth:`RolloutPipeline.settle`)
+        forgets failed ones, puts the cursor back and launches them again with their
+        weight versions.
         """
-        self.pipeline.settle(timeout, self._launch, self._rewind)
-        return pipeline_bytes(self.pipeline)
 
-    def save(self, store: Any, folder: str, timeout: float) -> None:
-        """Write the launched batches into checkpoint ``folder`` of ``store``.
+        def settled() -> dict[str, Any]:
+            self.pipeline.settle(timeout, self._launch, self._rewind)
+            return self.pipeline.to_state()
 
-        Call it before saving the prompt cursor: it may put the cursor back
-        (:meth:`state_bytes`).
-        """
-        store.write_bytes(f"{folder}/{PIPELINE_FILE}", self.state_bytes(timeout))
+        return pipeline_part(settled, self._load_checkpoint_state)
 
-    def load(self, store_uri: str, folder: str, step: int) -> None:
+    def _load_checkpoint_state(self, state: dict[str, Any] | None, step: int) -> None:
         """Put back the batches a checkpoint holds (none in a sync run's: start at ``step``)."""
-        self.pipeline = load_pipeline(store_uri, folder, self.pipeline.staleness, step)
+        self.pipeline = pipeline_from_state(state, self.pipeline.staleness, step)
         self.published, self.launched_at = {}, {}
         # The checkpoint's batches were generated through the iteration before ``step``. One
         # forgotten after a failed segment starts again from its checkpointed part, with the

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from infra.checkpoint.layout import StatePart
 from infra.cluster.dispatch import PerRank
 from infra.cluster.worker_group import WorkerGroup
 from kinds.reasoning.responses import ResponseBatch
@@ -123,10 +124,10 @@ class Generation(Protocol):
         """Undo a failed rollout step."""
         ...
 
-    def save(self, store: Any, folder: str, timeout: float) -> None:
-        """Write what a checkpoint must hold besides the prompt cursor (before it is saved)."""
-        ...
+    def checkpoint_part(self, timeout: float) -> StatePart | None:
+        """What a checkpoint holds besides the prompt cursor (None: nothing).
 
-    def load(self, store_uri: str, folder: str, step: int) -> None:
-        """Put back what :meth:`save` wrote (after the prompt cursor is loaded)."""
+        It is gathered before the cursor (it may put the cursor back) and put back after
+        it (it may read the cursor).
+        """
         ...

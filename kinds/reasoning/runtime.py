@@ -15,15 +15,14 @@ batches launched ahead by :class:`~kinds.reasoning.pipelined_generation.Pipeline
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
 
 import numpy as np
 
-from infra.checkpoint import signed_dcp
-from infra.checkpoint.store import open_store, step_dir_name
+from infra.checkpoint.layout import REASONING_STATE_FILE, state_dict_part
+from infra.checkpoint.parts import CheckpointPart, WorkerPart
 from infra.cluster import ray_cluster
 from infra.cluster.worker_group import WorkerGroup
 from infra.driver.faults import FIRST_FANOUT_JOB
@@ -36,6 +35,7 @@ from infra.driver.step_runtime import (
 from infra.llm.engines import check_rollout_engine
 from infra.llm.workers.trainer_rank import setup_trainer
 from kinds.reasoning.advantage_step import advantage_step
+from kinds.reasoning.config import ReasoningConfig
 from kinds.reasoning.engine_layouts import Engines, SyncProbe, engines_for
 from kinds.reasoning.evaluation import evaluate_heldout
 from kinds.reasoning.model_reward_step import (
@@ -62,10 +62,9 @@ from rl_core.steps import Step
 from rl_core.training.parallel_layout import ParallelLayout
 
 logger = logging.getLogger(__name__)
-STATE_FILE = "reasoning_state.json"
 
 
-class ReasoningRuntime(StepRuntime):
+class ReasoningRuntime(StepRuntime[ReasoningConfig]):
     """Creates and drives the trainer, rollout and reference worker groups of an LLM run.
 
     Args:
@@ -317,34 +316,22 @@ class ReasoningRuntime(StepRuntime):
         return metrics, rows, headline
 
     # -- checkpoints ---------------------------------------------------------------------
-    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
-        """Trainer shards + full weights (collective) and the prompt sampler's cursor."""
-        start = time.perf_counter()
-        folder = step_dir_name(step)
-        timeout = self.timeouts.checkpoint
-        saved = self.actor.save_checkpoint(store_uri, folder, within=("checkpoint", timeout))
-        #: The weight version the last checkpoint holds (None: the trainer does not say).
-        self.checkpointed_version = next(
-            (r["version"] for r in saved if isinstance(r, dict) and "version" in r), None
-        )
-        store = open_store(store_uri)
-        self.generation.save(store, folder, timeout)  # (may put the prompt cursor back)
-        state = {"sampler": self.sampler.state_dict()}
-        store.write_bytes(f"{folder}/{STATE_FILE}", json.dumps(state).encode())
-        return {"seconds": time.perf_counter() - start, "dir": folder}
+    def checkpoint_parts(self) -> list[CheckpointPart]:
+        """Trainer shards + full weights (collective), the generation's state, the cursor.
 
-    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
-        """Restore trainer shards, optimizer and data cursor; the next sync is a full one."""
-        local = open_store(store_uri).local_path(f"{folder}/actor_dcp")
-        if local is not None:  # refused here in one line, before any trainer rank loads
-            signed_dcp.check_folder(local, self.cfg.run.trust_checkpoint)
-        self.actor.load_checkpoint(
-            store_uri, folder, within=("checkpoint", self.timeouts.checkpoint)
-        )
-        raw = open_store(store_uri).read_bytes(f"{folder}/{STATE_FILE}")
-        self.sampler.load_state_dict(json.loads(raw)["sampler"])
+        The generation's state is gathered before the prompt cursor (settling batches
+        launched ahead may put the cursor back) and put back after it.
+        """
+        generation = self.generation.checkpoint_part(self.timeouts.checkpoint)
+        return [
+            WorkerPart(self.actor, sharded=True),
+            *([generation] if generation is not None else []),
+            state_dict_part(REASONING_STATE_FILE, {"sampler": self.sampler}),
+        ]
+
+    def after_checkpoint_loaded(self, step: int) -> None:
+        """No batch is in flight after a checkpoint."""
         self.batch = ResponseBatch()
-        self.generation.load(store_uri, folder, step)
 
     # -- retries -------------------------------------------------------------------------
     def snapshot(self, step: str) -> None:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from infra.driver.step_runtime import StepResult
 from rl_core.agents.trajectory import trace_tokens
 from rl_core.llm import pad_left, pad_loss_masks, pad_right
 from rl_core.training.loss_mask import LOSS_MASK, loss_mask_of
 
+if TYPE_CHECKING:
+    from kinds.reasoning.runtime import ReasoningRuntime
 
-def sft_step(runtime: Any, iteration: int) -> StepResult:
+
+def sft_step(runtime: ReasoningRuntime, iteration: int) -> StepResult:
     """Supervised steps of one SFT iteration (``actor.sft_steps_per_iteration`` of them).
 
     Each step trains on the next ``data.prompts_per_batch`` prompt→answer pairs; metrics
@@ -30,7 +33,7 @@ def sft_step(runtime: Any, iteration: int) -> StepResult:
     return StepResult.of(time.perf_counter() - start, metrics, env_steps=samples)
 
 
-def _sft_batch(runtime: Any, iteration: int) -> dict[str, float]:
+def _sft_batch(runtime: ReasoningRuntime, iteration: int) -> dict[str, float]:
     rows = runtime.sampler.next_indices()
     eos = int(runtime.tokenizer.eos_token_id)
 

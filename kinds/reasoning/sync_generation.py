@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from infra.checkpoint.layout import StatePart
 from kinds.reasoning.responses import ResponseBatch
 from kinds.reasoning.rollout_source import RolloutSource, generate_split
 from rl_core.algorithms.dapo import fill_with_informative_groups
@@ -83,8 +84,6 @@ class SyncGeneration:
         """Put back the prompt cursor."""
         self.source.prompts.sampler.load_state_dict(self._cursor)
 
-    def save(self, store: Any, folder: str, timeout: float) -> None:
+    def checkpoint_part(self, timeout: float) -> StatePart | None:
         """Nothing beyond the prompt cursor."""
-
-    def load(self, store_uri: str, folder: str, step: int) -> None:
-        """Nothing beyond the prompt cursor."""
+        return None

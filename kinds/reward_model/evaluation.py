@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from kinds.reward_model.config import RewardModelConfig
 from rl_core.data.preferences import PreferencePair, load_preference_pairs
 from rl_core.models.reward_model import encode_pairs
 from rl_core.training.reward_update import pairwise_accuracy, reward_margin, score_pairs
@@ -68,7 +69,7 @@ def pair_batch(policy: Any, pairs: list[PreferencePair], max_length: int) -> dic
 
 
 def evaluate_checkpoint_pairs(
-    policy: Any, cfg: Any
+    policy: Any, cfg: RewardModelConfig
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Pairwise accuracy of ``policy`` (a checkpoint's reward model) on ``cfg``'s held-out pairs.
 

@@ -10,15 +10,14 @@ estimate: weight_sync, reward and advantage do nothing.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
 
 import numpy as np
 
-from infra.checkpoint import signed_dcp
-from infra.checkpoint.store import open_store, step_dir_name
+from infra.checkpoint.layout import REWARD_MODEL_STATE_FILE, state_dict_part
+from infra.checkpoint.parts import CheckpointPart, WorkerPart
 from infra.cluster import ray_cluster
 from infra.cluster.cluster_placement import place
 from infra.cluster.deadlines import Liveness
@@ -26,6 +25,7 @@ from infra.cluster.dispatch import Parts, row_parts, take_rows
 from infra.cluster.worker_group import WorkerGroup
 from infra.driver.step_runtime import Evaluation, StepResult, StepRuntime
 from infra.llm.workers.trainer_rank import setup_trainer
+from kinds.reward_model.config import RewardModelConfig
 from kinds.reward_model.evaluation import pair_metrics, sample_rows
 from kinds.reward_model.worker import RewardModelWorker
 from rl_core.config import RLPipeConfig
@@ -35,10 +35,9 @@ from rl_core.models.reward_model import encode_pairs
 from rl_core.steps import Step
 
 logger = logging.getLogger(__name__)
-STATE_FILE = "reward_model_state.json"
 
 
-class RewardModelRuntime(StepRuntime):
+class RewardModelRuntime(StepRuntime[RewardModelConfig]):
     """Creates and drives the trainer ranks of a reward-model run.
 
     Args:
@@ -188,29 +187,15 @@ class RewardModelRuntime(StepRuntime):
         return metrics, rows, f"pairwise accuracy {accuracy:.1%} on {pairs} held-out pairs"
 
     # -- checkpoints ---------------------------------------------------------------------
-    def save_checkpoint(self, store_uri: str, step: int) -> dict[str, Any]:
+    def checkpoint_parts(self) -> list[CheckpointPart]:
         """Trainer shards + full weights (collective) and the data cursor."""
-        start = time.perf_counter()
-        folder = step_dir_name(step)
-        self.actor.save_checkpoint(
-            store_uri, folder, within=("checkpoint", self.timeouts.checkpoint)
-        )
-        state = {"sampler": self.sampler.state_dict()}
-        open_store(store_uri).write_bytes(f"{folder}/{STATE_FILE}", json.dumps(state).encode())
-        return {"seconds": time.perf_counter() - start, "dir": folder}
+        return [
+            WorkerPart(self.actor, sharded=True),
+            state_dict_part(REWARD_MODEL_STATE_FILE, {"sampler": self.sampler}),
+        ]
 
-    def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
-        """Restore trainer shards, optimizer and the data cursor."""
-        store = open_store(store_uri)
-        local = store.local_path(f"{folder}/actor_dcp")
-        if local is not None:  # refused here in one line, before any trainer rank loads
-            signed_dcp.check_folder(local, self.cfg.run.trust_checkpoint)
-        self.actor.load_checkpoint(
-            store_uri, folder, within=("checkpoint", self.timeouts.checkpoint)
-        )
-        self.sampler.load_state_dict(
-            json.loads(store.read_bytes(f"{folder}/{STATE_FILE}"))["sampler"]
-        )
+    def after_checkpoint_loaded(self, step: int) -> None:
+        """No batch is in flight after a checkpoint."""
         self.batches = []
 
     # -- retries -------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The sections of a reward-model run (a scalar-head model trained on preference pairs).
 
-:class:`kinds.reward_model.registration.RewardModelConfig` assembles them with the shared
+:class:`kinds.reward_model.config.RewardModelConfig` assembles them with the shared
 sections; each holds only fields the reward_model kind reads.
 """
 

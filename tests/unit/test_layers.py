@@ -64,6 +64,25 @@ def test_the_scan_sees_imports_inside_functions(tmp_path: Path) -> None:
     assert imported_packages(sample) == {"ray", "mlflow"}
 
 
+def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of ``tree`` outside ``if TYPE_CHECKING:`` blocks (imports only for types)."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        test = getattr(node, "test", None)
+        checking = isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+        checking = checking or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        if isinstance(node, ast.If) and checking:
+            skipped.update(id(inner) for part in node.body for inner in ast.walk(part))
+    return [node for node in ast.walk(tree) if id(node) not in skipped]
+
+
+def test_imports_for_types_only_are_not_edges() -> None:
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import ray\n")
+    imported = [n for n in runtime_nodes(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert [n.module for n in imported if isinstance(n, ast.ImportFrom)] == ["typing"]
+    assert not [n for n in imported if isinstance(n, ast.Import)]
+
+
 def module_graph(*packages: str) -> dict[str, set[str]]:
     """Module → the modules of ``packages`` it imports (imports inside functions included)."""
     paths = {}
@@ -78,7 +97,7 @@ def module_graph(*packages: str) -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = {name: set() for name in paths}
     for name, path in paths.items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in runtime_nodes(ast.parse(path.read_text(), str(path))):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]

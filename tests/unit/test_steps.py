@@ -151,6 +151,9 @@ class Runtime(StepRuntime):
     def load_checkpoint(self, store_uri: str, folder: str, step: int) -> None:
         return None
 
+    def checkpoint_parts(self) -> list[Any]:
+        return []
+
     def snapshot(self, step: str) -> None:
         return None
 

@@ -19,6 +19,7 @@ from infra.weight_sync import (
     WeightSender,
     payload_nbytes,
 )
+from rl_core.config import RLPipeConfig
 from rl_core.llm.sync_probe import probe_batch
 from rl_core.models import get_model
 from rl_core.models.lora import trainable_parameters
@@ -82,19 +83,19 @@ def forward_in_micro_batches(
     return outs
 
 
-def reference_model(cfg: Any, device: torch.device) -> torch.nn.Module:
+def reference_model(cfg: RLPipeConfig, device: torch.device) -> torch.nn.Module:
     """The frozen initial policy (``model`` section) in eval mode on ``device``."""
     return get_model(cfg.model, None).to(device).eval()
 
 
-def trainer_batching(cfg: Any) -> MicroBatching:
+def trainer_batching(cfg: RLPipeConfig) -> MicroBatching:
     """How the trainer's forward passes cut their rows (the backend's micro-batch size)."""
     return MicroBatching.of(cfg.actor, cfg.actor.update_micro_batch_size)
 
 
 def reference_logprobs(
     reference: torch.nn.Module,
-    cfg: Any,
+    cfg: RLPipeConfig,
     batch: dict[str, np.ndarray],
     device: torch.device,
     world_size: int = 1,

@@ -17,7 +17,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from infra.checkpoint.serialize import bytes_to_object, object_to_bytes, tensors_to_bytes
+from infra.checkpoint.layout import (
+    ACTOR_MODEL,
+    ACTOR_TRAINER_STATE,
+    SAFETENSORS,
+    TORCH,
+    actor_file,
+    read_file,
+    sharded_dir,
+    write_file,
+)
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.cluster.dispatch import Reduce, Split, worker_method
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
@@ -133,29 +142,23 @@ class TrainerRank(WorkerBase):
         if any_rank(bool(bad), self.device, self.world_size):  # every rank: shards differ
             raise CheckpointError(nonfinite_weights_message(bad, self.version))
         store = open_store(store_uri)
-        local = store.local_path(f"{folder}/actor_dcp")
-        if local is None:
-            raise CheckpointError("sharded trainer checkpoints need a local checkpoint store")
-        layout = self.backend.save_sharded(self.optimizer, local)
+        layout = self.backend.save_sharded(self.optimizer, sharded_dir(store, folder))
         state = self.backend.policy_state()
         if self.rank == 0:
-            store.write_bytes(f"{folder}/actor_0/model.safetensors", tensors_to_bytes(state))
+            write_file(store, folder, actor_file(0, ACTOR_MODEL), SAFETENSORS, state)
             state = {
                 "version": self.version,
                 "skipped_updates_in_a_row": self.guard.in_a_row,
                 "layout": layout,
             }
-            store.write_bytes(f"{folder}/actor_0/trainer_state.pt", object_to_bytes(state))
+            write_file(store, folder, actor_file(0, ACTOR_TRAINER_STATE), TORCH, state)
         return {"seconds": watch.elapsed(), "version": self.version}
 
     def load_checkpoint(self, store_uri: str, folder: str) -> dict[str, Any]:
         """Restore what :meth:`save_checkpoint` wrote (collective)."""
         store = open_store(store_uri)
-        local = store.local_path(f"{folder}/actor_dcp")
-        if local is None:
-            raise CheckpointError("sharded trainer checkpoints need a local checkpoint store")
-        path = f"{folder}/actor_0/trainer_state.pt"
-        state = bytes_to_object(store.read_bytes(path), path)
+        local = sharded_dir(store, folder)
+        state = read_file(store, folder, actor_file(0, ACTOR_TRAINER_STATE), TORCH)
         layout = state.get("layout", {"backend": "fsdp"})
         self.backend.load_sharded(self.optimizer, local, layout, self.cfg.run.trust_checkpoint)
         self.version = int(state["version"])

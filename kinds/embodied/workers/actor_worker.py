@@ -10,15 +10,20 @@ import ray
 import torch
 
 from infra.checkpoint.init_from import start_from_init_weights
-from infra.checkpoint.serialize import (
-    bytes_to_object,
-    bytes_to_tensors,
-    object_to_bytes,
-    tensors_to_bytes,
+from infra.checkpoint.layout import (
+    ACTOR_MODEL,
+    ACTOR_OPTIMIZER,
+    ACTOR_TRAINER_STATE,
+    SAFETENSORS,
+    TORCH,
+    actor_file,
+    read_file,
+    write_file,
 )
 from infra.checkpoint.store import CheckpointError, open_store
 from infra.cluster.worker_base import Stopwatch, WorkerBase, resolve, step_method
 from infra.weight_sync import bucket_nbytes, state_dict_to_buckets
+from kinds.embodied.config import EmbodiedConfig
 from rl_core.models import get_model
 from rl_core.rewards import build_reward
 from rl_core.seeding import worker_seed
@@ -32,7 +37,7 @@ from rl_core.training.optim import build_optimizer, learning_rate, set_learning_
 from rl_core.training.ppo import compute_advantages, ppo_update
 
 
-class ActorWorker(WorkerBase):
+class ActorWorker(WorkerBase[EmbodiedConfig]):
     """Trains the policy on rollout batches; serves weights to rollout workers.
 
     The policy and its optimizer live on the worker's device (``self.device``, the GPU Ray
@@ -175,11 +180,14 @@ class ActorWorker(WorkerBase):
         if bad:
             raise CheckpointError(nonfinite_weights_message(bad, self.version))
         store = open_store(store_uri)
-        prefix = f"{folder}/actor_{self.rank}"
-        store.write_bytes(f"{prefix}/model.safetensors", tensors_to_bytes(weights))
-        store.write_bytes(f"{prefix}/optimizer.pt", object_to_bytes(self.optimizer_state()))
-        store.write_bytes(f"{prefix}/trainer_state.pt", object_to_bytes(self.trainer_state()))
+        write_file(store, folder, self._file(ACTOR_MODEL), SAFETENSORS, weights)
+        write_file(store, folder, self._file(ACTOR_OPTIMIZER), TORCH, self.optimizer_state())
+        write_file(store, folder, self._file(ACTOR_TRAINER_STATE), TORCH, self.trainer_state())
         return {"seconds": watch.elapsed()}
+
+    def _file(self, name: str) -> str:
+        """This rank's file ``name`` in a step folder."""
+        return actor_file(self.rank, name)
 
     def optimizer_state(self) -> dict[str, Any]:
         """What ``optimizer.pt`` of a checkpoint holds."""
@@ -211,18 +219,9 @@ class ActorWorker(WorkerBase):
         ``self.device``.
         """
         store = open_store(store_uri)
-        prefix = f"{folder}/actor_{self.rank}"
-        weights = bytes_to_tensors(
-            store.read_bytes(f"{prefix}/model.safetensors"), f"{prefix}/model.safetensors"
-        )
+        weights = read_file(store, folder, self._file(ACTOR_MODEL), SAFETENSORS)
         self.policy.load_state_dict(weights, strict=True)
-        self.load_optimizer_state(
-            bytes_to_object(store.read_bytes(f"{prefix}/optimizer.pt"), f"{prefix}/optimizer.pt")
-        )
-        self.load_trainer_state(
-            bytes_to_object(
-                store.read_bytes(f"{prefix}/trainer_state.pt"), f"{prefix}/trainer_state.pt"
-            )
-        )
+        self.load_optimizer_state(read_file(store, folder, self._file(ACTOR_OPTIMIZER), TORCH))
+        self.load_trainer_state(read_file(store, folder, self._file(ACTOR_TRAINER_STATE), TORCH))
         self.batch = None
         return {"version": self.version}

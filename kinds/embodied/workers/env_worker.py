@@ -9,12 +9,13 @@ import numpy as np
 import ray
 
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
+from kinds.embodied.config import EmbodiedConfig
 from rl_core.envs import EnvSpaces, VectorEnvAdapter
 from rl_core.seeding import env_base_seed
 from rl_core.training.batch import stack_steps
 
 
-class EnvWorker(WorkerBase):
+class EnvWorker(WorkerBase[EmbodiedConfig]):
     """Holds ``env.num_envs`` envs and runs the env side of the rollout loop."""
 
     group = "env"

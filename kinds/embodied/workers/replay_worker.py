@@ -13,23 +13,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from infra.checkpoint.serialize import (
-    bytes_to_object,
-    bytes_to_tensors,
-    object_to_bytes,
-    tensors_to_bytes,
+from infra.checkpoint.layout import (
+    REPLAY_ARRAYS,
+    REPLAY_STATE,
+    SAFETENSORS,
+    TORCH,
+    has_file,
+    read_file,
+    write_file,
 )
 from infra.checkpoint.store import open_store
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
+from kinds.embodied.config import EmbodiedConfig
 from rl_core.data.replay_buffer import ReplayBuffer, load_transitions
 from rl_core.seeding import worker_seed
 
-#: Files of the buffer inside a checkpoint folder.
-REPLAY_ARRAYS = "replay/transitions.safetensors"
-REPLAY_STATE = "replay/state.pt"
 
-
-class ReplayWorker(WorkerBase):
+class ReplayWorker(WorkerBase[EmbodiedConfig]):
     """Holds the replay buffer; adds transitions and serves sampled minibatches."""
 
     group = "replay"
@@ -117,12 +117,10 @@ class ReplayWorker(WorkerBase):
         state = self.buffer.state_dict()
         arrays = state.pop("arrays")
         store = open_store(store_uri)
-        store.write_bytes(
-            f"{folder}/{REPLAY_ARRAYS}",
-            tensors_to_bytes({k: torch.from_numpy(v) for k, v in arrays.items()}),
-        )
+        tensors = {k: torch.from_numpy(v) for k, v in arrays.items()}
+        write_file(store, folder, REPLAY_ARRAYS, SAFETENSORS, tensors)
         state["added_through"] = self.added_through
-        store.write_bytes(f"{folder}/{REPLAY_STATE}", object_to_bytes(state))
+        write_file(store, folder, REPLAY_STATE, TORCH, state)
         nbytes = sum(v.nbytes for v in arrays.values())
         return {"seconds": watch.elapsed(), "bytes": nbytes}
 
@@ -131,14 +129,10 @@ class ReplayWorker(WorkerBase):
         store = open_store(store_uri)
         self.buffer = ReplayBuffer(self.cfg.replay.capacity, self.seed)
         self.added_through = -1
-        if not store.exists(f"{folder}/{REPLAY_STATE}"):
+        if not has_file(store, folder, REPLAY_STATE):
             return {"size": 0}
-        state = bytes_to_object(
-            store.read_bytes(f"{folder}/{REPLAY_STATE}"), f"{folder}/{REPLAY_STATE}"
-        )
-        arrays = bytes_to_tensors(
-            store.read_bytes(f"{folder}/{REPLAY_ARRAYS}"), f"{folder}/{REPLAY_ARRAYS}"
-        )
+        state = read_file(store, folder, REPLAY_STATE, TORCH)
+        arrays = read_file(store, folder, REPLAY_ARRAYS, SAFETENSORS)
         state["arrays"] = {k: v.numpy() for k, v in arrays.items()}
         self.buffer.load_state_dict(state)
         self.added_through = int(state["added_through"])

@@ -11,11 +11,12 @@ from typing import Any
 
 import torch
 
+from kinds.embodied.config import EmbodiedConfig
 from rl_core.seeding import sampling_seed
 from rl_core.training.batch import to_numpy_tree
 
 
-def kept_versions(cfg: Any) -> int:
+def kept_versions(cfg: EmbodiedConfig) -> int:
     """Weight versions a rollout copy keeps: those batches in flight may still use."""
     return cfg.algorithm.max_staleness + 1 if cfg.run.mode == "async" else 1
 

@@ -21,6 +21,7 @@ from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
 from infra.llm.engines import make_engine
 from infra.weight_sync import StaleWeightsError, buckets_to_state_dict, from_wire
 from kinds.reasoning.agent_rollout import run_agents
+from kinds.reasoning.config import ReasoningConfig
 from rl_core.llm.generation import SamplingParams
 
 #: Per-response lists a partial rollout extends, segment by segment.
@@ -43,7 +44,7 @@ def generate_responses(
     }
 
 
-class LLMRolloutWorker(WorkerBase):
+class LLMRolloutWorker(WorkerBase[ReasoningConfig]):
     """Holds a rollout engine; generates responses and takes weight-sync payloads.
 
     In async mode (``run.mode: async``) it also keeps the weights of the last

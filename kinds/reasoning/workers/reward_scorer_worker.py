@@ -17,13 +17,14 @@ import torch
 
 from infra.cluster.dispatch import Split, worker_method
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
+from kinds.reasoning.config import ReasoningConfig
 from rl_core.rewards.model_scorers import build_scorer
 from rl_core.seeding import scoring_worker_seed
 
 logger = logging.getLogger(__name__)
 
 
-class RewardScorerWorker(WorkerBase):
+class RewardScorerWorker(WorkerBase[ReasoningConfig]):
     """One reward-model worker (group ``reward``).
 
     Args:

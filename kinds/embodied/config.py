@@ -1,0 +1,119 @@
+"""The configuration class of the embodied kind."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from kinds.embodied.off_policy_sections import ReplayConfig, off_policy_problems
+from kinds.embodied.sections import (
+    EmbodiedAlgorithmConfig,
+    EmbodiedEvalConfig,
+    EmbodiedModelConfig,
+    EmbodiedRolloutConfig,
+)
+from rl_core.config import limits
+from rl_core.config.policy_sections import EnvConfig
+from rl_core.config.schema import RLPipeConfig
+
+#: Estimators that score whole episodes/sequences (not usable by the per-step PPO trainer).
+OUTCOME_ESTIMATORS = {
+    "grpo",
+    "dr_grpo",
+    "rloo",
+    "reinforce_plus_plus",
+    "reinforce_plus_plus_baseline",
+    "token_gae",
+}
+
+
+class EmbodiedConfig(RLPipeConfig):
+    """The configuration of an embodied run."""
+
+    kind_name = "embodied"
+    supports_async = True
+
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    model: EmbodiedModelConfig = Field(default_factory=EmbodiedModelConfig)
+    rollout: EmbodiedRolloutConfig = Field(default_factory=EmbodiedRolloutConfig)
+    algorithm: EmbodiedAlgorithmConfig = Field(default_factory=EmbodiedAlgorithmConfig)
+    replay: ReplayConfig = Field(default_factory=ReplayConfig)
+    eval: EmbodiedEvalConfig = Field(default_factory=EmbodiedEvalConfig)
+
+    def env_section(self) -> EnvConfig:
+        """``env``: the environment the policy acts in."""
+        return self.env
+
+    def records_videos(self) -> bool:
+        """``eval.video``."""
+        return self.eval.video
+
+    @model_validator(mode="after")
+    def _advantage_fits_model(self) -> EmbodiedConfig:
+        adv = self.algorithm.adv_type.lower()
+        if adv in OUTCOME_ESTIMATORS:
+            raise ValueError(
+                f"algorithm.adv_type = {adv!r} scores whole episodes/sequences per group; the "
+                "embodied PPO trainer collects per-step rewards and needs a per-step "
+                "estimator such as 'gae'"
+            )
+        if self.actor.num_workers > 1:
+            raise ValueError(
+                f"actor.num_workers = {self.actor.num_workers}: the embodied MLP trainer is "
+                "single-process (data-parallel FSDP2 trainers are for reasoning models)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _off_policy_fits(self) -> EmbodiedConfig:
+        from rl_core.algorithms.actor_critic_family import actor_critic_spec
+
+        spec = actor_critic_spec(self.algorithm.loss_type)
+        if spec is None:
+            if self.model.model_type.lower() == "mlp_sac":
+                raise ValueError(
+                    f"model.model_type = 'mlp_sac' is trained by an off-policy algorithm; "
+                    f"algorithm.loss_type = {self.algorithm.loss_type!r} (allowed: sac, "
+                    "crossq, rlpd)"
+                )
+            return self
+        problems = off_policy_problems(self, spec)
+        if problems:
+            raise ValueError(
+                f"algorithm.loss_type = {self.algorithm.loss_type!r}: " + "; ".join(problems)
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _stages_divide(self) -> EmbodiedConfig:
+        stages, envs = self.rollout.pipeline_stages, self.env.num_envs
+        if envs % stages or (envs // stages) % self.env.group_size:
+            raise ValueError(
+                f"rollout.pipeline_stages ({stages}) must divide env.num_envs ({envs}) into "
+                f"slices that are multiples of env.group_size ({self.env.group_size})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _batch_divides(self) -> EmbodiedConfig:
+        from rl_core.algorithms.actor_critic_family import actor_critic_spec
+
+        if actor_critic_spec(self.algorithm.loss_type) is not None:
+            return self  # minibatches are drawn from the replay buffer (replay.batch_size)
+        batch = self.env.num_workers * self.env.num_envs * self.rollout.num_steps
+        if batch % (self.actor.num_minibatches * self.actor.num_workers):
+            raise ValueError(
+                f"the batch of {batch} samples (env.num_workers*env.num_envs*rollout.num_steps) must "
+                f"divide into actor.num_minibatches*actor.num_workers = "
+                f"{self.actor.num_minibatches * self.actor.num_workers} equal minibatches"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _rollout_buffer_fits_memory(self) -> EmbodiedConfig:
+        estimate = limits.embodied_buffer(
+            self.env.num_workers, self.env.num_envs, self.rollout.num_steps
+        )
+        memory = limits.machine_memory_bytes()
+        if memory is not None and estimate.bytes > memory:
+            raise ValueError(estimate.describe(memory))
+        return self
