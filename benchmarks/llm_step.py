@@ -95,7 +95,7 @@ def bare(ovr: list[str], iterations: int, footprint: Path | None = None) -> dict
 def measure(runtime: ReasoningRuntime, folder: Path, step: int) -> dict[str, float]:
     """Trainable parameters, optimizer-state bytes (summed over the trainer ranks) and the
     bytes of one checkpoint written to ``folder``."""
-    ranks = runtime.actor.call_sync("footprint")
+    ranks = runtime.actor.footprint()
     runtime.save_checkpoint(str(folder), step)
     written = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     return {

@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any
 
+from infra.cluster.dispatch import DEFAULT, Reduce, Split, worker_method
 from infra.cluster.worker_base import WorkerBase
 
 
@@ -37,6 +38,21 @@ class ToyWorker(WorkerBase):
     def hold_gil(self) -> bool:
         """Backtrack in a regex for minutes without releasing the GIL (no heartbeats)."""
         return re.match(r"(a+)+$", "a" * 40 + "b") is not None
+
+    @worker_method(split=Split.ROWS, reduce=Reduce.CONCAT)
+    def tagged(self, rows: list[int], offset: int) -> list[tuple[int, int]]:
+        """Each of this worker's rows with its rank, plus ``offset``."""
+        return [(self.rank, row + offset) for row in rows]
+
+    @worker_method(reduce={DEFAULT: Reduce.SUM, "rank": Reduce.MAX, "seconds": Reduce.DROP})
+    def shares(self, value: float) -> dict[str, float]:
+        """A metric share per rank (summed by the driver), the rank and seconds."""
+        return {"share": value * (self.rank + 1), "rank": self.rank, "seconds": 0.1}
+
+    @worker_method(split=Split.RANK_ZERO, reduce=Reduce.FIRST)
+    def first_rank(self) -> int:
+        """The rank of the worker answering (rank 0 only is asked)."""
+        return self.rank
 
     def step_spans(self) -> list[tuple[int, float, float]]:
         """(thread id, start, end) of every finished ``work`` call."""

@@ -99,19 +99,19 @@ def save_parts(
     workers = [p for p in parts if isinstance(p, WorkerPart) and p.saves]
     states = [p for p in parts if isinstance(p, StatePart)]
     started = {
-        p.name: (p, p.group.call("save_checkpoint", store_uri, folder))
+        p.name: p.group.save_checkpoint.remote(store_uri, folder)
         for p in workers
         if p.order is SaveOrder.ALONGSIDE
     }
     results: dict[str, list[Any]] = {}
     for part in (p for p in workers if p.order is SaveOrder.BEFORE):
-        results[part.name] = _worker_call(part, "save_checkpoint", store_uri, folder, timeout)
+        results[part.name] = _worker_call(part.group.save_checkpoint, store_uri, folder, timeout)
     values = [(part, part.get()) for part in states]
-    for name, (part, refs) in started.items():
-        results[name] = part.group.get(refs, timeout, CHECKPOINT_STEP)
+    for name, saving in started.items():
+        results[name] = saving.get(within=(CHECKPOINT_STEP, timeout))
     write_states(store, folder, values)
     for part in (p for p in workers if p.order is SaveOrder.AFTER):
-        results[part.name] = _worker_call(part, "save_checkpoint", store_uri, folder, timeout)
+        results[part.name] = _worker_call(part.group.save_checkpoint, store_uri, folder, timeout)
     return results
 
 
@@ -157,7 +157,7 @@ def load_parts(
         if part.sharded:
             check_sharded(store, folder, trust)
     results = {
-        part.name: _worker_call(part, "load_checkpoint", store_uri, folder, timeout)
+        part.name: _worker_call(part.group.load_checkpoint, store_uri, folder, timeout)
         for part in workers
     }
     for part, value in reversed(values):
@@ -178,7 +178,6 @@ def check_sharded(store: CheckpointStore, folder: str, trust: bool) -> None:
     signed_dcp.check_folder(local, trust)
 
 
-def _worker_call(
-    part: WorkerPart, method: str, store_uri: str, folder: str, timeout: float | None
-) -> list[Any]:
-    return part.group.call_within(CHECKPOINT_STEP, timeout, method, store_uri, folder)
+def _worker_call(method: Any, store_uri: str, folder: str, timeout: float | None) -> list[Any]:
+    """``method`` of a worker group (``group.save_checkpoint``...) within the deadline."""
+    return method(store_uri, folder, within=(CHECKPOINT_STEP, timeout))

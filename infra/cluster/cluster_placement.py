@@ -148,7 +148,7 @@ class ClusterPlacement:
         """
         reports: list[PlacedReport] = []
         for group in groups:
-            for rank, report in enumerate(ray.get(group.call("device_report"))):
+            for rank, report in enumerate(group.device_report()):
                 reports.append((group.name, group.placement, rank, report))
                 logger.info(
                     "device %s %d: %s (GPU ids %s on node %s, CUDA_VISIBLE_DEVICES=%s, pid %d)",

@@ -11,6 +11,8 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from infra.cluster.deadlines import Liveness, Owner, StepTimeout, wait_for
+from infra.cluster.dispatch import method_spec, public_methods
+from infra.cluster.group_calls import GroupMethod
 from infra.cluster.placement import GroupPlacement
 from infra.cluster.runtime_env import store_access_env
 from infra.cluster.worker_base import CONCURRENCY_GROUPS, CONTROL_GROUP, WorkerProcess
@@ -80,6 +82,12 @@ class WorkerGroup:
     Workers answer ``heartbeat`` on a control thread of their own, so a worker busy in a
     long step is not mistaken for a dead one; their step methods still run one at a time.
 
+    The worker class's methods are attributes of the group (:class:`GroupMethod`), split
+    across the ranks and reduced as the class declares them (:func:`worker_method
+    <infra.cluster.dispatch.worker_method>`): ``group.update(it, within=("update", 60.0))``
+    waits with the ``update`` step's deadline, ``group.update.remote(it)`` returns a
+    :class:`~infra.cluster.group_calls.Handle` whose ``get`` waits.
+
     Args:
         name: Component name (``env``, ``rollout``, ``actor``...).
         cls: Worker class (a plain subclass of ``WorkerBase``; made remote here).
@@ -88,6 +96,11 @@ class WorkerGroup:
         make_args: ``rank -> positional constructor args`` (config, rank, cpus, ...).
         liveness: Heartbeat interval and timeout (``Liveness.from_config(cfg.timeouts)``;
             None: the defaults).
+        tensor_parallel: Ranks per data-parallel replica (tensor-parallel peers get the same
+            rows in a ``REPLICA_ROWS`` split).
+
+    Raises:
+        ValueError: ``size`` is not a multiple of ``tensor_parallel``.
     """
 
     def __init__(
@@ -98,8 +111,14 @@ class WorkerGroup:
         placement: GroupPlacement,
         make_args: Callable[[int], tuple],
         liveness: Liveness | None = None,
+        tensor_parallel: int = 1,
     ) -> None:
+        if tensor_parallel < 1 or size % tensor_parallel:
+            raise ValueError(
+                f"{size} {name} workers do not split into replicas of {tensor_parallel} ranks"
+            )
         self.name = name
+        self.tensor_parallel = tensor_parallel
         self.cls = cls
         self.placement = placement
         self.make_args = make_args
@@ -123,21 +142,23 @@ class WorkerGroup:
     def __getitem__(self, rank: int) -> Any:
         return self.handles[rank]
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
-        """Call ``method`` on every worker; returns ObjectRefs."""
-        return [getattr(h, method).remote(*args, **kwargs) for h in self.handles]
-
-    def call_sync(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
-        """Call ``method`` on every worker and wait for the results."""
-        return ray.get(self.call(method, *args, **kwargs))
-
-    def call_within(self, step: str, timeout_s: float, method: str, *args: Any) -> list[Any]:
-        """Call ``method`` on every worker and wait for the results with a deadline.
+    def __getattr__(self, name: str) -> GroupMethod:
+        """Worker method ``name`` of every rank (see :class:`GroupMethod`).
 
         Raises:
-            StepTimeout: See :meth:`get`.
+            AttributeError: The worker class has no such method (the message lists those
+                it has).
         """
-        return self.get(self.call(method, *args), timeout_s, step)
+        cls = self.__dict__.get("cls")
+        if cls is None or name.startswith("_"):
+            raise AttributeError(name)
+        methods = public_methods(cls)
+        if name not in methods:
+            raise AttributeError(
+                f"{cls.__name__} (worker group {self.__dict__.get('name')!r}) has no method "
+                f"{name!r}; its methods: {', '.join(methods)}"
+            )
+        return GroupMethod(self, name, method_spec(cls, name))
 
     def heartbeat(self, rank: int) -> ray.ObjectRef:
         """Ask worker ``rank`` for a heartbeat (answered even while a step runs)."""
@@ -157,7 +178,7 @@ class WorkerGroup:
         """``ray.get`` with a deadline for refs owed by workers of this group.
 
         Args:
-            refs: One ref per worker in ``ranks`` (e.g. what :meth:`call` returned).
+            refs: One ref per worker in ``ranks`` (e.g. a ``Handle``'s ``refs``).
             timeout_s: The step's deadline in seconds (e.g. ``cfg.timeouts.rollout``).
             step: Name of the ``timeouts`` field the deadline comes from.
             ranks: The worker each ref belongs to (default: ref i to worker i).

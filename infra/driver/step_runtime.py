@@ -353,7 +353,7 @@ class StepRuntime(ABC, Generic[C]):
 
     def worker_pids(self) -> dict[str, list[int]]:
         """Process ids per worker group (for tests and debugging)."""
-        return {g.name: g.call_sync("ping") for g in self.groups}
+        return {g.name: g.ping() for g in self.groups}
 
     def shutdown(self) -> None:
         """Stop every worker and give back the GPUs reserved for them."""

@@ -80,7 +80,7 @@ class Collection(ABC):
         ]
         timeout = self.timeouts.rollout
         stats = wait_for([p[1] for p in pairs], owners, timeout, "rollout", self.env.liveness)
-        self.actor.call_within("rollout", timeout, "receive_batch", *[p[0] for p in pairs])
+        self.actor.receive_batch(*[p[0] for p in pairs], within=("rollout", timeout))
         return stats
 
     @abstractmethod
@@ -122,14 +122,14 @@ class SyncCollection(Collection):
     def snapshot(self) -> None:
         """Env state and sampling state of the serving group."""
         timeout = self.timeouts.rollout
-        self.env.call_within("rollout", timeout, "snapshot")
-        self.serving.call_within("rollout", timeout, "snapshot_rollout")
+        self.env.snapshot(within=("rollout", timeout))
+        self.serving.snapshot_rollout(within=("rollout", timeout))
 
     def restore(self) -> None:
         """Put back the env state and sampling state kept by :meth:`snapshot`."""
         timeout = self.timeouts.rollout
-        self.env.call_within("rollout", timeout, "restore_snapshot")
-        self.serving.call_within("rollout", timeout, "restore_rollout")
+        self.env.restore_snapshot(within=("rollout", timeout))
+        self.serving.restore_rollout(within=("rollout", timeout))
 
 
 class AheadCollection(Collection):

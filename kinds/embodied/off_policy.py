@@ -15,6 +15,7 @@ import time
 
 from infra.checkpoint.parts import CheckpointPart, SaveOrder, WorkerPart
 from infra.cluster.gpu_placement import Attached
+from infra.cluster.group_calls import GroupMethod
 from infra.cluster.worker_group import WorkerGroup
 from infra.driver.step_runtime import StepResult
 from kinds.embodied.runtime import EmbodiedRuntime
@@ -54,24 +55,24 @@ class OffPolicyRuntime(EmbodiedRuntime):
     def advantage(self, iteration: int) -> StepResult:
         """Add the iteration's transitions to the replay buffer (once, whatever retries)."""
         start = time.perf_counter()
-        (transitions,) = self.actor.call("transitions")
-        (out,) = self.replay.call_within(
-            "advantage", self.timeouts.advantage, "add", transitions, iteration
+        (transitions,) = self.actor.transitions.remote().refs
+        (out,) = self.replay.add(
+            transitions, iteration, within=("advantage", self.timeouts.advantage)
         )
         return StepResult.of(time.perf_counter() - start, out)
 
     def update(self, iteration: int) -> StepResult:
         """Gradient steps on minibatches the replay worker draws."""
         start = time.perf_counter()
-        (sample,) = self.replay.call("sample", self.gradient_steps, self.cfg.replay.batch_size)
-        (out,) = self.actor.call_within("update", self.timeouts.update, "update", iteration, sample)
+        (sample,) = self.replay.sample.remote(self.gradient_steps, self.cfg.replay.batch_size).refs
+        (out,) = self.actor.update(iteration, sample, within=("update", self.timeouts.update))
         return StepResult.of(time.perf_counter() - start, out)
 
-    def _trainer_state(self, step: str) -> list[tuple[WorkerGroup, str, str]]:
+    def _trainer_state(self, step: str) -> list[tuple[GroupMethod, GroupMethod]]:
         """An update also changes the replay worker's sampling state."""
         state = super()._trainer_state(step)
         if step == "update":
-            state.append((self.replay, "snapshot", "restore_snapshot"))
+            state.append((self.replay.snapshot, self.replay.restore_snapshot))
         return state
 
     def checkpoint_parts(self) -> list[CheckpointPart]:

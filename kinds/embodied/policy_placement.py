@@ -91,7 +91,7 @@ class HybridPlacement(PolicyPlacement):
     def weight_sync(self, actor: WorkerGroup, timeout: float, bucket_mb: float) -> StepResult:
         """Copy the trainer's weights into its rollout copy, in memory."""
         start = time.perf_counter()
-        (out,) = actor.call_within("weight_sync", timeout, "sync_rollout_weights")
+        (out,) = actor.sync_rollout_weights(within=("weight_sync", timeout))
         return StepResult(
             time.perf_counter() - start,
             {"rollout/weight_sync_bytes": 0.0, "rollout/weight_sync_buckets": 0.0},
@@ -125,8 +125,8 @@ class SeparatePlacement(PolicyPlacement):
         (out,) = actor.get(
             [actor[0].get_weight_buckets.remote(bucket_mb)], timeout, "weight_sync", ranks=[0]
         )
-        versions = self.serving.call_within(
-            "weight_sync", timeout, "load_weights", out["refs"], out["version"]
+        versions = self.serving.load_weights(
+            out["refs"], out["version"], within=("weight_sync", timeout)
         )
         return StepResult(
             time.perf_counter() - start,

@@ -24,6 +24,7 @@ from infra.cluster import ray_cluster
 from infra.cluster.cluster_placement import place
 from infra.cluster.deadlines import Liveness
 from infra.cluster.gpu_placement import Attached
+from infra.cluster.group_calls import GroupMethod
 from infra.cluster.worker_base import Pending
 from infra.cluster.worker_group import WorkerGroup
 from infra.driver.faults import FIRST_FANOUT_JOB
@@ -172,19 +173,20 @@ class EmbodiedRuntime(StepRuntime[EmbodiedConfig]):
 
     def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:
         """Apply the reward function on the trainer's batch (``results`` is unused)."""
-        return self._timed_actor_call("reward", "apply_reward")
+        return self._timed("reward", self.actor.apply_reward)
 
     def advantage(self, iteration: int) -> StepResult:
         """Compute advantages and returns on the trainer."""
-        return self._timed_actor_call("advantage", "compute_advantages")
+        return self._timed("advantage", self.actor.compute_advantages)
 
     def update(self, iteration: int) -> StepResult:
         """Update the policy on the trainer."""
-        return self._timed_actor_call("update", "update", iteration)
+        return self._timed("update", self.actor.update, iteration)
 
-    def _timed_actor_call(self, step: str, method: str, *args: Any) -> StepResult:
+    def _timed(self, step: str, method: GroupMethod, *args: Any) -> StepResult:
+        """``method`` of the trainer called within ``step``'s deadline, timed."""
         start = time.perf_counter()
-        results = self.actor.call_within(step, getattr(self.timeouts, step), method, *args)
+        results = method(*args, within=(step, getattr(self.timeouts, step)))
         return StepResult.of(time.perf_counter() - start, results[0])
 
     def policy_weights_ref(self) -> Any:
@@ -230,8 +232,8 @@ class EmbodiedRuntime(StepRuntime[EmbodiedConfig]):
     def _worker_states(self) -> tuple[list[Any], list[Any]]:
         """Every env worker's state and every rollout worker's sampling generator."""
         timeout = self.timeouts.checkpoint
-        env_states = self.env.call_within("checkpoint", timeout, "get_state")
-        rng_states = self.rollout_group.call_within("checkpoint", timeout, "get_rng_state")
+        env_states = self.env.get_state(within=("checkpoint", timeout))
+        rng_states = self.rollout_group.get_rng_state(within=("checkpoint", timeout))
         return env_states, rng_states
 
     def _put_worker_states(self, states: tuple[list[Any], list[Any]], step: int) -> None:
@@ -264,25 +266,25 @@ class EmbodiedRuntime(StepRuntime[EmbodiedConfig]):
         return env_reseed(self.cfg.run.seed, rank, self.cfg.env.num_envs, step)
 
     # -- retries -------------------------------------------------------------------------
-    def _trainer_state(self, step: str) -> list[tuple[WorkerGroup, str, str]]:
-        """``(group, snapshot method, restore method)`` of the state a trainer step changes."""
-        return [(self.actor, "snapshot", "restore_snapshot")]
+    def _trainer_state(self, step: str) -> list[tuple[GroupMethod, GroupMethod]]:
+        """``(snapshot, restore)`` methods of each group whose state a trainer step changes."""
+        return [(self.actor.snapshot, self.actor.restore_snapshot)]
 
     def snapshot(self, step: str) -> None:
         """What a rollout (:mod:`kinds.embodied.collection`) or trainer step changes."""
         if step == "rollout":
             self.collection.snapshot()
             return
-        for group, method, _ in self._trainer_state(step):
-            group.call_within(step, getattr(self.timeouts, step), method)
+        for method, _ in self._trainer_state(step):
+            method(within=(step, getattr(self.timeouts, step)))
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`."""
         if step == "rollout":
             self.collection.restore()
             return
-        for group, _, method in self._trainer_state(step):
-            group.call_within(step, getattr(self.timeouts, step), method)
+        for _, method in self._trainer_state(step):
+            method(within=(step, getattr(self.timeouts, step)))
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:

@@ -195,7 +195,7 @@ class OnlineRuntime(ReasoningRuntime):
         """The trainer's weights as served version ``version`` (a model directory)."""
         state = next(
             s
-            for s in self.actor.call_within("weight_sync", self.timeouts.weight_sync, "full_state")
+            for s in self.actor.full_state(within=("weight_sync", self.timeouts.weight_sync))
             if s is not None
         )
         self._export_model.load_state_dict(

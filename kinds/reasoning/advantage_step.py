@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from infra.cluster.dispatch import Parts, take_rows
 from infra.driver.step_runtime import StepResult
 from kinds.reasoning.responses import pad_right_float
 from rl_core.agents.per_turn import has_rewritten_contexts, split_turn_rows
@@ -23,24 +24,21 @@ if TYPE_CHECKING:
 
 def _shards(
     runtime: ReasoningRuntime, arrays: dict[str, np.ndarray]
-) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
-    """One part of the rows per trainer rank (tensor-parallel peers share theirs).
+) -> tuple[Any, np.ndarray | None]:
+    """The rows as the trainer ranks get them (tensor-parallel peers share their part).
 
-    With ``actor.balance_batch`` the parts hold about equal tokens.
+    The arrays themselves, cut into contiguous parts by ``compute_logprobs``' declared
+    split, or with ``actor.balance_batch`` parts of about equal tokens.
 
     Returns:
-        The shards, and the batch's row of each row of the shards laid end to end.
+        The rows argument, and the batch's row of each row of the parts laid end to end
+        (None: the parts are in batch order).
     """
-    count = len(arrays["response_ids"])
-    replicas = runtime.layout.replicas
-    if runtime.cfg.actor.balance_batch:
-        rows = [
-            np.asarray(r, dtype=np.int64) for r in balanced_split(row_lengths(arrays), replicas)
-        ]
-    else:
-        rows = np.array_split(np.arange(count), replicas)
-    shards = runtime.layout.per_rank([{k: v[r] for k, v in arrays.items()} for r in rows])
-    return shards, np.concatenate(rows)
+    if not runtime.cfg.actor.balance_batch:
+        return arrays, None
+    split = balanced_split(row_lengths(arrays), runtime.layout.replicas)
+    rows = [np.asarray(r, dtype=np.int64) for r in split]
+    return Parts([take_rows(arrays, r) for r in rows]), np.concatenate(rows)
 
 
 def _padded(
@@ -64,15 +62,12 @@ def _score(runtime: ReasoningRuntime, arrays: dict[str, np.ndarray]) -> tuple[An
     The reference log-probs also go into ``arrays`` (``ref_logprobs``).
     """
     shards, order = _shards(runtime, arrays)
-    outs = runtime.actor.get(
-        [h.compute_logprobs.remote(s) for h, s in zip(runtime.actor.handles, shards, strict=True)],
-        runtime.timeouts.advantage,
-        "advantage",
-    )
-    # the ranks' rows laid end to end, put back in the batch's order
-    inverse = np.argsort(order)
-    replicas = runtime.layout.per_replica(outs)
-    outs = [{k: np.concatenate([o[k] for o in replicas])[inverse] for k in replicas[0]}]
+    # the replicas' rows laid end to end, put back in the batch's order
+    out = runtime.actor.compute_logprobs(shards, within=("advantage", runtime.timeouts.advantage))
+    if order is not None:
+        inverse = np.argsort(order)
+        out = {k: v[inverse] for k, v in out.items()}
+    outs = [out]
     old = torch.tensor(outs[0]["logprobs"])
     values = torch.tensor(outs[0]["values"]) if "values" in outs[0] else None
     ref_lp = runtime.engines.reference_logprobs(outs, arrays, runtime.timeouts.advantage)

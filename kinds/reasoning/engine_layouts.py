@@ -121,7 +121,7 @@ class HybridEngines:
     def sync_weights(self, timeout: float, probe: SyncProbe | None = None) -> SyncedWeights:
         """Each trainer rank wakes its engine and loads its weights into it (no bytes sent)."""
         tokens = probe.tokens if probe is not None else None
-        metas = self.actor.call_within("weight_sync", timeout, "sync_rollout_weights", tokens)
+        metas = self.actor.sync_rollout_weights(tokens, within=("weight_sync", timeout))
         version = int(metas[0]["version"])
         metrics = {"rollout/weight_sync_bytes": 0.0, "rollout/weight_sync_full": 1.0}
         if probe is not None:
@@ -161,14 +161,14 @@ class SeparateEngines:
         pairs = [h.sync_payload.options(num_returns=2).remote(tokens) for h in self.actor.handles]
         payload = pairs[0][1]
         meta = self.actor.get([p[0] for p in pairs], timeout, "weight_sync")[0]
-        versions = self.rollout.call_within("weight_sync", timeout, "load_weights", payload)
+        versions = self.rollout.load_weights(payload, within=("weight_sync", timeout))
         version = int(meta["version"])
         metrics = {
             "rollout/weight_sync_bytes": float(meta["nbytes"]),
             "rollout/weight_sync_full": float(meta["mode"] == "full"),
         }
         if probe is not None:
-            engines = self.rollout.call_within("weight_sync", timeout, "probe_logprobs", tokens)
+            engines = self.rollout.probe_logprobs(tokens, within=("weight_sync", timeout))
             metrics.update(probe.check(meta["probe_logprobs"], engines, version))
         return SyncedWeights(
             version, metrics, {"version": meta["version"], "rollout_versions": versions}
@@ -181,10 +181,7 @@ class SeparateEngines:
         own = _from_trainer(trainer_outs)
         if own is not None or self.ref is None:
             return own
-        (ref_lp,) = self.ref.get(
-            [self.ref[0].compute_ref_logprobs.remote(arrays)], timeout, "advantage"
-        )
-        return ref_lp
+        return self.ref.compute_ref_logprobs(arrays, within=("advantage", timeout))
 
 
 def engines_for(groups: ReasoningGroups) -> Engines:

@@ -118,14 +118,7 @@ class ModelRewardScorer:
             StepTimeout: A worker missed the deadline or stopped answering (killed).
             Exception: What a worker raised (its death: ``RayActorError``).
         """
-        parts = [p for p in np.array_split(np.arange(len(prompts)), len(self.group)) if len(p)]
-        refs = [
-            self.group[rank].score.remote(
-                [prompts[i] for i in rows], [responses[i] for i in rows], seed
-            )
-            for rank, rows in enumerate(parts)
-        ]
-        outs = self.group.get(refs, timeout, "reward", list(range(len(parts))))
+        outs = self.group.score(prompts, responses, seed, within=("reward", timeout))
         return scores_of(outs, self.section)
 
 

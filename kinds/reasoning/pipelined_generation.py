@@ -29,6 +29,7 @@ import numpy as np
 import ray
 
 from infra.checkpoint.layout import StatePart
+from infra.cluster.dispatch import PerRank, row_parts
 from infra.driver.rollout_pipeline import (
     Chunk,
     RolloutPipeline,
@@ -95,30 +96,31 @@ class PipelinedGeneration:
         src = self.source
         self.cursor_before[index] = src.prompts.sampler.state_dict()
         rows, groups, seed = src.prompts.draw_rows(round_index=0)
-        parts = np.array_split(np.arange(len(rows)), len(src.rollout))
+        parts = row_parts(len(rows), len(src.rollout))  # as the declared split cuts them
         start = self.launched_at.setdefault(index, self.iteration)
         sampling = src.sampling()
         budget = self._budget(index, start) if self.segment_tokens else None
         if budget is not None:
             sampling["max_new_tokens"] = min(budget, sampling["max_new_tokens"])
-        pairs = []
-        for rank, part in enumerate(parts):
-            if not len(part):
-                continue
-            rank_seed = generation_rank_seed(seed, rank)
-            meta = {
+        seeds = [generation_rank_seed(seed, rank) for rank in range(len(src.rollout))]
+        metas = [
+            {
                 "rows": [rows[i] for i in part],
                 "groups": [groups[i] for i in part],
-                "seed": rank_seed,
+                "seed": seeds[rank],
                 "start": start,
             }
-            shard = [src.prompts.token_ids[i] for i in meta["rows"]]
-            worker = src.rollout[rank]
-            if src.agent is None:
-                out = worker.generate.remote(shard, sampling, rank_seed, version)
-            else:  # multi-turn trajectories, all turns with the launch's version
-                out = worker.run_agents.remote(shard, sampling, rank_seed, src.agent, version)
-            pairs.append((ray.put(meta), out))
+            for rank, part in enumerate(parts)
+            if len(part)
+        ]
+        prompts = [src.prompts.token_ids[i] for i in rows]
+        if src.agent is None:
+            out = src.rollout.generate.remote(prompts, sampling, PerRank(seeds), version)
+        else:  # multi-turn trajectories, all turns with the launch's version
+            out = src.rollout.run_agents.remote(
+                prompts, sampling, PerRank(seeds), src.agent, version
+            )
+        pairs = [(ray.put(meta), ref) for meta, ref in zip(metas, out.refs, strict=True)]
         return self._catch_up(pairs, index, start)
 
     def _catch_up(self, pairs: list[tuple[Any, Any]], index: int, done: int) -> list:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 import torch
 
-from infra.driver.step_runtime import FanoutJob
+from infra.driver.step_runtime import FanoutJob, StepResult
+from kinds.reasoning.agent_traces import trace_rows
+from kinds.reasoning.model_reward_step import combine
 from kinds.reasoning.responses import ResponseBatch, reward_chunk
 from kinds.reasoning.reward_scoring import score_chunk
 from rl_core.agents.metrics import apply_call_cost, reward_by_tool_use, unscored_rows
 from rl_core.algorithms import overlong_penalty
+from rl_core.seeding import model_reward_seed
 
 
 def reward_jobs(
@@ -103,3 +107,38 @@ def collect_rewards(
         scores = apply_call_cost(scores, batch.trajectories, call_cost)
     batch.scores = scores
     return metrics
+
+
+def reward_step(runtime: Any, iteration: int, results: list[Any] | None) -> StepResult:
+    """Collect the fan-out tasks' scores (plus DAPO's overlong penalty).
+
+    With a model reward, the reward-model workers score the batch here and the components
+    are added up with their weights (:mod:`kinds.reasoning.model_reward_step`).
+
+    Args:
+        runtime: The reasoning runtime (its batch, reward plan and reward-model scorer).
+        iteration: The iteration scoring (seeds the model's scoring).
+        results: The fan-out tasks' results, in job order.
+    """
+    start = time.perf_counter()
+    cfg, batch = runtime.cfg, runtime.batch
+    component_metrics: dict[str, float] = {}
+    if runtime.model_reward is not None:
+        seed = model_reward_seed(cfg.run.seed, iteration)
+        chunk = runtime.reward_chunk(batch, list(range(len(batch))))
+        model = runtime.model_reward.score(
+            chunk["prompts"], chunk["completions"], seed, runtime.timeouts.reward
+        )
+        combined, component_metrics = combine(runtime.reward_plan, results, model)
+        results = [combined]
+    metrics = component_metrics | collect_rewards(
+        batch,
+        results or [],
+        cfg.algorithm,
+        cfg.rollout.max_new_tokens,
+        cfg.agent.call_cost,
+    )
+    # a sample of the scored trajectories, logged as MLflow traces once per iteration
+    traces = trace_rows(batch, runtime.tokenizer, cfg.tracking.agent_traces)
+    info = {"agent_traces": traces} if traces else {}
+    return StepResult(time.perf_counter() - start, metrics, info=info)

@@ -12,9 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
-
 from infra.checkpoint.layout import StatePart
+from infra.cluster.dispatch import PerRank
 from infra.cluster.worker_group import WorkerGroup
 from kinds.reasoning.responses import ResponseBatch
 from rl_core.algorithms import consecutive_groups
@@ -100,17 +99,11 @@ def generate_split(
         an agent loop also ``versions``, ``loss_masks`` and ``trajectories``), and the
         slowest worker's seconds.
     """
-    parts = np.array_split(np.arange(len(prompts)), len(group))
-    ranks = [rank for rank, part in enumerate(parts) if len(part)]
-    refs = []
-    for rank in ranks:
-        shard, shard_seed = [prompts[i] for i in parts[rank]], generation_rank_seed(seed, rank)
-        worker = group[rank]
-        if agent is None:
-            refs.append(worker.generate.remote(shard, sampling, shard_seed))
-        else:
-            refs.append(worker.run_agents.remote(shard, sampling, shard_seed, agent))
-    outs = group.get(refs, timeout, step, ranks=ranks)
+    seeds = PerRank([generation_rank_seed(seed, rank) for rank in range(len(group))])
+    if agent is None:  # contiguous prompts per worker (the declared split)
+        outs = group.generate(prompts, sampling, seeds, within=(step, timeout))
+    else:
+        outs = group.run_agents(prompts, sampling, seeds, agent, within=(step, timeout))
     keys = ("response_ids", "logprobs", "finished") + (AGENT_KEYS if agent is not None else ())
     merged = {k: [x for o in outs for x in o[k]] for k in keys}
     return merged, max(o["seconds"] for o in outs)

@@ -35,21 +35,18 @@ from infra.driver.step_runtime import (
 from infra.llm.engines import check_rollout_engine
 from infra.llm.workers.trainer_rank import setup_trainer
 from kinds.reasoning.advantage_step import advantage_step
-from kinds.reasoning.agent_traces import trace_rows
 from kinds.reasoning.config import ReasoningConfig
 from kinds.reasoning.engine_layouts import Engines, SyncProbe, engines_for
 from kinds.reasoning.evaluation import evaluate_heldout
 from kinds.reasoning.model_reward_step import (
     ModelRewardScorer,
-    ModelRewardScores,
-    combine,
     rule_jobs,
     score_now,
 )
 from kinds.reasoning.pipelined_generation import PipelinedGeneration
 from kinds.reasoning.responses import ResponseBatch, reward_chunk, sampling_params
 from kinds.reasoning.reward_model_source import check_model_source
-from kinds.reasoning.reward_step import collect_rewards, reward_jobs
+from kinds.reasoning.reward_step import reward_jobs, reward_step
 from kinds.reasoning.rollout_source import Generation, RolloutSource, TrainPrompts, generate_split
 from kinds.reasoning.sft_steps import sft_step
 from kinds.reasoning.sync_generation import SyncGeneration
@@ -61,7 +58,6 @@ from rl_core.data import PromptSampler
 from rl_core.llm.prompting import encode_prompts, load_task_samples
 from rl_core.llm.sync_probe import probe_atol, probe_tokens
 from rl_core.rewards.model_reward import reward_plan
-from rl_core.seeding import model_reward_seed
 from rl_core.steps import Step
 from rl_core.training.parallel_layout import ParallelLayout
 
@@ -250,14 +246,6 @@ class ReasoningRuntime(StepRuntime[ReasoningConfig]):
         """
         return score_now(self, batch, self.timeouts.reward)
 
-    def _model_scores(
-        self, batch: ResponseBatch, chunk: dict[str, list[Any]] | None, seed: int
-    ) -> ModelRewardScores:
-        chunk = chunk or self.reward_chunk(batch, list(range(len(batch))))
-        return self.model_reward.score(
-            chunk["prompts"], chunk["completions"], seed, self.timeouts.reward
-        )
-
     def reward_jobs(self, iteration: int) -> list[FanoutJob]:
         """Chunks of the batch for the reward fan-out tasks (``reward.num_tasks`` of them).
 
@@ -271,37 +259,15 @@ class ReasoningRuntime(StepRuntime[ReasoningConfig]):
         return reward_jobs(self.batch, self.tokenizer, reward_cfg, tasks)
 
     def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:
-        """Collect the fan-out tasks' scores (plus DAPO's overlong penalty).
-
-        With a model reward, the reward-model workers score the batch here and the
-        components are added up with their weights (:mod:`kinds.reasoning.model_reward_step`).
-        """
-        start = time.perf_counter()
-        cfg = self.cfg
-        component_metrics: dict[str, float] = {}
-        if self.model_reward is not None:
-            seed = model_reward_seed(cfg.run.seed, iteration)
-            model = self._model_scores(self.batch, None, seed)
-            combined, component_metrics = combine(self.reward_plan, results, model)
-            results = [combined]
-        metrics = component_metrics | collect_rewards(
-            self.batch,
-            results or [],
-            cfg.algorithm,
-            cfg.rollout.max_new_tokens,
-            cfg.agent.call_cost,
-        )
-        # a sample of the scored trajectories, logged as MLflow traces once per iteration
-        traces = trace_rows(self.batch, self.tokenizer, cfg.tracking.agent_traces)
-        info = {"agent_traces": traces} if traces else {}
-        return StepResult(time.perf_counter() - start, metrics, info=info)
+        """Collect the fan-out tasks' scores (:func:`~kinds.reasoning.reward_step.reward_step`)."""
+        return reward_step(self, iteration, results)
 
     def advantage(self, iteration: int) -> StepResult:
         """Trainer and reference log-probs, token rewards, advantages (``advantage_step``)."""
         return advantage_step(self, iteration)
 
     def update(self, iteration: int) -> StepResult:
-        """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks."""
+        """Shuffle rows, shard them across trainer ranks, update; metrics reduced over replicas."""
         cfg = self.cfg
         return update_step(
             self.actor,
@@ -378,7 +344,7 @@ class ReasoningRuntime(StepRuntime[ReasoningConfig]):
         elif step == "sft_update":
             self._sampler_snapshot = self.sampler.state_dict()
         if step in ("update", "sft_update"):
-            self.actor.call_within(step, self.timeouts.update, "snapshot")
+            self.actor.snapshot(within=(step, self.timeouts.update))
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`."""
@@ -389,12 +355,12 @@ class ReasoningRuntime(StepRuntime[ReasoningConfig]):
             else:
                 self.sampler.load_state_dict(self._sampler_snapshot)
         if step in ("update", "sft_update"):
-            self.actor.call_within(step, self.timeouts.update, "restore_snapshot")
+            self.actor.restore_snapshot(within=(step, self.timeouts.update))
 
     def before_retry(self, step: str) -> None:
         """A retried weight sync sends full weights (a patch may have been half applied)."""
         if step == "weight_sync":
-            self.actor.call_within(step, self.timeouts.weight_sync, "reset_sync")
+            self.actor.reset_sync(within=(step, self.timeouts.weight_sync))
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:

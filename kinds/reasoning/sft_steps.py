@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from infra.driver.step_runtime import StepResult
 from rl_core.agents.trajectory import trace_tokens
 from rl_core.llm import pad_left, pad_loss_masks, pad_right
@@ -63,18 +61,10 @@ def _sft_batch(runtime: ReasoningRuntime, iteration: int) -> dict[str, float]:
     }
     if any(0 in mask for mask in masks):
         arrays[LOSS_MASK] = pad_loss_masks(masks, targets, r_ids.shape[1]).numpy()
-    layout = runtime.layout  # tensor-parallel peers train on the same rows
-    shards = layout.per_rank(np.array_split(np.arange(len(rows)), layout.replicas))
     totals = (float(loss_mask_of(arrays).sum()), len(rows))  # the tokens trained on
-    outs = runtime.actor.get(
-        [
-            h.sft_update.remote({k: v[part] for k, v in arrays.items()}, totals, iteration)
-            for h, part in zip(runtime.actor.handles, shards, strict=True)
-        ],
-        runtime.timeouts.update,
-        "update",
+    # contiguous rows per replica (tensor-parallel peers train on the same rows)
+    metrics = runtime.actor.sft_update(
+        arrays, totals, iteration, within=("update", runtime.timeouts.update)
     )
-    outs = layout.per_replica(outs)
-    metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
     metrics["samples"] = float(len(rows))
     return metrics

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra.cluster.dispatch import Parts, take_rows
 from infra.cluster.worker_group import WorkerGroup
 from infra.driver.step_runtime import StepResult
 from kinds.reasoning.responses import ResponseBatch
@@ -26,7 +27,7 @@ def update_step(
     iteration: int,
     timeout: float,
 ) -> StepResult:
-    """Shuffle rows, shard them across trainer ranks, update; metrics summed over ranks.
+    """Shuffle rows, shard them across trainer ranks, update; metrics reduced over replicas.
 
     With ``actor.balance_batch`` each rank's part of every minibatch holds about the same
     number of tokens (:func:`~rl_core.training.rank_balance.balanced_split`).
@@ -47,21 +48,14 @@ def update_step(
     arrays = {k: v[order] for k, v in batch.arrays.items()}
     lengths = row_lengths(arrays) if actor_cfg.balance_batch else None
     rows = rank_rows(len(order), actor_cfg.num_minibatches, layout.replicas, lengths)
-    shards = [{k: v[r] for k, v in arrays.items()} for r in rows]
+    shards = [take_rows(arrays, r) for r in rows]
     totals = minibatch_totals(
         [{k: torch.from_numpy(v) for k, v in s.items()} for s in shards],
         actor_cfg.num_minibatches,
     )
-    outs = actor.get(
-        [
-            h.update.remote(s, [(t.tokens, t.seqs) for t in totals], iteration)
-            for h, s in zip(actor.handles, layout.per_rank(shards), strict=True)
-        ],
-        timeout,
-        "update",
+    metrics = actor.update(
+        Parts(shards), [(t.tokens, t.seqs) for t in totals], iteration, within=("update", timeout)
     )
-    outs = layout.per_replica(outs)
-    metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
     seconds = time.perf_counter() - start
     # throughput: every token the forward pass processes (tool output included)
     tokens = arrays["prompt_mask"].sum() + arrays["response_mask"].sum()

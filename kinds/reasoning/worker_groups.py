@@ -101,6 +101,7 @@ def start_reasoning_groups(
         plan["actor"],
         lambda r: (config, r, plan["actor"].cpus, world),
         liveness,
+        tensor_parallel=cfg.actor.tensor_parallel_size,
     )
     if hybrid:
         logger.info("hybrid engine: rollout engine and reference inside the trainer ranks")

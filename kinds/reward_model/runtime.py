@@ -21,6 +21,7 @@ from infra.checkpoint.parts import CheckpointPart, WorkerPart
 from infra.cluster import ray_cluster
 from infra.cluster.cluster_placement import place
 from infra.cluster.deadlines import Liveness
+from infra.cluster.dispatch import Parts, row_parts, take_rows
 from infra.cluster.worker_group import WorkerGroup
 from infra.driver.step_runtime import Evaluation, StepResult, StepRuntime
 from infra.llm.workers.trainer_rank import setup_trainer
@@ -128,23 +129,16 @@ class RewardModelRuntime(StepRuntime[RewardModelConfig]):
         """One Bradley-Terry step per batch; each rank trains on its share of every batch."""
         start = time.perf_counter()
         world = len(self.actor)
-        shards = [[self._rows(b, part) for b in self.batches] for part in range(world)]
+        # each rank's equal share of every batch (the config makes the batches divide)
+        cuts = [
+            [take_rows(b, p) for p in row_parts(len(b["chosen_ids"]), world)] for b in self.batches
+        ]
+        shards = [[cut[rank] for cut in cuts] for rank in range(world)]
         total = self.cfg.data.pairs_per_batch
-        outs = self.actor.get(
-            [
-                handle.train_steps.remote(shard, total, iteration)
-                for handle, shard in zip(self.actor.handles, shards, strict=True)
-            ],
-            self.timeouts.update,
-            "update",
+        metrics = self.actor.train_steps(
+            Parts(shards), total, iteration, within=("update", self.timeouts.update)
         )
-        metrics = {k: float(sum(o[k] for o in outs)) for k in outs[0] if k != "seconds"}
         return StepResult(time.perf_counter() - start, metrics)
-
-    def _rows(self, batch: dict[str, np.ndarray], part: int) -> dict[str, np.ndarray]:
-        """Rank ``part``'s equal share of ``batch`` (the config makes the batch divide)."""
-        rows = np.array_split(np.arange(len(batch["chosen_ids"])), len(self.actor))[part]
-        return {k: v[rows] for k, v in batch.items()}
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self, iteration: int, results: list[Any] | None = None) -> Evaluation:
@@ -170,14 +164,8 @@ class RewardModelRuntime(StepRuntime[RewardModelConfig]):
             {k: v[r * per_rank : (r + 1) * per_rank] for k, v in batch.items()}
             for r in range(world)
         ]
-        outs = self.actor.get(
-            [h.score.remote(s, parts) for h, s in zip(self.actor.handles, shards, strict=True)],
-            getattr(self.timeouts, step),
-            step,
-        )
-        chosen = np.concatenate([o["chosen"] for o in outs])[: len(pairs)]
-        rejected = np.concatenate([o["rejected"] for o in outs])[: len(pairs)]
-        return chosen, rejected
+        out = self.actor.score(Parts(shards), parts, within=(step, getattr(self.timeouts, step)))
+        return out["chosen"][: len(pairs)], out["rejected"][: len(pairs)]
 
     @classmethod
     def evaluate_checkpoint(
@@ -216,7 +204,7 @@ class RewardModelRuntime(StepRuntime[RewardModelConfig]):
         if step == "rollout":
             self._sampler_snapshot = self.sampler.state_dict()
         elif step == "update":
-            self.actor.call_within(step, self.timeouts.update, "snapshot")
+            self.actor.snapshot(within=(step, self.timeouts.update))
 
     def restore(self, step: str) -> None:
         """Put back what :meth:`snapshot` kept."""
@@ -224,7 +212,7 @@ class RewardModelRuntime(StepRuntime[RewardModelConfig]):
             self.sampler.load_state_dict(self._sampler_snapshot)
             self.batches = []
         elif step == "update":
-            self.actor.call_within(step, self.timeouts.update, "restore_snapshot")
+            self.actor.restore_snapshot(within=(step, self.timeouts.update))
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:

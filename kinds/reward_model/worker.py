@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from infra.cluster.dispatch import DEFAULT, UPDATE_METRICS, Reduce, Split, worker_method
 from infra.cluster.worker_base import Stopwatch, step_method
 from infra.llm.workers.trainer_rank import TrainerRank, tensors
 from rl_core.training.reward_update import reward_model_update, score_pairs
@@ -26,6 +27,7 @@ class RewardModelWorker(TrainerRank):
         world_size: Number of trainer ranks.
     """
 
+    @worker_method(split=Split.REPLICA_ROWS, reduce=UPDATE_METRICS)
     @step_method
     def train_steps(
         self, shards: list[dict[str, np.ndarray]], total_pairs: int, iteration: int
@@ -34,7 +36,8 @@ class RewardModelWorker(TrainerRank):
 
         Returns:
             The steps' mean metrics (``train/skipped_updates`` summed), this rank's share of
-            them (they add up over ranks), with ``train/lr`` and ``seconds``.
+            them (they add up over ranks), with the learning rate (``train/lr``) and
+            ``seconds``.
         """
         watch = Stopwatch()
         actor = self.cfg.actor
@@ -58,8 +61,9 @@ class RewardModelWorker(TrainerRank):
         self.version += 1
         metrics = {k: sum(s[k] for s in steps) / len(steps) for k in steps[0]}
         metrics["train/skipped_updates"] = sum(s["train/skipped_updates"] for s in steps)
-        return {**metrics, "train/lr": lr / replicas, "seconds": watch.elapsed()}
+        return {**metrics, "train/lr": lr, "seconds": watch.elapsed()}
 
+    @worker_method(split=Split.REPLICA_ROWS, reduce={DEFAULT: Reduce.CONCAT, "seconds": Reduce.MAX})
     @step_method
     def score(self, shard: dict[str, np.ndarray], parts: int) -> dict[str, Any]:
         """Rewards of this rank's pairs under the current weights (collective).

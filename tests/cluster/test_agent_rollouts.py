@@ -74,7 +74,7 @@ def config(tiny_dir: str, *extra: str) -> RLPipeConfig:
 def test_multi_turn_rollouts_train_and_a_retried_rollout_gives_the_same_trajectories(tiny_dir):
     runtime = make_runtime(config(tiny_dir))
     try:
-        initial = runtime.actor.call_sync("full_state")[0]
+        initial = runtime.actor.full_state()[0]
         (first,) = run_iterations(runtime, range(1))
         # iteration 1's rollout runs, is undone (as before a retry), and runs again
         runtime.weight_sync(1)
@@ -84,7 +84,7 @@ def test_multi_turn_rollouts_train_and_a_retried_rollout_gives_the_same_trajecto
         runtime.restore("rollout")
         (second,) = run_iterations(runtime, range(1, 2))
         batch = runtime.batch
-        weights = runtime.actor.call_sync("full_state")[0]
+        weights = runtime.actor.full_state()[0]
     finally:
         runtime.shutdown()
     assert batch.response_ids == undone.response_ids and batch.loss_masks == undone.loss_masks
@@ -122,10 +122,10 @@ def test_async_mode_runs_agent_loops_with_pinned_versions(tiny_dir):
 def test_a_rewritten_context_trains_one_row_per_model_turn_as_generated(tiny_dir):
     runtime = make_runtime(config(tiny_dir, "agent.context=last_exchange"))
     try:
-        initial = runtime.actor.call_sync("full_state")[0]
+        initial = runtime.actor.full_state()[0]
         (steps,) = run_iterations(runtime, range(1))
         batch = runtime.batch
-        weights = runtime.actor.call_sync("full_state")[0]
+        weights = runtime.actor.full_state()[0]
     finally:
         runtime.shutdown()
     model_turns = sum(

@@ -45,7 +45,7 @@ def train(cfg: RLPipeConfig, iterations: int, retry_rollout_at: int = -1, runtim
     runtime = runtime or make_runtime(cfg)
     results = run_iterations(runtime, range(start, start + iterations), retry_rollout_at)
     metrics = [steps["rollout"].metrics for steps in results]
-    return runtime.actor.call_sync("get_state_dict")[0], metrics, runtime
+    return runtime.actor.get_state_dict()[0], metrics, runtime
 
 
 def same_weights(a, b) -> None:

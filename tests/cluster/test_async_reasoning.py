@@ -52,7 +52,7 @@ def train(cfg: RLPipeConfig, iterations: int, retry_rollout_at: int = -1, runtim
     runtime = runtime or make_runtime(cfg)
     results = run_iterations(runtime, range(start, start + iterations), retry_rollout_at)
     metrics = [steps["rollout"].metrics for steps in results]
-    return runtime.actor.call_sync("full_state")[0], metrics, runtime
+    return runtime.actor.full_state()[0], metrics, runtime
 
 
 def fail_and_undo_rollout(runtime, iteration: int) -> None:
@@ -72,7 +72,7 @@ def same_weights(a: dict, b: dict) -> None:
 
 def test_staleness_zero_learns_exactly_what_sync_mode_learns(tiny_dir: str) -> None:
     runtime = make_runtime(config(tiny_dir))
-    initial = runtime.actor.call_sync("full_state")[0]
+    initial = runtime.actor.full_state()[0]
     sync, _, rt = train(config(tiny_dir), 3, runtime=runtime)
     rt.shutdown()
     assert any(not np.array_equal(initial[k], sync[k]) for k in sync), "no update moved"

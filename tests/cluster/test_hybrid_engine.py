@@ -39,7 +39,7 @@ def train(cfg: RLPipeConfig, iterations: int, state_method: str, retry_rollout_a
         steps = run_iterations(runtime, range(iterations), retry_rollout_at)[-1]
         facts["sync_bytes"] = steps["weight_sync"].metrics["rollout/weight_sync_bytes"]
         facts["versions"] = steps["weight_sync"].info["rollout_versions"]
-        return runtime.actor.call_sync(state_method)[0], facts
+        return getattr(runtime.actor, state_method)()[0], facts
     finally:
         runtime.shutdown()
 

@@ -42,7 +42,7 @@ def train(model: Path, iterations: int, *extra: str) -> tuple[dict[str, np.ndarr
     try:
         steps = run_iterations(runtime, range(iterations))
         steps.append({"weight_sync": runtime.weight_sync(iterations)})  # the last update's
-        state = runtime.actor.call_sync("full_state")[0]
+        state = runtime.actor.full_state()[0]
         engine = None if runtime.hybrid else ray.get(runtime.rollout_group[0].weights.remote())
         return state, steps, engine
     finally:

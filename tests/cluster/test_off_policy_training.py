@@ -37,7 +37,7 @@ def train(cfg: RLPipeConfig, iterations: range, runtime=None):
     """The trainer's weights, each iteration's step results, and the runtime."""
     runtime = runtime or make_runtime(cfg)
     results = [run_iteration_in_process(runtime, it) for it in iterations]
-    return runtime.actor.call_sync("get_state_dict")[0], results, runtime
+    return runtime.actor.get_state_dict()[0], results, runtime
 
 
 def same_weights(a, b) -> None:
@@ -98,8 +98,8 @@ def test_retried_advantage_and_update_steps_apply_once() -> None:
     rt.update(2)
     rt.restore("update")  # as before a retry: weights, optimizers and sampling put back
     rt.update(2)
-    retried = rt.actor.call_sync("get_state_dict")[0]
-    (size,) = rt.replay.call_sync("add", {"rewards": np.zeros(0)}, 1)  # an old iteration
+    retried = rt.actor.get_state_dict()[0]
+    (size,) = rt.replay.add({"rewards": np.zeros(0)}, 1)  # an old iteration
     rt.shutdown()
     same_weights(straight, retried)
     assert size["replay/size"] == 96.0
@@ -125,7 +125,7 @@ def test_rlpd_learns_from_offline_transitions_and_online_replay(tmp_path: Path) 
         ],
     )
     _, results, rt = train(rlpd, range(2))
-    (sample,) = rt.replay.call_sync("sample", 2, 32)
+    (sample,) = rt.replay.sample(2, 32)
     rt.shutdown()
     assert all(np.isfinite(r["update"].metrics["train/critic_loss"]) for r in results)
     # each minibatch: 16 online rows (from the run's 64 transitions), then 16 offline rows

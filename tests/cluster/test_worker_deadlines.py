@@ -88,7 +88,7 @@ def test_a_hung_step_is_killed_at_its_deadline_and_respawned(group: WorkerGroup)
 
     _respawn(group, 1)
     assert group.processes[1].pid != pid
-    assert group.get(group.call("work", 0.0), timeout_s=10.0, step="rollout") == [0, 1]
+    assert group.work(0.0, within=("rollout", 10.0)) == [0, 1]
 
 
 def test_a_worker_that_stops_answering_heartbeats_is_killed_before_the_deadline(

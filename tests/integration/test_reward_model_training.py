@@ -92,16 +92,16 @@ def test_a_retried_update_applies_once_and_a_resumed_runtime_continues_exactly(
         runtime.rollout(0)
         runtime.snapshot("update")
         first = runtime.update(0).metrics
-        after_first = runtime.actor.call_sync("full_state")[0]
+        after_first = runtime.actor.full_state()[0]
         runtime.restore("update")  # a retried update: undone, then run again
         assert runtime.update(0).metrics == first
-        for name, value in runtime.actor.call_sync("full_state")[0].items():
+        for name, value in runtime.actor.full_state()[0].items():
             np.testing.assert_array_equal(value, after_first[name], err_msg=name)
         folder = runtime.save_checkpoint(store, 1)["dir"]
         for it in (1, 2):
             runtime.rollout(it)
             runtime.update(it)
-        straight = runtime.actor.call_sync("full_state")[0]
+        straight = runtime.actor.full_state()[0]
     finally:
         runtime.shutdown()
     resumed = RewardModelRuntime(cfg)
@@ -110,7 +110,7 @@ def test_a_retried_update_applies_once_and_a_resumed_runtime_continues_exactly(
         for it in (1, 2):
             resumed.rollout(it)
             resumed.update(it)
-        for name, value in resumed.actor.call_sync("full_state")[0].items():
+        for name, value in resumed.actor.full_state()[0].items():
             np.testing.assert_array_equal(value, straight[name], err_msg=name)
     finally:
         resumed.shutdown()

@@ -105,14 +105,14 @@ def test_a_retried_supervised_step_is_undone_first(tmp_path: Path, model: Path) 
     try:
         runtime.snapshot("sft_update")
         first = runtime.sft_step(0)
-        after_first = runtime.actor.call_sync("full_state")[0]
+        after_first = runtime.actor.full_state()[0]
         cursor = runtime.sampler.state_dict()
         # the step is retried (as after a failed task): undone, then run again
         runtime.restore("sft_update")
         again = runtime.sft_step(0)
         assert again.metrics == first.metrics  # the same batch from the same weights
         assert runtime.sampler.state_dict() == cursor  # the cursor moved once
-        after_again = runtime.actor.call_sync("full_state")[0]
+        after_again = runtime.actor.full_state()[0]
         assert after_again.keys() == after_first.keys()
         for name, value in after_first.items():
             np.testing.assert_array_equal(after_again[name], value, err_msg=name)

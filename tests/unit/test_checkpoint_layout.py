@@ -60,17 +60,41 @@ class FakeGroup:
         write_file(LocalCheckpointStore(store_uri), folder, f"{self.name}/x.json", JSON, 1)
         return [{"version": 7}]
 
-    def call(self, method: str, store_uri: str, folder: str) -> list[Any]:
-        self.log.append(("start", self.name, method))
-        return [(store_uri, folder)]
+    @property
+    def save_checkpoint(self) -> FakeMethod:
+        return FakeMethod(self, "save_checkpoint")
 
-    def get(self, refs: list[Any], timeout: float | None, step: str) -> list[Any]:
-        self.log.append(("wait", self.name))
-        return self._save(*refs[0])
+    @property
+    def load_checkpoint(self) -> FakeMethod:
+        return FakeMethod(self, "load_checkpoint")
 
-    def call_within(self, step: str, timeout: float | None, method: str, *args: Any) -> list[Any]:
-        self.log.append((method, self.name))
-        return self._save(*args) if method == "save_checkpoint" else [{"loaded": True}]
+
+class FakeMethod:
+    """A worker method of a :class:`FakeGroup`, called or started like a group's."""
+
+    def __init__(self, group: FakeGroup, name: str) -> None:
+        self.group, self.name = group, name
+
+    def remote(self, store_uri: str, folder: str) -> FakeHandle:
+        self.group.log.append(("start", self.group.name, self.name))
+        return FakeHandle(self.group, store_uri, folder)
+
+    def __call__(self, *args: Any, within: tuple[str, float | None]) -> list[Any]:
+        self.group.log.append((self.name, self.group.name))
+        if self.name == "save_checkpoint":
+            return self.group._save(*args)
+        return [{"loaded": True}]
+
+
+class FakeHandle:
+    """A started ``save_checkpoint``: its ranks save when waited for."""
+
+    def __init__(self, group: FakeGroup, store_uri: str, folder: str) -> None:
+        self.group, self.args = group, (store_uri, folder)
+
+    def get(self, within: tuple[str, float | None]) -> list[Any]:
+        self.group.log.append(("wait", self.group.name))
+        return self.group._save(*self.args)
 
 
 def logged_part(file: str, value: Any, log: list[tuple[str, ...]], **kw: Any) -> StatePart:

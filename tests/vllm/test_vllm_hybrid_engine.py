@@ -55,7 +55,7 @@ def train(cfg: RLPipeConfig, retry_rollout_at: int = -1) -> tuple[dict, dict[str
         facts["sync_bytes"] = [s["weight_sync"].metrics["rollout/weight_sync_bytes"] for s in steps]
         facts["versions"] = steps[-1]["weight_sync"].info["rollout_versions"]
         facts["grad_norm"] = [s["update"].metrics["train/grad_norm"] for s in steps]
-        return runtime.actor.call_sync("full_state")[0], facts
+        return runtime.actor.full_state()[0], facts
     finally:
         runtime.shutdown()
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra.cluster.dispatch import DEFAULT, UPDATE_METRICS, Reduce, Split, worker_method
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
 from infra.llm.workers.trainer_rank import TrainerRank
 from infra.llm.workers.trainer_rank import tensors as _tensors
@@ -158,6 +159,7 @@ class LLMActorWorker(TrainerRank):
     def _weights_replaced(self) -> None:
         self.sender.reset()  # the rollout engines' copy no longer matches: a full sync next
 
+    @worker_method(split=Split.REPLICA_ROWS, reduce={DEFAULT: Reduce.CONCAT})
     @step_method
     def compute_logprobs(self, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Log-probs (and values with a critic) of this rank's rows under current weights.
@@ -184,11 +186,17 @@ class LLMActorWorker(TrainerRank):
         actor = self.cfg.actor
         return actor.model_copy(update={"micro_batch_size": actor.update_micro_batch_size})
 
+    @worker_method(split=Split.REPLICA_ROWS, reduce=UPDATE_METRICS)
     @step_method
     def update(
         self, shard: dict[str, np.ndarray], totals: list[tuple[float, int]], iteration: int
     ) -> dict[str, float]:
-        """One policy update on this rank's rows; bumps the weight version."""
+        """One policy update on this rank's rows; bumps the weight version.
+
+        Returns:
+            This rank's share of the loss metrics (they add up over replicas), the learning
+            rate (``train/lr``) and ``seconds``.
+        """
         watch = Stopwatch()
         lr = self._set_lr(iteration)
         self.policy.train()
@@ -207,12 +215,17 @@ class LLMActorWorker(TrainerRank):
             iteration=iteration,
         )
         self.version += 1
-        return {**metrics, "train/lr": lr / replicas, "seconds": watch.elapsed()}
+        return {**metrics, "train/lr": lr, "seconds": watch.elapsed()}
 
+    @worker_method(split=Split.REPLICA_ROWS, reduce=UPDATE_METRICS)
     def sft_update(
         self, shard: dict[str, np.ndarray], totals: tuple[float, int], iteration: int
     ) -> dict[str, float]:
-        """One supervised step on this rank's rows (answer tokens as responses)."""
+        """One supervised step on this rank's rows (answer tokens as responses).
+
+        Returns:
+            The same metrics as :meth:`update`.
+        """
         watch = Stopwatch()
         actor = self.cfg.actor
         lr = self._set_lr(iteration)
@@ -230,7 +243,7 @@ class LLMActorWorker(TrainerRank):
             iteration=iteration,
         )
         self.version += 1
-        return {**metrics, "train/lr": lr / replicas, "seconds": watch.elapsed()}
+        return {**metrics, "train/lr": lr, "seconds": watch.elapsed()}
 
     @step_method
     def sync_payload(
@@ -294,6 +307,7 @@ class LLMRefWorker(WorkerBase):
         super().__init__(config, rank, cpus)
         self.policy = reference_model(self.cfg, self.device)
 
+    @worker_method(split=Split.RANK_ZERO, reduce=Reduce.FIRST)
     def compute_ref_logprobs(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         """``[N, R]`` reference log-probs of the batch's responses."""
         return reference_logprobs(self.policy, self.cfg, batch, self.device)

@@ -28,6 +28,7 @@ from infra.checkpoint.layout import (
     write_file,
 )
 from infra.checkpoint.store import CheckpointError, open_store
+from infra.cluster.dispatch import Reduce, Split, worker_method
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
 from infra.llm import distributed
 from infra.llm.trainer_backends import make_backend
@@ -81,6 +82,7 @@ class TrainerRank(WorkerBase):
         """Replicas the batch is split across (ranks / tensor-parallel size)."""
         return self.backend.data_parallel_size
 
+    @worker_method(split=Split.RANK_ZERO, reduce=Reduce.FIRST)
     def rendezvous_address(self) -> str:
         """Where the trainer's process group meets (asked of rank 0): its node and a port."""
         return distributed.rendezvous_address()
@@ -176,5 +178,5 @@ def setup_trainer(group: Any, timeout: float) -> str:
     Returns:
         The trainer's layout in one line (for the log).
     """
-    address = group.get([group[0].rendezvous_address.remote()], timeout, "worker_start", [0])[0]
-    return group.call_within("worker_start", timeout, "setup", address)[0]
+    address = group.rendezvous_address(within=("worker_start", timeout))
+    return group.setup(address, within=("worker_start", timeout))[0]

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra.cluster.dispatch import Split, worker_method
 from infra.cluster.worker_base import Stopwatch, step_method
 from infra.llm.engines import RolloutEngine, make_engine
 from infra.llm.workers.llm_workers import LLMActorWorker, reference_model
@@ -171,6 +172,7 @@ class LLMHybridWorker(LLMActorWorker):
                 )
         return {**meta, "seconds": watch.elapsed()}
 
+    @worker_method(split=Split.ROWS)
     @step_method
     def generate(
         self, prompt_ids: list[list[int]], sampling: dict[str, Any], seed: int | None
@@ -180,6 +182,7 @@ class LLMHybridWorker(LLMActorWorker):
         with self._own_rng():  # the engine seeds torch's generator for each call
             return generate_responses(engine, prompt_ids, sampling, seed)
 
+    @worker_method(split=Split.ROWS)
     @step_method
     def run_agents(
         self,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from infra.cluster.dispatch import Split, worker_method
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
 from infra.llm.engines import make_engine
 from infra.weight_sync import StaleWeightsError, buckets_to_state_dict, from_wire
@@ -103,6 +104,7 @@ class LLMRolloutWorker(WorkerBase[ReasoningConfig]):
         while len(self.kept) > self.versions_kept:
             self.kept.popitem(last=False)
 
+    @worker_method(split=Split.ROWS)
     @step_method
     def generate(
         self,
@@ -132,6 +134,7 @@ class LLMRolloutWorker(WorkerBase[ReasoningConfig]):
         out["versions"] = [[used] * len(r) for r in out["response_ids"]]
         return out
 
+    @worker_method(split=Split.ROWS)
     @step_method
     def run_agents(
         self,

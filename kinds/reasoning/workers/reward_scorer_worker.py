@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from infra.cluster.dispatch import Split, worker_method
 from infra.cluster.worker_base import Stopwatch, WorkerBase, step_method
 from kinds.reasoning.config import ReasoningConfig
 from rl_core.rewards.model_scorers import build_scorer
@@ -60,6 +61,7 @@ class RewardScorerWorker(WorkerBase[ReasoningConfig]):
         if device.type == "cpu" and torch.cuda.is_available():
             torch.cuda.empty_cache()
 
+    @worker_method(split=Split.ROWS, row_args=2)
     @step_method
     def score(
         self, prompts: list[str], responses: list[str], seed: int
