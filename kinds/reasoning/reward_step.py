@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -16,6 +16,9 @@ from kinds.reasoning.reward_scoring import score_chunk
 from rl_core.agents.metrics import apply_call_cost, reward_by_tool_use, unscored_rows
 from rl_core.algorithms import overlong_penalty
 from rl_core.seeding import model_reward_seed
+
+if TYPE_CHECKING:
+    from kinds.reasoning.runtime import ReasoningRuntime
 
 
 def reward_jobs(
@@ -109,7 +112,7 @@ def collect_rewards(
     return metrics
 
 
-def reward_step(runtime: Any, iteration: int, results: list[Any] | None) -> StepResult:
+def reward_step(runtime: ReasoningRuntime, iteration: int, results: list[Any] | None) -> StepResult:
     """Collect the fan-out tasks' scores (plus DAPO's overlong penalty).
 
     With a model reward, the reward-model workers score the batch here and the components
