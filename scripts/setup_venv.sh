@@ -27,9 +27,14 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup_venv.
   # quarter of pip's time on 2 cores (parallel downloads, unpacking and byte-compiling).
   # The editable build writes rlpipe.egg-info in the source tree: one build at a time
   # (scripts/test.sh sets up .venv and .venv-vllm side by side).
+  # mujoco 4 came in two more packages (mujoco-core, mujoco-studio) that share mujoco's
+  # folder: a .venv made when rlpipe pinned mujoco 4 drops them before taking 3.3.0.
+  if .venv/bin/uv pip show --quiet --python .venv/bin/python mujoco-core >/dev/null 2>&1; then
+    .venv/bin/uv pip uninstall --quiet --python .venv/bin/python mujoco mujoco-core mujoco-studio
+  fi
   exec 9> build/.editable-install.lock
   flock 9
-  .venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode -e ".[dev]"
+  .venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode -e ".[dev,metaworld]"
   flock -u 9
   touch "$stamp"
 fi
