@@ -25,7 +25,9 @@ def run_episodes(
         seeds: Reset seed of each episode.
 
     Returns:
-        ``{"returns": [...], "lengths": [...], "seconds": float}``.
+        ``{"returns": [...], "lengths": [...], "successes": [...], "seconds": float}``;
+        ``successes`` (1.0/0.0 per episode: ``info["success"]`` at any step) is empty for
+        envs that do not report success.
     """
     from infra.extensions import load_extension_modules
 
@@ -35,6 +37,7 @@ def run_episodes(
     cfg = validate_config(config, source="evaluation")
     returns: list[float] = []
     lengths: list[int] = []
+    successes: list[float] = []
     width = max(1, min(cfg.eval.num_envs, len(seeds)))
     policy = None
     for chunk_start in range(0, len(seeds), width):
@@ -47,18 +50,26 @@ def run_episodes(
             )
             policy.eval()
         envs.reset(chunk)
-        r, n = _play(envs, policy, cfg.eval.deterministic, cfg.eval.max_steps)
+        r, n, s = _play(envs, policy, cfg.eval.deterministic, cfg.eval.max_steps)
         returns += r
         lengths += n
+        successes += s
         envs.close()
-    return {"returns": returns, "lengths": lengths, "seconds": time.perf_counter() - start}
+    return {
+        "returns": returns,
+        "lengths": lengths,
+        "successes": successes,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 @torch.no_grad()
 def _play(
     envs: VectorEnvAdapter, policy: Any, deterministic: bool, max_steps: int
-) -> tuple[list, list]:
+) -> tuple[list, list, list]:
+    """Play every env's first episode; returns, lengths and successes (if reported)."""
     done = np.zeros(envs.num_envs, dtype=bool)
+    success: list[float | None] = [None] * envs.num_envs
     returns = np.zeros(envs.num_envs)
     lengths = np.zeros(envs.num_envs, dtype=np.int64)
     obs = envs.observation()
@@ -72,8 +83,14 @@ def _play(
         live = ~done
         returns[live] += out["rewards"][live]
         lengths[live] += 1
-        done |= out["terminated"] | out["truncated"]
+        ended = out["terminated"] | out["truncated"]
+        # out["episodes"] lists the ended episodes in env order
+        for i, (_, _, succeeded) in zip(np.flatnonzero(ended), out["episodes"], strict=True):
+            if live[i] and succeeded is not None:
+                success[i] = float(succeeded)
+        done |= ended
         if done.all():
             break
         obs = out["env_obs"]
-    return returns.tolist(), lengths.tolist()
+    reported = [s for s in success if s is not None]
+    return returns.tolist(), lengths.tolist(), reported

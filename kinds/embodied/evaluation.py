@@ -45,19 +45,27 @@ def evaluation_jobs(cfg: EmbodiedConfig, config: dict[str, Any], weights: Any) -
 
 
 def combine_episodes(results: list[Any]) -> Evaluation:
-    """The episode jobs' returns and lengths as ``eval/*`` metrics."""
+    """The episode jobs' returns, lengths and successes as ``eval/*`` metrics.
+
+    ``eval/success_rate`` is there when the env reports ``info["success"]`` (manipulation
+    tasks): the share of episodes that succeeded at some step.
+    """
     returns = [r for res in results for r in res["returns"]]
     lengths = [n for res in results for n in res["lengths"]]
-    return Evaluation(
-        {
-            "eval/return_mean": float(np.mean(returns)),
-            "eval/return_std": float(np.std(returns)),
-            "eval/return_min": float(np.min(returns)),
-            "eval/length_mean": float(np.mean(lengths)),
-            "eval/episodes": float(len(returns)),
-        },
-        seconds=max(res["seconds"] for res in results),
-    )
+    metrics = {
+        "eval/return_mean": float(np.mean(returns)),
+        "eval/return_std": float(np.std(returns)),
+        "eval/return_min": float(np.min(returns)),
+        "eval/length_mean": float(np.mean(lengths)),
+        "eval/episodes": float(len(returns)),
+    }
+    metrics.update(_success_metrics(results))
+    return Evaluation(metrics, seconds=max(res["seconds"] for res in results))
+
+
+def _success_metrics(results: list[Any]) -> dict[str, float]:
+    successes = [x for res in results for x in res.get("successes", [])]
+    return {"eval/success_rate": float(np.mean(successes))} if successes else {}
 
 
 def video_job(cfg: EmbodiedConfig, config: dict[str, Any], weights: Any) -> FanoutJob:
@@ -75,7 +83,8 @@ def evaluate_checkpoint(
 
     Seeds are split into ``eval.num_tasks`` parts exactly as in training, so batch
     shapes (and therefore float rounding) match the in-training evaluation. The sample rows
-    are the episodes: ``seed``, ``return``, ``length``.
+    are the episodes: ``seed``, ``return``, ``length`` (and ``success`` for envs that
+    report it).
     """
     config = checkpoint["config"]
     config = {**config, "eval": {**config["eval"], "deterministic": True}}
@@ -89,13 +98,20 @@ def evaluate_checkpoint(
         {"seed": int(seed), "return": float(ret), "length": int(length)}
         for seed, ret, length in zip(seeds, returns, lengths, strict=True)
     ]
+    successes = [x for res in results for x in res.get("successes", [])]
+    if len(successes) == len(rows):
+        for row, success in zip(rows, successes, strict=True):
+            row["success"] = success
     metrics = {
         "eval/return_mean": sum(returns) / len(returns),
         "eval/return_min": min(returns),
         "eval/return_max": max(returns),
         "eval/episodes": len(returns),
+        **_success_metrics(results),
     }
     headline = f"mean return {metrics['eval/return_mean']:.1f} over {len(returns)} episodes"
+    if "eval/success_rate" in metrics:
+        headline += f", success rate {metrics['eval/success_rate']:.2f}"
     return metrics, rows, headline
 
 

@@ -157,6 +157,7 @@ class EmbodiedRuntime(StepRuntime[EmbodiedConfig]):
         stats, metrics = self.collection.collect(iteration, self.published_version)
         returns = [r for s in stats for r in s["episode_returns"]]
         lengths = [n for s in stats for n in s["episode_lengths"]]
+        successes = [x for s in stats for x in s.get("episode_successes", [])]
         env_steps = sum(s["env_steps"] for s in stats)
         seconds = time.perf_counter() - start
         metrics.update(
@@ -169,6 +170,8 @@ class EmbodiedRuntime(StepRuntime[EmbodiedConfig]):
         if returns:
             metrics["env/episode_return_mean"] = float(np.mean(returns))
             metrics["env/episode_length_mean"] = float(np.mean(lengths))
+        if successes:
+            metrics["env/success_rate"] = float(np.mean(successes))
         return StepResult(seconds, metrics, env_steps=int(env_steps))
 
     def reward(self, iteration: int, results: list[Any] | None = None) -> StepResult:

@@ -38,8 +38,11 @@ def to_numpy_tree(tree: Any) -> Any:
 
 
 def to_torch_tree(tree: Any) -> Any:
-    """Convert numpy arrays in a nested dict to tensors (zero-copy where possible)."""
-    if isinstance(tree, np.ndarray):
+    """Convert numpy arrays in a nested dict to tensors (zero-copy where possible).
+
+    Text arrays (such as ``task_descriptions``) stay numpy arrays: the policy reads them.
+    """
+    if isinstance(tree, np.ndarray) and tree.dtype.kind not in "USO":
         return torch.from_numpy(np.ascontiguousarray(tree))
     if isinstance(tree, dict):
         return {k: to_torch_tree(v) for k, v in tree.items()}

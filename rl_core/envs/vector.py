@@ -23,7 +23,7 @@ def obs_to_env_obs(obs: Any, space: gym.Space) -> dict[str, Any]:
     Flat ``Box`` observations become ``states`` [B, D] float32; image boxes (uint8, 3 dims)
     become ``main_images``; ``Dict`` spaces keep their keys.
     """
-    if isinstance(space, gym.spaces.Dict):
+    if isinstance(space, gym.spaces.Dict):  # text (instructions) becomes a numpy str array
         return {k: np.asarray(v) for k, v in obs.items()}
     arr = np.asarray(obs)
     if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3:
@@ -69,6 +69,9 @@ class VectorEnvAdapter:
         self._obs: Any = None
         self._returns = np.zeros(num_envs, dtype=np.float64)
         self._lengths = np.zeros(num_envs, dtype=np.int64)
+        # envs that report ``info["success"]``: whether the running episode has succeeded
+        self._succeeded = np.zeros(num_envs, dtype=bool)
+        self._reports_success = False
         self.reset(seed)
 
     def reset(self, seed: int | list[int]) -> dict[str, Any]:
@@ -84,6 +87,7 @@ class VectorEnvAdapter:
         self._obs, _ = self.vec.reset(seed=seeds)
         self._returns[:] = 0.0
         self._lengths[:] = 0
+        self._succeeded[:] = False
         return self.observation()
 
     def observation(self) -> dict[str, Any]:
@@ -97,7 +101,9 @@ class VectorEnvAdapter:
             Dict with ``env_obs`` (next observations, after autoreset), ``rewards``,
             ``terminated``, ``truncated`` [N], ``final_obs`` (``env_obs`` of the ended
             episodes' last observations, rows of non-ended envs are copies of ``env_obs``)
-            and ``episodes`` (list of ``(return, length)`` of episodes that ended).
+            and ``episodes`` (``(return, length, success)`` of each episode that ended;
+            ``success`` is whether ``info["success"]`` was true at any step of it, or None
+            for envs that do not report success).
         """
         if self.step_latency_s > 0:
             self._sleep(self.step_latency_s)
@@ -108,17 +114,17 @@ class VectorEnvAdapter:
         self._returns += rewards
         self._lengths += 1
         done = terminated | truncated
+        self._track_success(info, done)
         final = obs
-        episodes: list[tuple[float, int]] = []
+        episodes: list[tuple[float, int, bool | None]] = []
         if done.any():
-            final = np.array(obs, copy=True)
-            mask = info.get("_final_obs", done)
-            for i in np.flatnonzero(mask):
-                final[i] = info["final_obs"][i]
+            final = _with_final_obs(obs, info, info.get("_final_obs", done))
             for i in np.flatnonzero(done):
-                episodes.append((float(self._returns[i]), int(self._lengths[i])))
+                success = bool(self._succeeded[i]) if self._reports_success else None
+                episodes.append((float(self._returns[i]), int(self._lengths[i]), success))
                 self._returns[i] = 0.0
                 self._lengths[i] = 0
+                self._succeeded[i] = False
         self._obs = obs
         space = self.vec.single_observation_space
         return {
@@ -129,6 +135,21 @@ class VectorEnvAdapter:
             "final_obs": obs_to_env_obs(final, space),
             "episodes": episodes,
         }
+
+    def _track_success(self, info: dict[str, Any], done: np.ndarray) -> None:
+        """OR this step's ``info["success"]`` into the running episodes' success.
+
+        With same-step autoreset, an env whose episode ended reports its last step's info
+        under ``final_info`` (its ``success`` is the reset's).
+        """
+        live = _info_flags(info, done, ~done)
+        final = _info_flags(info.get("final_info", {}), done, done)
+        if live is None and final is None:
+            return
+        self._reports_success = True
+        for flags in (live, final):
+            if flags is not None:
+                self._succeeded |= flags
 
     def get_state(self) -> dict[str, Any] | None:
         """The envs' state, or None if the envs cannot be pickled.
@@ -150,6 +171,8 @@ class VectorEnvAdapter:
             "obs": self._obs,
             "returns": self._returns.copy(),
             "lengths": self._lengths.copy(),
+            "succeeded": self._succeeded.copy(),
+            "reports_success": self._reports_success,
         }
 
     def set_state(self, state: dict[str, Any] | bytes) -> None:
@@ -165,8 +188,38 @@ class VectorEnvAdapter:
             self._obs = state["obs"]
             self._returns = np.array(state["returns"], dtype=np.float64)
             self._lengths = np.array(state["lengths"], dtype=np.int64)
+            self._succeeded = np.array(state.get("succeeded", np.zeros(self.num_envs)), dtype=bool)
+            self._reports_success = bool(state.get("reports_success", False))
         old.close()
 
     def close(self) -> None:
         """Close the envs."""
         self.vec.close()
+
+
+def _info_flags(info: dict[str, Any], done: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
+    """``info["success"]`` as booleans on ``rows`` (False elsewhere); None if absent."""
+    if "success" not in info:
+        return None
+    values = np.asarray(info["success"]).reshape(-1)
+    present = np.asarray(info.get("_success", np.ones_like(done)), dtype=bool).reshape(-1)
+    return (values.astype(np.float64) > 0) & present & rows
+
+
+def _with_final_obs(obs: Any, info: dict[str, Any], mask: np.ndarray) -> Any:
+    """``obs`` with the rows of ended episodes replaced by their last observations."""
+    rows = np.flatnonzero(mask)
+    if isinstance(obs, dict):
+        final = {k: np.array(v, copy=True) for k, v in obs.items()}
+        for key, values in final.items():
+            if values.dtype.kind == "U":  # instructions: room for a longer final text
+                final[key] = values = values.astype(object)
+            for i in rows:
+                values[i] = info["final_obs"][i][key]
+            if values.dtype == object:
+                final[key] = values.astype(str)
+        return final
+    final = np.array(obs, copy=True)
+    for i in rows:
+        final[i] = info["final_obs"][i]
+    return final

@@ -46,6 +46,13 @@ EVALUATION_METRICS: tuple[MetricEntry, ...] = (
         "Held-out preference pairs evaluated (`data.eval_size`).",
     ),
     MetricEntry(
+        "eval/success_rate",
+        "fraction",
+        "embodied",
+        "Share of the evaluation episodes in which the task succeeded at some step (envs that "
+        'report `info["success"]`, such as manipulation tasks).',
+    ),
+    MetricEntry(
         "eval/return_std",
         "return",
         "embodied",

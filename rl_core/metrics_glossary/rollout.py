@@ -123,6 +123,13 @@ ROLLOUT_METRICS: tuple[MetricEntry, ...] = (
         "Mean length of those episodes (logged when at least one ended).",
     ),
     MetricEntry(
+        "env/success_rate",
+        "fraction",
+        "embodied",
+        "Share of those episodes in which the task succeeded at some step (envs that report "
+        '`info["success"]`, such as manipulation tasks).',
+    ),
+    MetricEntry(
         "env/step_seconds",
         "seconds",
         "embodied",

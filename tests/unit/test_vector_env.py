@@ -132,16 +132,16 @@ def test_truncation_returns_final_obs_and_episode(env_id):
         assert final.shape == reset_obs.shape == (3, envs.spaces.observation_space.shape[0])
         assert not np.allclose(final, reset_obs)
         assert not np.array_equal(final, prev)  # the 5th step's observation, not the 4th
-        assert [length for _, length in out["episodes"]] == [5, 5, 5]
+        assert [length for _, length, _ in out["episodes"]] == [5, 5, 5]
         if env_id == "CartPole-v1":
-            assert [ret for ret, _ in out["episodes"]] == [5.0, 5.0, 5.0]
+            assert [ret for ret, _, _ in out["episodes"]] == [5.0, 5.0, 5.0]
             # a reset CartPole state lies in [-0.05, 0.05]
             assert np.abs(reset_obs).max() <= 0.05
         # stats restart: the next episode ends after 5 more steps again
         for t in range(5):
             out = envs.step(actions[t % 2])
         assert out["truncated"].all()
-        assert [length for _, length in out["episodes"]] == [5, 5, 5]
+        assert [length for _, length, _ in out["episodes"]] == [5, 5, 5]
     finally:
         envs.close()
 
@@ -155,7 +155,7 @@ def test_get_state_set_state_round_trip(env_id):
         rollout(envs, random_actions(envs, rng, 7))
         state = envs.get_state()
         # only the vector env itself is pickled; observations and episode stats are arrays
-        assert set(state) == {"envs", "obs", "returns", "lengths"}
+        assert set(state) == {"envs", "obs", "returns", "lengths", "succeeded", "reports_success"}
         assert isinstance(state["envs"], bytes)
         np.testing.assert_array_equal(state["obs"], envs.observation()["states"])
         np.testing.assert_array_equal(state["lengths"], [7, 7, 7, 7])
@@ -184,7 +184,7 @@ def test_episode_stats_survive_set_state():
         copy.set_state(envs.get_state())
         for _ in range(2):
             out = copy.step(np.array([1, 0]))
-        assert out["episodes"] == [(5.0, 5), (5.0, 5)]
+        assert out["episodes"] == [(5.0, 5, None), (5.0, 5, None)]
     finally:
         envs.close()
         copy.close()
@@ -203,3 +203,54 @@ def test_step_latency_waits_once_per_batch_step_and_changes_nothing_else():
     for a, b in zip(frames, rollout(fast, actions), strict=True):
         for x, y in zip(a, b, strict=True):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+class _Reach(gym.Env):
+    """Dict observations with an instruction; succeeds at step 2, ends at step 3 or 4."""
+
+    observation_space = gym.spaces.Dict(
+        {
+            "states": gym.spaces.Box(-10, 10, (2,), np.float32),
+            "task_descriptions": gym.spaces.Text(64),
+        }
+    )
+    action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.fails = bool(self.np_random.integers(2))
+        self.text = "fail" if self.fails else "reach the goal"
+        return self._obs(), {"success": 0.0}
+
+    def _obs(self):
+        return {"states": np.full(2, self.t, np.float32), "task_descriptions": self.text}
+
+    def step(self, action):
+        self.t += 1
+        success = float(self.t == 2 and not self.fails)
+        return self._obs(), 1.0, self.t >= 3, False, {"success": success}
+
+
+def test_success_and_text_observations_through_the_adapter():
+    from rl_core.envs.registry import ENVS
+
+    ENVS.register("test_reach", lambda cfg, render_mode=None: _Reach(), force=True)
+    envs = VectorEnvAdapter(env_cfg(env_type="test_reach"), 6, seed=3)
+    obs = envs.observation()
+    assert obs["task_descriptions"].shape == (6,) and obs["task_descriptions"].dtype.kind == "U"
+    ended = []
+    for _ in range(3):
+        out = envs.step(np.zeros((6, 1), np.float32))
+        ended += out["episodes"]
+    # every episode ended at step 3; it succeeded exactly when its text is not "fail"
+    assert len(ended) == 6
+    texts = out["final_obs"]["task_descriptions"]
+    assert [s for _, _, s in ended] == [t != "fail" for t in texts]
+    assert out["final_obs"]["states"][:, 0].tolist() == [3.0] * 6
+    assert out["env_obs"]["states"][:, 0].tolist() == [0.0] * 6  # already reset
+    from rl_core.data.batch import to_torch_tree
+
+    tensors = to_torch_tree(out["env_obs"])
+    assert tensors["task_descriptions"].tolist() == out["env_obs"]["task_descriptions"].tolist()
+    assert tensors["states"].dtype.is_floating_point

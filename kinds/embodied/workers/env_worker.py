@@ -81,7 +81,7 @@ class EnvWorker(WorkerBase[EmbodiedConfig]):
         ]
         env_time = 0.0
         steps, trunc_index, trunc_obs = [], [], []
-        episodes: list[tuple[float, int]] = []
+        episodes: list[tuple[float, int, bool | None]] = []
         for t in range(num_steps):
             parts = []
             for k, env in enumerate(self.slices):
@@ -117,6 +117,8 @@ class EnvWorker(WorkerBase[EmbodiedConfig]):
         stats = {
             "episode_returns": [e[0] for e in episodes],
             "episode_lengths": [e[1] for e in episodes],
+            # envs that report info["success"]: whether each ended episode succeeded
+            "episode_successes": [float(e[2]) for e in episodes if e[2] is not None],
             "env_steps": num_steps * self.num_envs,
             "seconds": watch.elapsed(),
             "env_seconds": env_time,
