@@ -248,6 +248,10 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
     if summary.get("already_finished"):
         title = "rlpipe run had already finished: nothing trained"
     console.rule(title)
+    if "report" in summary:  # a flow that is not a training run (e.g. demos) names its lines
+        for key, value in summary["report"].items():
+            console.print(f"{key:>18}: {value}")
+        return
     for key in (
         "run_name",
         "iterations",

@@ -47,7 +47,13 @@ class Command:
 #: The subcommands, by name (imported only when run, so ``rlpipe --help`` is instant).
 COMMANDS: dict[str, Command] = {
     "train": Command("flows.train:main", "train a policy (the train flow)", early_start=True),
-    "sft": Command("flows.sft:main", "supervised fine-tuning of a language model"),
+    "sft": Command(
+        "flows.sft:main",
+        "supervised warm start: a language model on answers, a control policy on demonstrations",
+    ),
+    "demos": Command(
+        "flows.demos:main", "collect demonstrations with an env's scripted expert (a dataset)"
+    ),
     "evaluate": Command("flows.evaluate:main", "evaluate a run's checkpoint on held-out episodes"),
     "convert": Command(
         "infra.checkpoint.convert:main", "turn a checkpoint into a standalone model directory"

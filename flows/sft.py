@@ -71,11 +71,15 @@ def sft_iteration_flow(session_id: str, iteration: int) -> IterationResult:
 def sft(
     preset: str = "sft_arith", overrides: list[str] | None = None, run_name: str | None = None
 ) -> dict[str, Any]:
-    """Supervised fine-tuning of a causal LM; resumes the run's latest checkpoint.
+    """Supervised warm start; resumes the run's latest checkpoint.
+
+    A language model trains on prompt→answer pairs; a control policy clones the
+    demonstrations of ``demos.path``, collected first (the ``demos`` flow) when missing.
 
     Returns:
         The training summary plus ``model_dir``, the exported model directory.
     """
+    ensure_demonstrations(preset, overrides)
     with (
         stop_signals_in_flow(),
         redacted_errors(),
@@ -95,6 +99,20 @@ def sft(
         exported = export_model(session.store_uri, str(out), cfg.run.name, trust, finished=True)
         summary["model_dir"] = exported["model_dir"]
     return summary
+
+
+def ensure_demonstrations(preset: str, overrides: list[str] | None) -> None:
+    """Collect the demonstrations a behaviour-cloning preset trains on, when missing."""
+    from rl_core.config import load_config
+
+    cfg = load_config(preset, overrides or [])
+    demos_path = getattr(cfg, "demos_path", None)
+    if demos_path is None or (Path(demos_path()) / "demos.json").is_file():
+        return
+    from flows.demos import demos
+
+    logger.info("no demonstrations at %s yet: collecting them first", demos_path())
+    demos(preset=preset, overrides=overrides)
 
 
 def main(argv: list[str] | None = None, prog: str = "python flows/sft.py") -> int:

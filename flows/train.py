@@ -97,8 +97,7 @@ def prepare_model(cfg: RLPipeConfig) -> RLPipeConfig:
                     "finishing; rerun the same command to resume it, or set run.warm_start=null "
                     "and model.model_path to a model of your choice"
                 )
-        model = cfg.model.model_copy(update={"model_path": str(model_dir.resolve())})
-        cfg = cfg.model_copy(update={"model": model})
+        cfg = cfg.warm_started(str(model_dir.resolve()))
     if cfg.run.init_from and not has_checkpoint(cfg):  # a resumed run has its weights
         tracking_uri = resolve_tracking_uri(cfg.tracking.tracking_uri, Path(cfg.run.output_dir))
         cfg = apply_init_from(cfg, tracking_uri)

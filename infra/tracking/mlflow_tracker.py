@@ -248,6 +248,30 @@ class MlflowTracker:
                 "could not log %d agent traces: %s: %s", len(rows), type(exc).__name__, exc
             )
 
+    def log_dataset(
+        self, name: str, source: str, digest: str, profile: dict[str, Any], context: str
+    ) -> None:
+        """Record a dataset as an input of the run (MLflow's Datasets tab).
+
+        Args:
+            name: The dataset's name.
+            source: Where it lives (a folder or URI).
+            digest: A short fingerprint of its content.
+            profile: Counts shown with it (episodes, steps, ...).
+            context: Its role in the run (``demonstrations``, ``training``).
+        """
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        dataset = Dataset(
+            name=name,
+            digest=digest,
+            source_type="local",
+            source=json.dumps({"uri": source}),
+            profile=json.dumps(profile),
+        )
+        tags = [InputTag(key="mlflow.data.context", value=context)]
+        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset, tags)])
+
     def log_text(self, text: str, artifact_file: str) -> None:
         """Log text as an artifact."""
         self.client.log_text(self.run_id, text, artifact_file)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from kinds.embodied.demos_section import DemosConfig
 from kinds.embodied.off_policy_sections import ReplayConfig, off_policy_problems
 from kinds.embodied.sections import (
     EmbodiedAlgorithmConfig,
@@ -38,6 +39,19 @@ class EmbodiedConfig(RLPipeConfig):
     algorithm: EmbodiedAlgorithmConfig = Field(default_factory=EmbodiedAlgorithmConfig)
     replay: ReplayConfig = Field(default_factory=ReplayConfig)
     eval: EmbodiedEvalConfig = Field(default_factory=EmbodiedEvalConfig)
+    demos: DemosConfig = Field(default_factory=DemosConfig)
+
+    def warm_started(self, model_dir: str) -> EmbodiedConfig:
+        """Start from the warm start's exported policy (``model.init_weights``)."""
+        return self.model_copy(
+            update={"model": self.model.model_copy(update={"init_weights": model_dir})}
+        )
+
+    def demos_path(self) -> str:
+        """The demonstration dataset's folder (``demos.path`` or its default)."""
+        if self.demos.path:
+            return self.demos.path
+        return f"{self.run.output_dir}/demos/{self.env.env_type}-{self.run.seed}"
 
     def env_section(self) -> EnvConfig:
         """``env``: the environment the policy acts in."""

@@ -186,6 +186,13 @@ class EmbodiedRuntime(StepRuntime[EmbodiedConfig]):
         """Update the policy on the trainer."""
         return self._timed("update", self.actor.update, iteration)
 
+    def sft_step(self, iteration: int) -> StepResult:
+        """Behaviour cloning on the demonstrations (``rlpipe sft`` with an embodied preset)."""
+        start = time.perf_counter()
+        metrics = self.actor.sft_update(iteration, within=("update", self.timeouts.update))[0]
+        samples = int(metrics.pop("samples"))
+        return StepResult.of(time.perf_counter() - start, metrics, env_steps=samples)
+
     def _timed(self, step: str, method: GroupMethod, *args: Any) -> StepResult:
         """``method`` of the trainer called within ``step``'s deadline, timed."""
         start = time.perf_counter()

@@ -129,7 +129,8 @@ class RunConfig(Section):
     warm_start: str | None = Field(
         None,
         description="Preset or YAML of an SFT run (flows/sft.py) to start from: its exported "
-        "model <output_dir>/<its run name>/model becomes model.model_path, and it is run "
+        "model <output_dir>/<its run name>/model becomes model.model_path (a control policy: "
+        "model.init_weights), and it is run "
         "first when that model does not exist yet.",
     )
     init_from: str | None = Field(

@@ -91,6 +91,15 @@ class RLPipeConfig(Section):
         """Whether evaluations may record videos (``eval.video``)."""
         return False
 
+    def warm_started(self, model_dir: str) -> RLPipeConfig:
+        """This config starting from the warm start's exported model in ``model_dir``.
+
+        A language model is the model directory itself (``model.model_path``).
+        """
+        return self.model_copy(
+            update={"model": self.model.model_copy(update={"model_path": model_dir})}
+        )
+
     def scoring_fanout_min_seconds(self) -> float | None:
         """Scoring time per batch above which reward scoring fans out to Ray tasks.
 

@@ -153,7 +153,7 @@ METRIC_SECTIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ),
     (
         "Rollout",
-        ("rollout/", "env/", "async/", "reward/"),
+        ("rollout/", "env/", "async/", "reward/", "demos/"),
         "Collecting the iteration's batch: the `weight_sync`, `rollout`, `reward` (with its "
         "components when a reward model scores, `reward/`) and `advantage` steps, the training episodes of embodied runs and, with "
         "`run.mode: async`, how far the batches run ahead of the trainer.",

@@ -123,6 +123,31 @@ ROLLOUT_METRICS: tuple[MetricEntry, ...] = (
         "Mean length of those episodes (logged when at least one ended).",
     ),
     MetricEntry(
+        "demos/episodes",
+        "count",
+        "embodied",
+        "Demonstrations (`rlpipe demos`, a `demos-<env type>` run): episodes the scripted "
+        "expert played (`demos.episodes`).",
+    ),
+    MetricEntry(
+        "demos/success_rate",
+        "fraction",
+        "embodied",
+        "Demonstrations: share of those episodes in which the task succeeded.",
+    ),
+    MetricEntry(
+        "demos/steps",
+        "env steps",
+        "embodied",
+        "Demonstrations: steps recorded (observation and action pairs).",
+    ),
+    MetricEntry(
+        "demos/seconds",
+        "seconds",
+        "embodied",
+        "Demonstrations: wall time of the collection (its parallel tasks included).",
+    ),
+    MetricEntry(
         "env/success_rate",
         "fraction",
         "embodied",

@@ -172,6 +172,14 @@ TRAINING_METRICS: tuple[MetricEntry, ...] = (
         "`actor.sft_steps_per_iteration` steps (0 for a skipped step).",
     ),
     MetricEntry(
+        "train/bc_loss",
+        "nats/action",
+        "embodied",
+        "Behaviour cloning (`rlpipe sft` of a control policy): negative log-likelihood of the "
+        "demonstrated actions under the policy, mean over the iteration's "
+        "`demos.steps_per_iteration` steps.",
+    ),
+    MetricEntry(
         "train/rm_loss",
         "nats/pair",
         "reward_model",

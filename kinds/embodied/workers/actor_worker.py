@@ -28,6 +28,7 @@ from rl_core.data.batch import concat_batches, writable_tree
 from rl_core.models import get_model
 from rl_core.rewards import build_reward
 from rl_core.seeding import worker_seed
+from rl_core.training.behaviour_cloning import bc_step
 from rl_core.training.nonfinite import (
     SkippedUpdateGuard,
     nonfinite_tensors,
@@ -65,6 +66,43 @@ class ActorWorker(WorkerBase[EmbodiedConfig]):
         self.guard = SkippedUpdateGuard(actor.max_skipped_updates_in_a_row)
         self.version = 0
         self.batch: dict[str, Any] | None = None
+        self.demos: Any = None  # the demonstration dataset, read at the first BC step
+
+    @step_method
+    def sft_update(self, iteration: int) -> dict[str, float]:
+        """Behaviour cloning: ``demos.steps_per_iteration`` steps on the demonstrations.
+
+        Minibatches are drawn with the trainer's generator (saved in checkpoints), so a
+        resumed run draws the same ones.
+        """
+        watch = Stopwatch()
+        if self.demos is None:
+            from rl_core.data.demos import load_demos
+
+            self.demos = load_demos(self.cfg.demos_path(), self.cfg.demos.successful_only)
+        actor, demos = self.cfg.actor, self.cfg.demos
+        lr = learning_rate(actor, iteration, self.cfg.run.max_iterations)
+        set_learning_rate(self.optimizer, lr)
+        self.policy.train()
+        steps = [
+            bc_step(
+                self.policy,
+                self.optimizer,
+                self.demos,
+                demos.batch_size,
+                self.generator,
+                actor.max_grad_norm,
+                self.guard,
+                iteration,
+                lr,
+            )
+            for _ in range(demos.steps_per_iteration)
+        ]
+        metrics = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]}
+        metrics["train/skipped_updates"] = float(sum(s["train/skipped_updates"] for s in steps))
+        self.version += 1
+        samples = float(demos.batch_size * demos.steps_per_iteration)
+        return {"seconds": watch.elapsed(), "train/lr": lr, "samples": samples, **metrics}
 
     # -- training steps ------------------------------------------------------------------
     def receive_batch(self, *batches: dict[str, Any]) -> dict[str, float]:

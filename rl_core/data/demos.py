@@ -1,0 +1,362 @@
+"""Demonstration datasets: whole episodes of observations, actions and instructions.
+
+One folder per dataset, written by ``rlpipe demos`` and read by behaviour cloning
+(``demos.path``)::
+
+    demos.json                  # the manifest (below)
+    shard-00000.safetensors     # episodes, step arrays concatenated
+    shard-00001.safetensors
+    ...
+
+Each shard holds, for its ``T`` steps and ``E`` episodes:
+
+- ``obs.<key>`` [T, ...]: the observation the action was taken in, one array per
+  observation key (``obs.states`` float32 [T, D], ``obs.main_images`` uint8 [T, H, W, 3]);
+- ``actions`` float32 [T, A]: the env actions, as the env executes them;
+- ``rewards`` float32 [T];
+- ``episode_length`` int64 [E], ``episode_seed`` int64 [E], ``episode_success`` uint8 [E],
+  ``episode_return`` float32 [E]: one row per episode, episodes in step order;
+- metadata ``instructions`` and ``tasks``: JSON lists of one string per episode.
+
+``demos.json`` holds ``format`` (``"rlpipe-demos"``), ``version`` (1), the ``env`` section the
+episodes were played in, the ``source`` of the actions (e.g. ``metaworld_expert``), the
+counts (``episodes``, ``steps``, ``successes``), the shapes and dtypes of the observation
+keys and of the actions, and the shard file names. Safetensors and JSON only: loading a
+dataset runs no code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+MANIFEST = "demos.json"
+FORMAT = "rlpipe-demos"
+VERSION = 1
+OBS_PREFIX = "obs."
+
+
+class DemosError(ValueError):
+    """A demonstration dataset that is missing, malformed or does not fit the run."""
+
+
+@dataclass
+class Episode:
+    """One demonstrated episode.
+
+    Attributes:
+        observations: Per observation key, the ``[T, ...]`` observations actions were taken in.
+        actions: ``[T, A]`` env actions.
+        rewards: ``[T]`` rewards.
+        seed: The env's reset seed.
+        success: Whether the task succeeded at some step.
+        instruction: The task's instruction (empty when the env has none).
+        task: The task's name (empty when the env has one task).
+    """
+
+    observations: dict[str, np.ndarray]
+    actions: np.ndarray
+    rewards: np.ndarray
+    seed: int
+    success: bool
+    instruction: str = ""
+    task: str = ""
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+
+@dataclass
+class Demos:
+    """A loaded dataset: step arrays of all its episodes, concatenated.
+
+    Attributes:
+        observations: Per observation key, ``[N, ...]`` arrays.
+        actions: ``[N, A]`` float32.
+        instructions: ``[N]`` numpy str array (the step's episode instruction).
+        episode_index: ``[N]`` episode of each step.
+        episode_success: ``[E]`` bool.
+        manifest: The dataset's ``demos.json``.
+    """
+
+    observations: dict[str, np.ndarray]
+    actions: np.ndarray
+    instructions: np.ndarray
+    episode_index: np.ndarray
+    episode_success: np.ndarray
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+    def env_obs(self, rows: np.ndarray) -> dict[str, Any]:
+        """The policy's ``env_obs`` for steps ``rows`` (``task_descriptions`` included)."""
+        obs: dict[str, Any] = {k: v[rows] for k, v in self.observations.items()}
+        obs["task_descriptions"] = self.instructions[rows]
+        return obs
+
+
+def write_shard(folder: str | Path, index: int, episodes: Sequence[Episode]) -> str:
+    """Write ``episodes`` as shard ``index`` of the dataset in ``folder``; returns its name."""
+    if not episodes:
+        raise DemosError("a shard needs at least one episode")
+    keys = sorted(episodes[0].observations)
+    tensors: dict[str, np.ndarray] = {
+        OBS_PREFIX + k: np.concatenate([e.observations[k] for e in episodes]) for k in keys
+    }
+    tensors["actions"] = np.concatenate([e.actions for e in episodes]).astype(np.float32)
+    tensors["rewards"] = np.concatenate([e.rewards for e in episodes]).astype(np.float32)
+    tensors["episode_length"] = np.array([len(e) for e in episodes], dtype=np.int64)
+    tensors["episode_seed"] = np.array([e.seed for e in episodes], dtype=np.int64)
+    tensors["episode_success"] = np.array([e.success for e in episodes], dtype=np.uint8)
+    tensors["episode_return"] = np.array([e.rewards.sum() for e in episodes], dtype=np.float32)
+    metadata = {
+        "instructions": json.dumps([e.instruction for e in episodes]),
+        "tasks": json.dumps([e.task for e in episodes]),
+    }
+    name = f"shard-{index:05d}.safetensors"
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = path / f".{name}.tmp"
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp), metadata)
+    tmp.replace(path / name)  # a reader never sees half a shard
+    return name
+
+
+def write_manifest(
+    folder: str | Path, shards: Sequence[str], env: dict[str, Any], source: str
+) -> dict[str, Any]:
+    """Write ``demos.json`` for ``shards`` (already written) and return it."""
+    path = Path(folder)
+    episodes = steps = successes = 0
+    shapes: dict[str, Any] = {}
+    for name in shards:
+        tensors, _ = _read_shard(path / name)
+        episodes += int(tensors["episode_length"].shape[0])
+        steps += int(tensors["actions"].shape[0])
+        successes += int(tensors["episode_success"].sum())
+        shapes = {
+            k.removeprefix(OBS_PREFIX): {"shape": list(v.shape[1:]), "dtype": str(v.dtype)}
+            for k, v in tensors.items()
+            if k.startswith(OBS_PREFIX) or k == "actions"
+        }
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "source": source,
+        "env": env,
+        "episodes": episodes,
+        "steps": steps,
+        "successes": successes,
+        "spaces": shapes,
+        "shards": list(shards),
+    }
+    tmp = path / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(path / MANIFEST)
+    return manifest
+
+
+def read_manifest(folder: str | Path) -> dict[str, Any]:
+    """The dataset's ``demos.json``, checked.
+
+    Raises:
+        DemosError: No dataset there, or not one this version of rlpipe reads.
+    """
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        raise DemosError(
+            f"no demonstration dataset at {folder} ({MANIFEST} is missing); write one with "
+            "`rlpipe demos`"
+        )
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise DemosError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise DemosError(f"{path} is not an rlpipe demonstration manifest (format {FORMAT!r})")
+    if manifest.get("version") != VERSION:
+        raise DemosError(
+            f"{path} has version {manifest.get('version')!r}; this rlpipe reads version {VERSION}"
+        )
+    shards = manifest.get("shards")
+    if not isinstance(shards, list) or not shards or not all(isinstance(s, str) for s in shards):
+        raise DemosError(f"{path}: 'shards' must be a non-empty list of file names")
+    return manifest
+
+
+def load_demos(folder: str | Path, successful_only: bool = False) -> Demos:
+    """Read a dataset written by :func:`write_shard` and :func:`write_manifest`.
+
+    Args:
+        folder: The dataset folder.
+        successful_only: Keep only the episodes that succeeded.
+
+    Raises:
+        DemosError: A missing or malformed file, arrays whose lengths disagree, actions
+            that are not finite, or no episode left to train on.
+    """
+    manifest = read_manifest(folder)
+    parts: list[dict[str, np.ndarray]] = []
+    instructions: list[np.ndarray] = []
+    successes: list[np.ndarray] = []
+    episode_index: list[np.ndarray] = []
+    offset = 0
+    for name in manifest["shards"]:
+        tensors, meta = _read_shard(Path(folder) / name)
+        lengths = tensors["episode_length"]
+        texts = _json_list(meta, "instructions", len(lengths), name)
+        keep = np.repeat(
+            tensors["episode_success"].astype(bool) if successful_only else np.ones_like(lengths),
+            lengths,
+        ).astype(bool)
+        parts.append({k: v[keep] for k, v in tensors.items() if _is_step_array(k)})
+        instructions.append(np.repeat(np.array(texts, dtype=str), lengths)[keep])
+        episode_index.append((offset + np.repeat(np.arange(len(lengths)), lengths))[keep])
+        successes.append(tensors["episode_success"].astype(bool))
+        offset += len(lengths)
+    rows = sum(len(p["actions"]) for p in parts)
+    if rows == 0:
+        which = "successful episodes" if successful_only else "steps"
+        raise DemosError(f"the demonstration dataset at {folder} has no {which}")
+    joined = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return Demos(
+        observations={
+            k.removeprefix(OBS_PREFIX): v for k, v in joined.items() if k.startswith(OBS_PREFIX)
+        },
+        actions=joined["actions"],
+        instructions=np.concatenate(instructions),
+        episode_index=np.concatenate(episode_index),
+        episode_success=np.concatenate(successes),
+        manifest=manifest,
+    )
+
+
+def _is_step_array(key: str) -> bool:
+    return key.startswith(OBS_PREFIX) or key in ("actions", "rewards")
+
+
+def _read_shard(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """A shard's arrays and metadata, checked for consistent lengths and finite actions."""
+    if not path.is_file():
+        raise DemosError(f"demonstration shard {path} is missing")
+    try:
+        tensors = load_file(str(path))
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="numpy") as handle:
+            meta = handle.metadata() or {}
+    except Exception as exc:  # noqa: BLE001 - any decoding error means a bad file
+        raise DemosError(f"{path} is not a readable safetensors file: {exc}") from None
+    required = ("actions", "rewards", "episode_length", "episode_success")
+    missing = [k for k in required if k not in tensors]
+    if missing:
+        raise DemosError(f"{path} lacks the arrays {missing}")
+    steps = int(tensors["episode_length"].sum())
+    for key, value in tensors.items():
+        if _is_step_array(key) and value.shape[0] != steps:
+            raise DemosError(
+                f"{path}: {key} has {value.shape[0]} rows but the episodes have {steps} steps"
+            )
+    actions = tensors["actions"]
+    if not np.isfinite(actions).all():
+        bad = int(np.flatnonzero(~np.isfinite(actions).all(axis=-1))[0])
+        raise DemosError(f"{path}: actions row {bad} is not finite")
+    return tensors, meta
+
+
+def _json_list(meta: dict[str, str], key: str, length: int, shard: str) -> list[str]:
+    try:
+        values = json.loads(meta.get(key, "[]")) or [""] * length
+    except ValueError:
+        raise DemosError(f"{shard}: metadata {key!r} is not JSON") from None
+    if len(values) != length or not all(isinstance(v, str) for v in values):
+        raise DemosError(f"{shard}: metadata {key!r} must list {length} strings")
+    return values
+
+
+def split_seeds(seeds: Sequence[int], parts: int) -> list[list[int]]:
+    """``seeds`` in ``parts`` contiguous, near-equal slices (empty slices dropped)."""
+    size = math.ceil(len(seeds) / max(1, parts))
+    return [list(seeds[i : i + size]) for i in range(0, len(seeds), size)]
+
+
+def play_expert_episodes(
+    env_cfg: Any,
+    seeds: Sequence[int],
+    expert: Any,
+    action_noise: float = 0.0,
+    noise_seed: int = 0,
+) -> list[Episode]:
+    """Play one episode per reset seed with ``expert`` choosing the actions.
+
+    Args:
+        env_cfg: The ``env`` config section (any registered env type).
+        seeds: Reset seed of each episode.
+        expert: ``expert(env, obs, info) -> action`` (see :mod:`rl_core.envs.experts`).
+        action_noise: Standard deviation of Gaussian noise added to each action (clipped
+            to the action bounds): mixed-quality data for offline RL.
+        noise_seed: Seed of that noise.
+
+    Returns:
+        The episodes, in seed order; an observation is recorded with the action taken in it.
+    """
+    from rl_core.envs.registry import make_single_env
+
+    env = make_single_env(env_cfg)
+    rng = np.random.default_rng(noise_seed)
+    space = env.action_space
+    episodes = []
+    try:
+        for seed in seeds:
+            obs, info = env.reset(seed=int(seed))
+            steps: list[tuple[Any, np.ndarray, float]] = []
+            success, instruction = False, str(info.get("instruction", ""))
+            while True:
+                action = np.asarray(expert(env, obs, info), dtype=np.float32)
+                if action_noise > 0:
+                    action = action + rng.normal(0.0, action_noise, action.shape)
+                    action = np.clip(action, space.low, space.high).astype(np.float32)
+                next_obs, reward, terminated, truncated, info = env.step(action)
+                steps.append((obs, action, float(reward)))
+                success = success or bool(info.get("success", False))
+                obs = next_obs
+                if terminated or truncated:
+                    break
+            episodes.append(_episode(steps, int(seed), success, instruction, info))
+    finally:
+        env.close()
+    return episodes
+
+
+def _episode(
+    steps: list[tuple[Any, np.ndarray, float]],
+    seed: int,
+    success: bool,
+    instruction: str,
+    info: dict[str, Any],
+) -> Episode:
+    first = steps[0][0]
+    if isinstance(first, dict):
+        texts = [o["task_descriptions"] for o, _, _ in steps if "task_descriptions" in o]
+        instruction = instruction or (str(texts[0]) if texts else "")
+        keys = [k for k, v in first.items() if np.asarray(v).dtype.kind not in "USO"]
+        observations = {k: np.stack([np.asarray(o[k]) for o, _, _ in steps]) for k in keys}
+    else:
+        observations = {"states": np.stack([np.asarray(o, np.float32) for o, _, _ in steps])}
+    return Episode(
+        observations=observations,
+        actions=np.stack([a for _, a, _ in steps]),
+        rewards=np.array([r for _, _, r in steps], dtype=np.float32),
+        seed=seed,
+        success=success,
+        instruction=instruction,
+        task=str(info.get("task", "")),
+    )
