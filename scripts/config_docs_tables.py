@@ -140,7 +140,9 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`timeouts.heartbeat_timeout_s` must be at least `timeouts.heartbeat_interval_s`."
     ),
     ("EmbodiedConfig", "_advantage_fits_model"): (
-        "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer worker."
+        "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer "
+        "worker; `episode_grpo` needs `env.group_size` of 2 or more and `rollout.num_steps` "
+        "equal to `env.max_episode_steps` (one whole episode per env per rollout)."
     ),
     ("ReasoningActorConfig", "_lora_fits_backend"): (
         "`actor.lora.rank` above 0 needs `actor.backend: fsdp`."

@@ -70,6 +70,18 @@ class EmbodiedConfig(RLPipeConfig):
                 "embodied PPO trainer collects per-step rewards and needs a per-step "
                 "estimator such as 'gae'"
             )
+        if adv == "episode_grpo":
+            if self.env.group_size < 2:
+                raise ValueError(
+                    "algorithm.adv_type = 'episode_grpo' compares the episodes of envs that "
+                    f"share a reset seed: env.group_size must be 2 or more, got {self.env.group_size}"
+                )
+            if self.env.max_episode_steps != self.rollout.num_steps:
+                raise ValueError(
+                    "algorithm.adv_type = 'episode_grpo' takes one whole episode per env per "
+                    f"rollout: rollout.num_steps ({self.rollout.num_steps}) must equal "
+                    f"env.max_episode_steps ({self.env.max_episode_steps})"
+                )
         if self.actor.num_workers > 1:
             raise ValueError(
                 f"actor.num_workers = {self.actor.num_workers}: the embodied MLP trainer is "

@@ -56,9 +56,9 @@ class ReasoningConfig(RLPipeConfig):
     @model_validator(mode="after")
     def _advantage_fits_model(self) -> ReasoningConfig:
         adv = self.algorithm.adv_type.lower()
-        if adv == "gae":
+        if adv in ("gae", "episode_grpo"):
             raise ValueError(
-                "algorithm.adv_type = 'gae' is the per-env-step estimator; reasoning models "
+                f"algorithm.adv_type = {adv!r} is an estimator of env episodes; reasoning models "
                 "use 'token_gae' (with model.value_head: true), 'grpo', 'dr_grpo', 'rloo', "
                 "'reinforce_plus_plus' or 'reinforce_plus_plus_baseline'"
             )

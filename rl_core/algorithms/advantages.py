@@ -136,6 +136,60 @@ def compute_group_advantages(
     return group_relative_advantages(rewards, group_size, group_index, eps, norm_std, "grpo")
 
 
+@register_advantage("episode_grpo")
+def compute_episode_group_advantages(
+    *,
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    group_size: int,
+    eps: float = 1e-6,
+    norm_std: bool = True,
+    **_: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRPO over whole episodes of envs that share their reset seed (RLinf's VLA recipe).
+
+    The batch's ``[T, N]`` columns hold one episode each: every env's episode ends at the
+    last step ``T-1`` and no sooner (episodes of a fixed length, ``rollout.num_steps``).
+    Consecutive columns of ``group_size`` envs started from the same state; each episode's
+    return is compared with its group's (``(R - mean) / (std + eps)``, as :func:`compute_group_advantages`)
+    and every step of the episode takes that advantage. The envs then reset together,
+    so the next rollout's groups again start from one state each.
+
+    Args:
+        rewards: ``[T, N]`` per-step rewards.
+        terminated: ``[T, N]`` episode ends.
+        truncated: ``[T, N]`` time limits.
+        group_size: Consecutive columns forming a group (``env.group_size``).
+        eps: Added to the group std before dividing.
+        norm_std: Divide by the group std.
+        **_: Ignored (the estimators share their keywords).
+
+    Returns:
+        ``(advantages, returns)``, ``[T, N]``; ``returns`` equals ``advantages`` (no critic).
+
+    Raises:
+        ValueError: An episode ended before the last step, or did not end at it.
+    """
+    done = (terminated | truncated).bool()
+    early = done[:-1].any(dim=0)
+    if early.any() or not done[-1].all():
+        env = int(torch.nonzero(early | ~done[-1])[0, 0])
+        raise ValueError(
+            f"algorithm.adv_type = 'episode_grpo' needs every env to play exactly one episode "
+            f"per rollout, ending at its last step; env {env} did not (set "
+            "rollout.num_steps to the episode length, env.max_episode_steps, and turn off "
+            "termination on success)"
+        )
+    envs = rewards.shape[1]
+    consecutive = torch.arange(envs, device=rewards.device) // group_size  # env.group_size
+    per_episode, _ = group_relative_advantages(
+        rewards.sum(dim=0), group_size, consecutive, eps, norm_std, "episode_grpo"
+    )
+    advantages = per_episode.unsqueeze(0).expand_as(rewards).clone()
+    return advantages, advantages.clone()
+
+
 def group_relative_advantages(
     rewards: torch.Tensor,
     group_size: int,

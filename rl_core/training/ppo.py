@@ -23,8 +23,13 @@ from rl_core.training.optim import clip_gradients
 
 
 @torch.no_grad()
-def compute_advantages(policy: BasePolicy, batch: dict[str, Any], algo: Any) -> dict[str, Any]:
+def compute_advantages(
+    policy: BasePolicy, batch: dict[str, Any], algo: Any, group_size: int = 1
+) -> dict[str, Any]:
     """Add ``advantages`` and ``returns`` [T, N] tensors to ``batch`` (in place).
+
+    ``group_size``: consecutive envs that share their reset seed (``env.group_size``), for
+    the estimators that compare episodes within groups (``episode_grpo``).
 
     Values of observations after truncation and after the last step are computed by the
     current policy's critic (weights equal the rollout's at this point). The batch's
@@ -49,6 +54,7 @@ def compute_advantages(policy: BasePolicy, batch: dict[str, Any], algo: Any) -> 
         final_values=final_values,
         gamma=algo.gamma,
         gae_lambda=algo.gae_lambda,
+        group_size=group_size,
     )
     batch["advantages"], batch["returns"] = advantages, returns
     return {

@@ -171,7 +171,7 @@ def test_unknown_section_lists_sections():
             "model.model_type",
             "hf_causal_lm, hf_reward_model, mlp_actor_critic",
         ),
-        ("algorithm.adv_type=nope", "algorithm.adv_type", "dr_grpo, gae, grpo"),
+        ("algorithm.adv_type=nope", "algorithm.adv_type", "dr_grpo, episode_grpo, gae, grpo"),
         ("algorithm.loss_type=nope", "algorithm.loss_type", "decoupled_ppo, ppo"),
         ("env.env_type=nope", "env.env_type", "gym"),
         (

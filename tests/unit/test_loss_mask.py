@@ -30,7 +30,9 @@ LOSSES = [n for n in POLICY_LOSSES.names() if POLICY_LOSSES.get(n).__module__.st
 MODES = LOSS_AGG_MODES.names()
 #: The built-in estimators of the reasoning path (``gae`` is the embodied, time-major one).
 LLM_ESTIMATORS = [
-    n for n in ADVANTAGES.names() if n != "gae" and ADVANTAGES.get(n).__module__.startswith("rl_")
+    n
+    for n in ADVANTAGES.names()
+    if n not in ("gae", "episode_grpo") and ADVANTAGES.get(n).__module__.startswith("rl_")
 ]
 #: Keys of per-token targets: none of them may matter where the loss mask is 0.
 TARGETS = (

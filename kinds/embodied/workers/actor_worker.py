@@ -132,7 +132,9 @@ class ActorWorker(WorkerBase[EmbodiedConfig]):
     def compute_advantages(self) -> dict[str, float]:
         """Advantages and returns for the current batch."""
         watch = Stopwatch()
-        metrics = compute_advantages(self.policy, self._require_batch(), self.cfg.algorithm)
+        metrics = compute_advantages(
+            self.policy, self._require_batch(), self.cfg.algorithm, self.cfg.env.group_size
+        )
         return {"seconds": watch.elapsed(), **metrics}
 
     @step_method
