@@ -109,6 +109,33 @@ class BasePolicy(nn.Module, abc.ABC):
         """Critic values [B] for observations (policies without a critic raise)."""
         raise NotImplementedError(f"{type(self).__name__} has no value head")
 
+    def demo_forward_inputs(self, env_obs: dict[str, Any], actions: Any) -> dict[str, torch.Tensor]:
+        """The ``forward_inputs`` under which :meth:`default_forward` scores demonstrations.
+
+        Optional; behaviour cloning needs it: ``default_forward(demo_forward_inputs(obs,
+        actions))["logprobs"]`` is the log-probability of the demonstrated env ``actions``,
+        so a BC loss is ``-logprobs.mean()`` (:mod:`rl_core.training.behaviour_cloning`).
+        A policy maps env actions back to its own model actions (a Gaussian clipped to the
+        bounds: the action itself; a tanh-squashed one: the inverse squash).
+
+        Args:
+            env_obs: Observations as :meth:`predict_action_batch` gets them (batch ``B``).
+            actions: The demonstrated env actions ``[B, ...]`` (numpy or tensor).
+
+        Returns:
+            Tensors on the policy's device, with the keys of the ``forward_inputs`` that
+            :meth:`predict_action_batch` returns.
+
+        Raises:
+            NotImplementedError: The policy cannot be trained from demonstrations.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement demo_forward_inputs, so it cannot be "
+            "trained from demonstrations (behaviour cloning); implement "
+            f"{type(self).__name__}.demo_forward_inputs(env_obs, actions) to return the "
+            "forward_inputs under which default_forward gives the log-prob of the actions"
+        )
+
     def pretrained_model(self) -> Any:
         """The wrapped Hugging Face ``PreTrainedModel`` (``export_format = "hf_pretrained"``)."""
         raise NotImplementedError(f"{type(self).__name__} wraps no Hugging Face model")
