@@ -53,6 +53,9 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ),
     ("model", "hidden_sizes"): "non-empty, each from 1 to {max_layer_width}",
     ("model", "critic_hidden_sizes"): "None, or non-empty with each from 1 to {max_layer_width}",
+    ("model", "cnn_channels"): (
+        "1 to {max_conv_layers} conv layers, each with 1 to {max_layer_width} channels"
+    ),
     ("algorithm", "loss_type"): (
         "or an off-policy algorithm: `sac`, `crossq`, `rlpd` (trained from a replay buffer)"
     ),

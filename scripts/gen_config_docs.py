@@ -212,11 +212,17 @@ def _allowed(section: str, name: str, field: FieldInfo, shared_notes: bool = Tru
         parts.append("registered: " + ", ".join(f"`{n}`" for n in builtin_names(kind)))
     note = FIELD_VALIDATOR_NOTES.get((section, name)) if shared_notes else None
     if note is not None:
-        from rl_core.config.limits import MAX_LAYER_WIDTH
+        from rl_core.config.limits import MAX_CONV_LAYERS, MAX_LAYER_WIDTH
         from rl_core.config.placement import KNOWN_COMPONENTS
 
         components = ", ".join(KNOWN_COMPONENTS)
-        parts.append(note.format(components=components, max_layer_width=MAX_LAYER_WIDTH))
+        parts.append(
+            note.format(
+                components=components,
+                max_layer_width=MAX_LAYER_WIDTH,
+                max_conv_layers=MAX_CONV_LAYERS,
+            )
+        )
     return "; ".join(p for p in parts if p)
 
 

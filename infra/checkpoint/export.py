@@ -5,7 +5,10 @@ Layout of an exported directory::
     rlpipe_model.json     model type and config, env spaces, weight format, source run
     model.safetensors     weights (format "state_dict"), or
     config.json, model.safetensors, tokenizer files ...   (format "hf_pretrained": the
-                          directory is also a Hugging Face ``from_pretrained`` directory)
+                          directory is also a Hugging Face ``from_pretrained`` directory), or
+    the same plus policy_weights.safetensors   (format "hf_backbone": a policy around a
+                          Hugging Face backbone, e.g. a VLA; the directory is the backbone's
+                          ``from_pretrained`` directory, the file the policy's other weights)
 
 :func:`load_exported_policy` rebuilds the policy through the model registry (importing
 ``RLPIPE_EXT_MODULE`` first) and loads the weights; it needs neither the env nor the run.
@@ -45,6 +48,8 @@ META_FILE = "rlpipe_model.json"
 #: Where the export of a LoRA run keeps the adapter alone (PEFT format), beside the merged
 #: model.
 ADAPTER_DIR = "adapter"
+#: Format "hf_backbone": the policy's weights outside its Hugging Face backbone.
+POLICY_WEIGHTS_FILE = "policy_weights.safetensors"
 EXPORT_FORMAT_VERSION = 1
 
 
@@ -108,10 +113,49 @@ def _load_hf_pretrained(policy: BasePolicy, directory: Path) -> None:
     model.load_state_dict(loaded.state_dict(), strict=True)
 
 
+def _backbone_prefix(policy: BasePolicy) -> str:
+    """The state-dict prefix of ``policy.pretrained_model()`` inside the policy."""
+    model = policy.pretrained_model()
+    for name, module in policy.named_modules():
+        if module is model and name:
+            return f"{name}."
+    raise ExportError(f"{type(policy).__name__}.pretrained_model() is not one of its submodules")
+
+
+def _save_hf_backbone(policy: BasePolicy, directory: Path) -> None:
+    _save_hf_pretrained(policy, directory)
+    prefix = _backbone_prefix(policy)
+    own = {
+        k: v.detach().cpu().contiguous()
+        for k, v in policy.state_dict().items()
+        if not k.startswith(prefix)
+    }
+    save_file(own, str(directory / POLICY_WEIGHTS_FILE), metadata={"format": "pt"})
+
+
+def _load_hf_backbone(policy: BasePolicy, directory: Path) -> None:
+    model = policy.pretrained_model()
+    # a policy built from this very directory (load_exported_policy) has its weights already
+    loaded_from = getattr(model, "name_or_path", None)
+    if not loaded_from or Path(loaded_from).resolve() != directory.resolve():
+        _load_hf_pretrained(policy, directory)
+    prefix = _backbone_prefix(policy)
+    own = load_file(str(directory / POLICY_WEIGHTS_FILE))
+    expected = {k for k in policy.state_dict() if not k.startswith(prefix)}
+    if set(own) != expected:
+        missing, extra = sorted(expected - set(own)), sorted(set(own) - expected)
+        raise RuntimeError(
+            f"{directory / POLICY_WEIGHTS_FILE} does not fit {type(policy).__name__}: "
+            f"missing {missing[:5]}, unexpected {extra[:5]}"
+        )
+    policy.load_state_dict(own, strict=False)
+
+
 register_weight_format("state_dict", _save_state_dict, _load_state_dict)
 register_weight_format(
     "hf_pretrained", _save_hf_pretrained, _load_hf_pretrained, pretrained_dir=True
 )
+register_weight_format("hf_backbone", _save_hf_backbone, _load_hf_backbone, pretrained_dir=True)
 
 
 # -- from a training checkpoint ------------------------------------------------------------

@@ -27,8 +27,8 @@ def apply_init_from(cfg: RLPipeConfig, tracking_uri: str) -> RLPipeConfig:
         tracking_uri: Tracking and registry URI that ``models:/`` URIs are read from.
 
     Returns:
-        ``cfg`` with ``model.model_path`` (a pretrained directory) or ``model.init_weights``
-        set to the model's local folder.
+        ``cfg`` with ``model.model_path`` (a pretrained directory) and/or
+        ``model.init_weights`` (a control policy's weights) set to the model's local folder.
 
     Raises:
         InitFromError: No such model or version, not an exported model, or a model type
@@ -49,7 +49,11 @@ def apply_init_from(cfg: RLPipeConfig, tracking_uri: str) -> RLPipeConfig:
             f"run.init_from={source} holds a {exported!r} model but model.model_type is "
             f"{cfg.model.model_type!r}: start from a model of the same type"
         )
-    field = "model_path" if weights.pretrained_dir else "init_weights"
+    # a pretrained directory is the model itself (model_path); a policy that also has weights
+    # of its own beside it (a VLA's "hf_backbone") loads those through init_weights
+    fields = ["model_path"] if weights.pretrained_dir else []
+    if not weights.pretrained_dir or "init_weights" in type(cfg.model).model_fields:
+        fields.append("init_weights")
     origin = (meta.get("source") or {}).get("run_name")
     logger.info(
         "starting from %s (%s%s)",
@@ -57,7 +61,7 @@ def apply_init_from(cfg: RLPipeConfig, tracking_uri: str) -> RLPipeConfig:
         directory,
         f", trained by run {origin}" if origin else "",
     )
-    model = cfg.model.model_copy(update={field: str(directory)})
+    model = cfg.model.model_copy(update=dict.fromkeys(fields, str(directory)))
     return cfg.model_copy(update={"model": model})
 
 

@@ -12,12 +12,14 @@ from pydantic import Field, field_validator
 
 from kinds.embodied.off_policy_sections import OffPolicyConfig
 from rl_core.config.limits import (
+    MAX_CONV_LAYERS,
     MAX_ENVS,
     MAX_EPISODES,
     MAX_EVAL_STEPS,
     MAX_ITERATIONS,
     MAX_LAYER_WIDTH,
     MAX_STEPS,
+    MAX_TOKENS,
     MAX_VIDEO_FRAMES,
 )
 from rl_core.config.policy_sections import ModelConfig
@@ -26,7 +28,7 @@ from rl_core.config.training_sections import AlgorithmConfig, RolloutConfig
 
 
 class EmbodiedModelConfig(ModelConfig):
-    """The control policy (MLP actor-critic, SAC actor and critics, or an extension's)."""
+    """The control policy (MLP or CNN actor-critic, SAC, a VLA, or an extension's)."""
 
     hidden_sizes: list[int] = Field(default_factory=lambda: [64, 64])
     activation: Literal["tanh", "relu", "gelu"] = "tanh"
@@ -47,6 +49,63 @@ class EmbodiedModelConfig(ModelConfig):
     critic_norm: Literal["none", "layer_norm", "batch_renorm"] = Field(
         "none", description="mlp_sac: normalization after each hidden critic layer."
     )
+    cnn_channels: list[int] = Field(
+        default_factory=lambda: [32, 64, 64],
+        description="pixel_actor_critic, vla_oft: output channels of the image encoder's conv "
+        "layers (3x3, stride 2, ReLU; one layer each) over main_images.",
+    )
+    cnn_feature_dim: int = Field(
+        256,
+        ge=1,
+        le=MAX_LAYER_WIDTH,
+        description="pixel_actor_critic, vla_oft: size of the image features (the linear "
+        "layer after the convs).",
+    )
+    model_path: str | None = Field(
+        None,
+        min_length=1,
+        description="vla_oft: local Hugging Face causal LM directory of the backbone (and "
+        "its tokenizer), read with from_pretrained (local files, *.safetensors only).",
+    )
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
+        "float32", description="vla_oft: weight dtype of the backbone (bfloat16 on GPU)."
+    )
+    trust_remote_code: bool = Field(
+        False, description="vla_oft: allow the backbone's own code (its config's auto_map)."
+    )
+    num_image_tokens: int = Field(
+        8,
+        ge=1,
+        le=4096,
+        description="vla_oft: visual token embeddings per image, before the instruction.",
+    )
+    max_instruction_tokens: int = Field(
+        64,
+        ge=1,
+        le=MAX_TOKENS,
+        description="vla_oft: instruction (task_descriptions) length in tokens; shorter ones "
+        "are padded, longer ones truncated (with a warning).",
+    )
+    action_chunk: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description="vla_oft: actions per chunk (learned action queries, decoded in one "
+        "forward pass); must divide the size of the env's action Box (action_chunk x "
+        "per-step action size).",
+    )
+
+    @field_validator("cnn_channels")
+    @classmethod
+    def _conv_channels(cls, value: list[int]) -> list[int]:
+        if not 1 <= len(value) <= MAX_CONV_LAYERS or any(
+            not 1 <= c <= MAX_LAYER_WIDTH for c in value
+        ):
+            raise ValueError(
+                f"must list 1 to {MAX_CONV_LAYERS} conv layers, each with 1 to "
+                f"{MAX_LAYER_WIDTH} channels"
+            )
+        return value
 
     @field_validator("hidden_sizes", "critic_hidden_sizes")
     @classmethod

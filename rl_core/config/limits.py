@@ -33,8 +33,10 @@ MAX_ITERATIONS = 100_000_000
 #: Evaluation episodes, and the step cap of one evaluation.
 MAX_EPISODES = 1_000_000
 MAX_EVAL_STEPS = 1_000_000_000
-#: Width of one MLP layer.
+#: Width of one MLP layer (and channels of one conv layer).
 MAX_LAYER_WIDTH = 65_536
+#: Conv layers of a pixel policy's image encoder (each halves the image).
+MAX_CONV_LAYERS = 16
 #: Frames of one evaluation video, and rows of the logged sample table.
 MAX_VIDEO_FRAMES = 100_000
 MAX_SAMPLE_ROWS = 10_000

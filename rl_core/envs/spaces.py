@@ -2,8 +2,8 @@
 
 A model builder takes ``(model_cfg, spaces)``; exporting a policy stores the spaces next to
 its weights so it can be loaded again without constructing the environment.
-Supported: ``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, ``Dict``, ``Tuple``;
-:func:`register_space_codec` adds others.
+Supported: ``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, ``Dict``, ``Tuple``,
+``Text`` (instructions); :func:`register_space_codec` adds others.
 """
 
 from __future__ import annotations
@@ -121,6 +121,19 @@ register_space_codec(
     "Tuple",
     lambda s: {"spaces": [space_to_dict(v) for v in s.spaces]},
     lambda d: gym.spaces.Tuple([space_from_dict(v) for v in d["spaces"]]),
+)
+
+register_space_codec(
+    gym.spaces.Text,
+    "Text",
+    lambda s: {
+        "max_length": int(s.max_length),
+        "min_length": int(s.min_length),
+        "charset": "".join(sorted(s.character_set)),
+    },
+    lambda d: gym.spaces.Text(
+        int(d["max_length"]), min_length=int(d["min_length"]), charset=str(d["charset"])
+    ),
 )
 
 

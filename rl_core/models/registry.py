@@ -35,7 +35,9 @@ MODELS: Registry[ModelSpec] = Registry(
     "model type",
     (
         "rl_core.models.mlp_actor_critic",
+        "rl_core.models.pixel_actor_critic",
         "rl_core.models.sac_policy",
+        "rl_core.models.vla_oft",
         "rl_core.models.hf_builder",
     ),
 )

@@ -30,6 +30,13 @@ SPACES = [
         }
     ),
     gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Box(0, 1, (1,), np.float32)]),
+    gym.spaces.Dict(  # a VLA env's observations: an image and an instruction
+        {
+            "main_images": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
+            "task_descriptions": gym.spaces.Text(64),
+        }
+    ),
+    gym.spaces.Text(5, min_length=2, charset="ab c"),
 ]
 
 
@@ -49,7 +56,7 @@ def test_env_spaces_round_trip():
 
 def test_unsupported_space_names_the_codec_registry():
     with pytest.raises(TypeError, match="register_space_codec"):
-        space_to_dict(gym.spaces.Text(5))
+        space_to_dict(gym.spaces.Sequence(gym.spaces.Discrete(2)))
 
 
 @pytest.mark.parametrize(
