@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field, model_validator
 
 from kinds.embodied.demos_section import DemosConfig
@@ -41,11 +43,20 @@ class EmbodiedConfig(RLPipeConfig):
     eval: EmbodiedEvalConfig = Field(default_factory=EmbodiedEvalConfig)
     demos: DemosConfig = Field(default_factory=DemosConfig)
 
+    def pretrained_model(self) -> EmbodiedModelConfig | None:  # type: ignore[override]
+        """The ``model`` section when it names a Hugging Face backbone (``vla_oft``)."""
+        return self.model if self.model.model_path else None
+
     def warm_started(self, model_dir: str) -> EmbodiedConfig:
-        """Start from the warm start's exported policy (``model.init_weights``)."""
-        return self.model_copy(
-            update={"model": self.model.model_copy(update={"init_weights": model_dir})}
-        )
+        """Start from the warm start's exported policy (``model.init_weights``).
+
+        A policy with a Hugging Face backbone (``vla_oft``) exports the backbone's own
+        directory beside its weights: it becomes ``model.model_path`` too.
+        """
+        update = {"init_weights": model_dir}
+        if (Path(model_dir) / "config.json").is_file():
+            update["model_path"] = model_dir
+        return self.model_copy(update={"model": self.model.model_copy(update=update)})
 
     def demos_path(self) -> str:
         """The demonstration dataset's folder (``demos.path`` or its default)."""

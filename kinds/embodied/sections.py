@@ -64,8 +64,19 @@ class EmbodiedModelConfig(ModelConfig):
     model_path: str | None = Field(
         None,
         min_length=1,
-        description="vla_oft: local Hugging Face causal LM directory of the backbone (and "
-        "its tokenizer), read with from_pretrained (local files, *.safetensors only).",
+        description="vla_oft: Hugging Face causal LM of the backbone (and its tokenizer): a "
+        "local directory, or a hub id in the local Hugging Face cache (model.hub_download "
+        "fetches a missing one); read with from_pretrained (*.safetensors only).",
+    )
+    hub_download: bool = Field(
+        False,
+        description="vla_oft: download a hub-id model_path that is not in the local Hugging "
+        "Face cache (safetensors weights, no code).",
+    )
+    tiny_init: bool = Field(
+        False,
+        description="vla_oft: create the tiny byte-level test backbone at model_path when it "
+        "does not exist (nothing is downloaded; for CPU runs and tests).",
     )
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
         "float32", description="vla_oft: weight dtype of the backbone (bfloat16 on GPU)."

@@ -57,7 +57,7 @@ def bc_step(
     if not skipped:
         optimizer.step()
     return {
-        "train/bc_loss": float(loss) if finite else 0.0,
+        "train/bc_loss": loss.item() if finite else 0.0,
         "train/grad_norm": float(norm) if finite else 0.0,
         "train/entropy": float(out["entropy"].float().mean()),
         "train/skipped_updates": float(skipped),

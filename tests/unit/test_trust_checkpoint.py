@@ -78,18 +78,14 @@ def test_checkpoint_asking_for_model_code_needs_trust(tmp_path, capsys):
     assert "sets model.trust_remote_code: true" in capsys.readouterr().err
     assert not out.exists()
     args = ["--checkpoint", str(store.root), "--out", str(out), "--trust-checkpoint"]
-    # trusted, it is still refused: embodied models read no trust_remote_code
-    assert convert.main(args) == 2
-    assert (
-        "model.trust_remote_code: read by reasoning and reward_model runs only"
-        in capsys.readouterr().err
-    )
-    assert not out.exists()
+    # trusted, it converts (an embodied model with a Hugging Face backbone reads the flag)
+    assert convert.main(args) == 0
+    assert (out / "model.safetensors").is_file()
 
 
 def test_plain_checkpoints_need_no_trust(tmp_path):
     store = write_checkpoint(tmp_path / "ckpt")
-    assert read_config(locate_checkpoint(store.root))["model"].get("trust_remote_code") is None
+    assert not read_config(locate_checkpoint(store.root))["model"].get("trust_remote_code")
     out = tmp_path / "model"
     assert convert.main(["--checkpoint", str(store.root), "--out", str(out)]) == 0
     assert (out / "model.safetensors").is_file()
