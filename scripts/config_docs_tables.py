@@ -48,6 +48,10 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
         "`actor.num_workers`; YAML `true`/`false` read as `on`/`off`"
     ),
     ("env", "env_id"): "a registered gymnasium id when `env_type` is `gym`",
+    ("env.manipulation", "tasks"): (
+        "distinct names; with `env_type: metaworld`, Meta-World V3 task names (`reach-v3`, "
+        "`push-v3`, `pick-place-v3`, ...)"
+    ),
     ("actor.lora", "target_modules"): (
         "non-empty names of linear layers (`q_proj`, `v_proj`, ...), or `[all-linear]` alone"
     ),
@@ -136,6 +140,13 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "needs `reward.model`."
     ),
     ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
+    ("EnvConfig", "_env_type_accepts_settings"): (
+        "The env type checks its own settings: `env_type: metaworld` needs Meta-World "
+        "installed (`pip install 'rlpipe[metaworld]'`), Meta-World task names in "
+        "`env.manipulation.tasks`, one of its cameras in `env.manipulation.camera` "
+        "(`topview`, `corner`, `corner2`, `corner3`, `corner4`, `behindGripper`, `gripperPOV`) "
+        "and no `env.kwargs` (its settings are `env.manipulation`)."
+    ),
     ("RunConfig", "_one_starting_model"): (
         "`run.init_from` and `run.warm_start` both name the starting model: set one."
     ),

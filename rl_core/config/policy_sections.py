@@ -15,7 +15,8 @@ from pydantic import (
 )
 
 from rl_core.config.limits import MAX_ENVS, MAX_EVAL_STEPS, MAX_WORKERS
-from rl_core.config.sections import Section, check_finite_tree, check_registered
+from rl_core.config.manipulation import ManipulationConfig
+from rl_core.config.sections import Section, check_finite_tree, check_registered, field_error
 
 
 class EnvConfig(Section):
@@ -44,6 +45,10 @@ class EnvConfig(Section):
         default_factory=dict,
         description="Extra keyword arguments for the env (numbers in it must be finite).",
     )
+    manipulation: ManipulationConfig = Field(
+        default_factory=ManipulationConfig,
+        description="Robot manipulation simulators (`env_type: metaworld`).",
+    )
 
     @field_validator("env_type")
     @classmethod
@@ -66,6 +71,18 @@ class EnvConfig(Section):
             raise ValueError(
                 f"env.num_envs ({self.num_envs}) must be a multiple of env.group_size ({self.group_size})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _env_type_accepts_settings(self) -> EnvConfig:
+        # the env type's own check (e.g. metaworld: task and camera names); its error names
+        # the field inside this section
+        from rl_core.envs.registry import EnvConfigError, check_env_config
+
+        try:
+            check_env_config(self)
+        except EnvConfigError as exc:
+            raise field_error("EnvConfig", exc.field, exc.value, exc.message) from None
         return self
 
 

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 
 class Section(BaseModel):
@@ -43,6 +44,20 @@ def _first_nonfinite(value: Any, path: str) -> tuple[str, float] | None:
         if bad is not None:
             return bad
     return None
+
+
+def field_error(
+    title: str, field: tuple[str | int, ...], value: Any, message: str
+) -> ValidationError:
+    """A validation error located at ``field`` inside the model being validated.
+
+    Raised from a model validator, its location is the section's path plus ``field`` (e.g.
+    ``env.manipulation.tasks.0``), where a ``ValueError`` would name only the section.
+    """
+    error = PydanticCustomError("value_error", "{message}", {"message": message})
+    return ValidationError.from_exception_data(
+        title, [InitErrorDetails(type=error, loc=field, input=value)]
+    )
 
 
 def check_registered(kind: str, name: str) -> str:

@@ -1,5 +1,6 @@
 """Environments: the env registry and the vectorized gymnasium adapter."""
 
+from rl_core.envs.action_chunk import ActionChunk
 from rl_core.envs.registry import (
     ENVS,
     EnvSpaces,
@@ -12,6 +13,7 @@ from rl_core.envs.vector import VectorEnvAdapter
 
 __all__ = [
     "ENVS",
+    "ActionChunk",
     "EnvSpaces",
     "VectorEnvAdapter",
     "get_env_factory",

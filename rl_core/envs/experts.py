@@ -17,7 +17,8 @@ from rl_core.registry import Registry
 #: ``expert(env, obs, info) -> action``.
 Expert = Callable[[Any, Any, dict[str, Any]], np.ndarray]
 
-EXPERTS: Registry[Expert] = Registry("scripted expert")
+#: Built-in experts register when these modules are imported (on first use of the registry).
+EXPERTS: Registry[Expert] = Registry("scripted expert", ("rl_core.envs.metaworld_env",))
 
 
 def register_expert(env_type: str, expert: Expert, *, force: bool = False) -> Expert:

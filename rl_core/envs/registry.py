@@ -1,4 +1,9 @@
-"""Env registry: ``register_env(env_type, factory)``; ``gym`` wraps ``gymnasium.make``."""
+"""Env registry: ``register_env(env_type, factory)``; ``gym`` wraps ``gymnasium.make``.
+
+Built-in env types beyond ``gym`` live in modules the registry imports on first use
+(``metaworld``: :mod:`rl_core.envs.metaworld_env`, which imports Meta-World itself only
+when an env is made or a config checked).
+"""
 
 from __future__ import annotations
 
@@ -13,8 +18,30 @@ from rl_core.registry import Registry
 
 #: Factory signature: ``factory(env_cfg, render_mode=None) -> gymnasium.Env`` (one env).
 EnvFactory = Callable[..., gym.Env]
+#: ``check(env_cfg)``: raises :class:`EnvConfigError` for settings its env type cannot play.
+EnvConfigCheck = Callable[[Any], None]
 
-ENVS: Registry[EnvFactory] = Registry("env type")
+#: Modules registering the built-in env types besides ``gym`` (imported on first use).
+BUILTIN_ENV_MODULES = ("rl_core.envs.metaworld_env",)
+ENVS: Registry[EnvFactory] = Registry("env type", BUILTIN_ENV_MODULES)
+ENV_CONFIG_CHECKS: Registry[EnvConfigCheck] = Registry("env config check", BUILTIN_ENV_MODULES)
+
+
+class EnvConfigError(ValueError):
+    """A setting of the ``env`` section its env type cannot play.
+
+    Args:
+        field: Path of the field inside the ``env`` section, e.g. ``("manipulation",
+            "tasks", 0)``.
+        value: The bad value.
+        message: What is wrong and what is allowed.
+    """
+
+    def __init__(self, field: tuple[str | int, ...], value: Any, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -25,17 +52,37 @@ class EnvSpaces:
     action_space: gym.Space
 
 
-def register_env(env_type: str, factory: EnvFactory | None = None, *, force: bool = False) -> Any:
+def register_env(
+    env_type: str,
+    factory: EnvFactory | None = None,
+    *,
+    force: bool = False,
+    check: EnvConfigCheck | None = None,
+) -> Any:
     """Register an env factory (call form or decorator form).
 
     Args:
         env_type: Name used as ``env.env_type`` (case-insensitive).
         factory: ``factory(env_cfg, render_mode=None) -> gymnasium.Env``; omit to decorate.
         force: Replace an existing registration.
+        check: ``check(env_cfg)``, run when a config with this env type is validated; raises
+            :class:`EnvConfigError` for settings the env type cannot play.
     """
+    if check is not None:
+        ENV_CONFIG_CHECKS.register(env_type, check, force=force)
     if factory is None:
         return ENVS.decorator(env_type, force=force)
     return ENVS.register(env_type, factory, force=force)
+
+
+def check_env_config(env_cfg: Any) -> None:
+    """Run the config check of ``env_cfg.env_type``, if it registered one.
+
+    Raises:
+        EnvConfigError: A setting the env type cannot play.
+    """
+    if env_cfg.env_type in ENV_CONFIG_CHECKS:
+        ENV_CONFIG_CHECKS.get(env_cfg.env_type)(env_cfg)
 
 
 def get_env_factory(env_type: str) -> EnvFactory:

@@ -1,0 +1,78 @@
+"""The ``env.manipulation`` section: settings of robot manipulation simulators.
+
+Read by the env types that simulate a robot arm (``metaworld``; later ManiSkill or LIBERO):
+which tasks to play, what the policy observes, the reward and action chunking. Which names
+are valid (tasks, cameras) depends on the simulator: its env type checks them when the
+config is validated (:func:`rl_core.envs.registry.check_env_config`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from rl_core.config.sections import Section
+
+#: Largest square camera image (pixels per side) and action chunk.
+MAX_IMAGE_SIZE = 1024
+MAX_ACTION_CHUNK = 256
+
+
+class ManipulationConfig(Section):
+    """Robot manipulation simulators (env type metaworld): tasks, observations, rewards."""
+
+    tasks: list[str] = Field(
+        default_factory=lambda: ["reach-v3"],
+        min_length=1,
+        description="Tasks played by every env (Meta-World names such as `reach-v3`, "
+        "`push-v3`, `pick-place-v3`); a reset with seed `s` plays `tasks[s % len(tasks)]`.",
+    )
+    obs_mode: Literal["state", "rgb", "rgb+state"] = Field(
+        "state",
+        description="`state`: proprioception and object poses (`states`); `rgb`: a camera "
+        "image (`main_images`) and the instruction (`task_descriptions`); `rgb+state`: both.",
+    )
+    image_size: int = Field(
+        64, ge=8, le=MAX_IMAGE_SIZE, description="Side of the square camera images (pixels)."
+    )
+    camera: str = Field("corner2", description="Camera of the images (a camera of the scene).")
+    render_size: int | None = Field(
+        None,
+        ge=8,
+        le=MAX_IMAGE_SIZE,
+        description="Side of the frames `render()` returns (evaluation videos); None: "
+        "`image_size`.",
+    )
+    fast_render: bool = Field(
+        True,
+        description="Render without shadows, reflections and anti-aliasing (about 3x faster "
+        "on a CPU renderer).",
+    )
+    reward: Literal["dense", "success"] = Field(
+        "dense",
+        description="`dense`: the simulator's shaped reward; `success`: 1.0 on the step the "
+        "task first succeeds in an episode, else 0.",
+    )
+    terminate_on_success: bool = Field(
+        False, description="End the episode (terminated) on the step the task succeeds."
+    )
+    action_chunk: int = Field(
+        1,
+        ge=1,
+        le=MAX_ACTION_CHUNK,
+        description="Actions the policy emits at once: the action space is a flat Box of "
+        "`action_chunk` x the simulator's action; the env plays them in sequence (rewards "
+        "summed, stopping early when the episode ends).",
+    )
+
+    @field_validator("tasks")
+    @classmethod
+    def _distinct_names(cls, value: list[str]) -> list[str]:
+        names = [name.strip() for name in value]
+        if any(not name for name in names):
+            raise ValueError("task names must be non-empty")
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"tasks are listed more than once: {', '.join(repeated)}")
+        return names
