@@ -10,7 +10,7 @@ Prints a table: fault, step, completed, identical, extra seconds (against the re
 
 Usage:
   python benchmarks/chaos.py [--presets ppo_cartpole,async_cartpole,sac_pendulum,reasoning,
-                                        async_reasoning,agent,reward_model]
+                                        async_reasoning,agent,reward_model,metaworld]
                              [--kinds raise,kill,hang]
                              [--steps weight_sync,...] [--driver-kill] [--json FILE]
 """
@@ -80,6 +80,17 @@ PRESETS: dict[str, tuple[str, list[str]]] = {
         ],
     ),
 }
+#: Meta-World (a MuJoCo simulator whose state goes into checkpoints) with PPO.
+PRESETS["metaworld"] = (
+    "ppo_metaworld",
+    [
+        *PRESETS["ppo_cartpole"][1],
+        "env.num_envs=4",
+        "env.max_episode_steps=40",
+        "rollout.num_steps=32",
+        "model.hidden_sizes=[32,32]",
+    ],
+)
 #: SAC on Pendulum: the replay buffer worker's adds, samples and checkpoints under faults.
 PRESETS["sac_pendulum"] = (
     "sac_pendulum",

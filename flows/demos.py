@@ -3,7 +3,7 @@
 Plays ``demos.episodes`` episodes of the preset's env with the env's scripted expert
 (:mod:`rl_core.envs.experts`), split over ``demos.num_workers`` parallel tasks on the Ray
 cluster, and writes the dataset (:mod:`rl_core.data.demos`) to ``demos.path`` (default
-``<run.output_dir>/demos/<env type>-<seed>``). The flow shows in Prefect as ``demos``, with
+``<run.output_dir>/demos/<env type>-<digest>-seed<seed>``). The flow shows in Prefect as ``demos``, with
 one ``demos_shard`` task per part; the dataset is logged to MLflow as an input of a
 ``demos-<env type>`` run. ``rlpipe sft`` runs this flow first when its dataset is missing.
 """
@@ -22,7 +22,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infra.cluster import ray_cluster
 from infra.cluster.runtime_env import apply_base_env
-from infra.driver.session import resolve_tracking_uri
+from infra.driver.session import default_artifact_location, resolve_tracking_uri
 from infra.tracking import MlflowTracker
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.config.naming import experiment_name
@@ -123,8 +123,17 @@ def dataset_profile(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def _track(cfg: RLPipeConfig, manifest: dict[str, Any], summary: dict[str, Any]) -> None:
     """A ``demos-<env type>`` MLflow run with the dataset as its input."""
-    uri = resolve_tracking_uri(cfg.tracking.tracking_uri, Path(cfg.run.output_dir))
-    tracker = MlflowTracker(uri, experiment_name(cfg), f"demos-{cfg.env.env_type}")
+    if not cfg.tracking.enabled:
+        return
+    output_dir = Path(cfg.run.output_dir)
+    uri = resolve_tracking_uri(cfg.tracking.tracking_uri, output_dir)
+    tracker = MlflowTracker(
+        uri,
+        experiment_name(cfg),
+        f"demos-{cfg.env.env_type}",
+        artifact_location=cfg.tracking.artifact_location
+        or default_artifact_location(uri, output_dir),
+    )
     try:
         tracker.log_params({"demos.episodes": str(cfg.demos.episodes), "env": cfg.env.env_type})
         episodes = max(1, summary["episodes"])

@@ -85,6 +85,7 @@ def sft(
         redacted_errors(),
         train_session(preset, overrides, run_name, supervised=True) as session,
     ):
+        log_demonstrations(session)
         summary = run_training(session, step_flow=sft_iteration_flow)
     if summary["stopped"] is not None:
         logger.warning(
@@ -113,6 +114,25 @@ def ensure_demonstrations(preset: str, overrides: list[str] | None) -> None:
 
     logger.info("no demonstrations at %s yet: collecting them first", demos_path())
     demos(preset=preset, overrides=overrides)
+
+
+def log_demonstrations(session: Any) -> None:
+    """Record a behaviour-cloning run's demonstrations as its MLflow dataset input."""
+    demos_path = getattr(session.cfg, "demos_path", None)
+    if demos_path is None or session.tracker is None:
+        return
+    from flows.demos import dataset_digest, dataset_profile
+    from rl_core.data.demos import read_manifest
+
+    folder = Path(demos_path())
+    manifest = read_manifest(folder)
+    session.tracker.log_dataset(
+        folder.name,
+        str(folder.resolve()),
+        dataset_digest(manifest),
+        dataset_profile(manifest),
+        "training",
+    )
 
 
 def main(argv: list[str] | None = None, prog: str = "python flows/sft.py") -> int:

@@ -17,6 +17,8 @@ BASE_ENV = {
     "MLFLOW_DISABLE_TELEMETRY": "true",
     "DO_NOT_TRACK": "true",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    # transformers draws a "Loading weights" bar in every process that loads a model
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
 }
 
 #: Variables forwarded from the driver to every worker when set (extension modules, tracking).

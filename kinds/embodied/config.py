@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 from pydantic import Field, model_validator
@@ -59,10 +61,18 @@ class EmbodiedConfig(RLPipeConfig):
         return self.model_copy(update={"model": self.model.model_copy(update=update)})
 
     def demos_path(self) -> str:
-        """The demonstration dataset's folder (``demos.path`` or its default)."""
+        """The demonstration dataset's folder (``demos.path`` or its default).
+
+        The default names the env type, a digest of what the episodes depend on (the env
+        settings other than how many envs run, the collection's settings) and the seed:
+        ``<run.output_dir>/demos/metaworld-3f9c2a1b-seed0``.
+        """
         if self.demos.path:
             return self.demos.path
-        return f"{self.run.output_dir}/demos/{self.env.env_type}-{self.run.seed}"
+        env = self.env.model_dump(mode="json", exclude={"num_envs", "num_workers", "group_size"})
+        made = {"env": env, "episodes": self.demos.episodes, "noise": self.demos.action_noise}
+        digest = hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()[:8]
+        return f"{self.run.output_dir}/demos/{self.env.env_type}-{digest}-seed{self.run.seed}"
 
     def env_section(self) -> EnvConfig:
         """``env``: the environment the policy acts in."""
@@ -87,11 +97,15 @@ class EmbodiedConfig(RLPipeConfig):
                     "algorithm.adv_type = 'episode_grpo' compares the episodes of envs that "
                     f"share a reset seed: env.group_size must be 2 or more, got {self.env.group_size}"
                 )
-            if self.env.max_episode_steps != self.rollout.num_steps:
+            chunk = self.env.manipulation.action_chunk
+            limit = self.env.max_episode_steps
+            episode = None if limit is None else -(-limit // chunk)  # policy steps
+            if episode != self.rollout.num_steps:
+                per_chunk = f" / env.manipulation.action_chunk ({chunk}), rounded up" * (chunk > 1)
                 raise ValueError(
                     "algorithm.adv_type = 'episode_grpo' takes one whole episode per env per "
                     f"rollout: rollout.num_steps ({self.rollout.num_steps}) must equal "
-                    f"env.max_episode_steps ({self.env.max_episode_steps})"
+                    f"env.max_episode_steps ({limit}){per_chunk}"
                 )
         if self.actor.num_workers > 1:
             raise ValueError(

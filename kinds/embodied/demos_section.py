@@ -15,8 +15,9 @@ class DemosConfig(Section):
         None,
         min_length=1,
         description="Folder of a demonstration dataset (demos.json and shards); None: "
-        "<run.output_dir>/demos/<env.env_type>-<run.seed>. `rlpipe sft` collects it "
-        "first with the env's scripted expert when it is missing.",
+        "<run.output_dir>/demos/<env.env_type>-<digest of the env and demos settings>-seed"
+        "<run.seed>. `rlpipe sft` collects it first with the env's scripted expert when it "
+        "is missing.",
     )
     episodes: int = Field(
         100, ge=1, le=MAX_EPISODES, description="Episodes to collect when the dataset is missing."

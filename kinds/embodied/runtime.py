@@ -286,7 +286,7 @@ class EmbodiedRuntime(StepRuntime[EmbodiedConfig]):
             self.collection.snapshot()
             return
         for method, _ in self._trainer_state(step):
-            method(within=(step, getattr(self.timeouts, step)))
+            method(within=(step, self._trainer_timeout(step)))
 
     def restore(self, step: str) -> None:
         """Put back the state kept by :meth:`snapshot`."""
@@ -294,7 +294,11 @@ class EmbodiedRuntime(StepRuntime[EmbodiedConfig]):
             self.collection.restore()
             return
         for _, method in self._trainer_state(step):
-            method(within=(step, getattr(self.timeouts, step)))
+            method(within=(step, self._trainer_timeout(step)))
+
+    def _trainer_timeout(self, step: str) -> float:
+        """The deadline of a trainer step (behaviour cloning has the update's)."""
+        return self.timeouts.update if step == "sft_update" else getattr(self.timeouts, step)
 
     # -- recovery ------------------------------------------------------------------------
     def repair(self) -> dict[str, list[int]]:

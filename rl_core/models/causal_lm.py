@@ -224,7 +224,9 @@ def load_causal_lm(model_cfg: Any) -> tuple[nn.Module, Any]:
     """
     path = getattr(model_cfg, "model_path", None)
     if not path:
-        raise ValueError("model.model_path must name a local model directory for hf_causal_lm")
+        raise ValueError(
+            f"model.model_path must name a local model directory for {model_cfg.model_type}"
+        )
     if not (Path(path) / "config.json").is_file():
         raise ValueError(
             f"model.model_path {path!r} is not a local Hugging Face model directory (no "
@@ -237,10 +239,11 @@ def load_causal_lm(model_cfg: Any) -> tuple[nn.Module, Any]:
         trust_remote_code=model_cfg.trust_remote_code,
         local_files_only=True,
         use_safetensors=True,
-        attn_implementation=model_cfg.attn_implementation,
+        # sections without the setting (a VLA's backbone) take transformers' default
+        attn_implementation=getattr(model_cfg, "attn_implementation", None),
     )
     tokenizer = load_tokenizer(model_cfg)
-    if model_cfg.gradient_checkpointing:
+    if getattr(model_cfg, "gradient_checkpointing", False):
         # transformers 5.23 renamed it (the old name warns on every load)
         enable = getattr(model, "activation_checkpointing_enable", None)
         (enable or model.gradient_checkpointing_enable)()

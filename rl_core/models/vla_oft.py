@@ -52,7 +52,6 @@ policy's own weights (encoder, projections, queries, heads, log-std) beside it.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -324,27 +323,9 @@ def load_backbone(model_cfg: Any) -> tuple[nn.Module, Any]:
     Raises:
         ValueError: No ``model_path``, or it is not a local Hugging Face model directory.
     """
-    from transformers import AutoModelForCausalLM
+    from rl_core.models.causal_lm import load_causal_lm
 
-    from rl_core.models.causal_lm import DTYPES, load_tokenizer
-
-    path = getattr(model_cfg, "model_path", None)
-    if not path:
-        raise ValueError(f"{MODEL_TYPE} needs model.model_path: a local Hugging Face causal LM")
-    if not (Path(path) / "config.json").is_file():
-        raise ValueError(
-            f"model.model_path {path!r} is not a local Hugging Face model directory (no "
-            "config.json); build the tiny test model with scripts/build_tiny_lm.py"
-        )
-    dtype = DTYPES[model_cfg.dtype] if model_cfg.dtype != "auto" else "auto"
-    backbone = AutoModelForCausalLM.from_pretrained(
-        path,
-        dtype=dtype,
-        trust_remote_code=bool(model_cfg.trust_remote_code),
-        local_files_only=True,
-        use_safetensors=True,
-    )
-    return backbone, load_tokenizer(model_cfg)
+    return load_causal_lm(model_cfg)
 
 
 def build_vla_oft(cfg: Any, spaces: Any) -> VLAOFTPolicy:

@@ -1,0 +1,140 @@
+"""Manipulation on real Ray workers: Meta-World envs, behaviour cloning from expert
+demonstrations, the vision-language-action policy and episode GRPO. Resumed runs continue bit
+for bit (the simulators' state is in the checkpoint) and retried steps apply once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infra.driver.runtimes import make_runtime, run_iteration_in_process
+from rl_core.config import RLPipeConfig, load_config
+from rl_core.data import demos as demos_format
+from rl_core.envs.experts import expert_for
+from rl_core.steps import Step
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
+SMALL = [
+    "env.num_envs=4",
+    "env.max_episode_steps=24",
+    "eval.num_episodes=4",
+    "eval.num_envs=4",
+    "tracking.enabled=false",
+]
+
+
+def state_config(tmp_path: Path, *extra: str) -> RLPipeConfig:
+    return load_config(
+        "sft_mlp_metaworld",
+        [
+            *SMALL,
+            "rollout.num_steps=12",
+            "model.hidden_sizes=[32,32]",
+            "demos.batch_size=32",
+            "demos.steps_per_iteration=3",
+            f"run.output_dir={tmp_path}",
+            *extra,
+        ],
+    )
+
+
+def vla_config(tmp_path: Path, tiny_lm: str, *extra: str) -> RLPipeConfig:
+    return load_config(
+        "grpo_vla_metaworld",
+        [
+            *SMALL,
+            "run.warm_start=null",
+            f"model.model_path={tiny_lm}",
+            "model.tiny_init=false",
+            "env.manipulation.image_size=32",
+            "env.max_episode_steps=16",
+            "rollout.num_steps=4",
+            "env.group_size=2",
+            "actor.num_minibatches=2",
+            "actor.update_epochs=1",
+            f"run.output_dir={tmp_path}",
+            *extra,
+        ],
+    )
+
+
+def write_demos(cfg: RLPipeConfig, episodes: int = 4) -> Path:
+    """Expert episodes of the config's env, where the config reads its demonstrations."""
+    folder = Path(cfg.demos_path())
+    played = demos_format.play_expert_episodes(
+        cfg.env, list(range(100, 100 + episodes)), expert_for(cfg.env.env_type)
+    )
+    shard = demos_format.write_shard(folder, 0, played)
+    demos_format.write_manifest(folder, [shard], cfg.env.model_dump(mode="json"), "test")
+    return folder
+
+
+def train(cfg: RLPipeConfig, iterations: range, runtime=None):
+    runtime = runtime or make_runtime(cfg)
+    results = [run_iteration_in_process(runtime, it) for it in iterations]
+    return runtime.actor.get_state_dict()[0], results, runtime
+
+
+def same_weights(a, b) -> None:
+    assert a.keys() == b.keys()
+    for name, value in a.items():
+        np.testing.assert_array_equal(b[name], value, err_msg=name)
+
+
+def test_ppo_on_metaworld_resumes_bit_for_bit_with_success_metrics(tmp_path: Path) -> None:
+    cfg = state_config(tmp_path)
+    straight, results, rt = train(cfg, range(4))
+    rt.shutdown()
+    rollout = results[1]["rollout"].metrics
+    assert rollout["env/episodes"] == 4.0  # 4 envs x 24 steps: one episode each by iteration 1
+    assert 0.0 <= rollout["env/success_rate"] <= 1.0
+    _, _, rt = train(cfg, range(2))
+    rt.save_checkpoint(str(tmp_path / "ckpt"), 2)
+    rt.shutdown()
+    resumed = make_runtime(cfg)
+    resumed.load_checkpoint(str(tmp_path / "ckpt"), "step_000002", 2)
+    weights, _, rt = train(cfg, range(2, 4), runtime=resumed)
+    rt.shutdown()
+    same_weights(straight, weights)
+
+
+def test_behaviour_cloning_learns_the_expert_and_a_retried_step_applies_once(
+    tmp_path: Path,
+) -> None:
+    cfg = state_config(tmp_path, "demos.steps_per_iteration=10")
+    write_demos(cfg)
+    rt = make_runtime(cfg)
+    losses = [rt.run_step(Step.SFT_UPDATE, it).metrics["train/bc_loss"] for it in range(3)]
+    assert losses[-1] < losses[0]
+    rt.snapshot("sft_update")
+    rt.run_step(Step.SFT_UPDATE, 3)
+    rt.restore("sft_update")  # as before a retry: weights, optimizer and sampling put back
+    rt.run_step(Step.SFT_UPDATE, 3)
+    retried = rt.actor.get_state_dict()[0]
+    rt.shutdown()
+    rt = make_runtime(cfg)
+    for it in range(4):
+        rt.run_step(Step.SFT_UPDATE, it)
+    straight = rt.actor.get_state_dict()[0]
+    rt.shutdown()
+    same_weights(straight, retried)
+
+
+def test_vla_episode_grpo_from_pixels_and_instructions_resumes_bit_for_bit(
+    tmp_path: Path, tiny_lm_one_layer: str
+) -> None:
+    cfg = vla_config(tmp_path, tiny_lm_one_layer)
+    straight, results, rt = train(cfg, range(3))
+    rt.shutdown()
+    assert results[0]["advantage"].metrics["train/advantage_mean"] == pytest.approx(0.0, abs=1e-6)
+    assert "env/success_rate" in results[0]["rollout"].metrics
+    _, _, rt = train(cfg, range(1))
+    rt.save_checkpoint(str(tmp_path / "ckpt"), 1)
+    rt.shutdown()
+    resumed = make_runtime(cfg)
+    resumed.load_checkpoint(str(tmp_path / "ckpt"), "step_000001", 1)
+    weights, _, rt = train(cfg, range(1, 3), runtime=resumed)
+    rt.shutdown()
+    same_weights(straight, weights)
