@@ -544,28 +544,34 @@ def _mujoco_view(value: Any) -> bool:
 
 
 class _Cameras:
-    """Offscreen rendering of one env's task scenes, in the GL context of its thread.
+    """Offscreen rendering of one env's task scenes, in the GL context of the calling thread.
 
     A MuJoCo render context per task scene (its meshes and textures) in a GL context that
     every env of the thread shares: a GL context per env would cost ~0.3 s and ~80 MB more
-    each with a CPU renderer (llvmpipe).
+    each with a CPU renderer (llvmpipe). A GL context is current in one thread only, and a
+    worker may step its envs in another thread than the one that made them (a Ray actor's
+    methods run in its thread pool): each thread gets its own render contexts.
     """
 
     def __init__(self) -> None:
-        self._gl = _shared_gl()
-        self._contexts: dict[str, tuple[Any, Any]] = {}
-        self._finalizer = weakref.finalize(self, _free_contexts, self._gl, self._contexts)
+        #: thread id -> (its GL context, render contexts by task)
+        self._threads: dict[int, tuple[Any, dict[str, tuple[Any, Any]]]] = {}
+        self._finalizer = weakref.finalize(self, _free_thread_contexts, self._threads)
         _LIVE_CAMERAS.add(self)
 
     def render(self, key: str, model: Any, data: Any, camera: str, size: int) -> np.ndarray:
         """Render ``camera`` of ``model``/``data`` as an upright ``[size, size, 3]`` image."""
         import mujoco
 
-        self._gl.make_current()
-        if key not in self._contexts:
+        thread = threading.get_ident()
+        if thread not in self._threads:
+            self._threads[thread] = (_shared_gl(), {})
+        gl, contexts = self._threads[thread]
+        gl.make_current()
+        if key not in contexts:
             context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
-            self._contexts[key] = (context, mujoco.MjvScene(model, maxgeom=10_000))
-        context, scene = self._contexts[key]
+            contexts[key] = (context, mujoco.MjvScene(model, maxgeom=10_000))
+        context, scene = contexts[key]
         cam = mujoco.MjvCamera()
         cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
         cam.fixedcamid = model.camera(camera).id
@@ -609,6 +615,13 @@ def _shared_gl() -> Any:
                 atexit.register(_free_all)
             logger.debug("GL context for MuJoCo rendering in thread %d", key)
         return _GL_CONTEXTS[key]
+
+
+def _free_thread_contexts(threads: dict[int, tuple[Any, dict[str, tuple[Any, Any]]]]) -> None:
+    """Free the render contexts of every thread (those of other threads where possible)."""
+    for gl, contexts in threads.values():
+        _free_contexts(gl, contexts)
+    threads.clear()
 
 
 def _free_contexts(gl: Any, contexts: dict[str, tuple[Any, Any]]) -> None:

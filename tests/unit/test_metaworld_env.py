@@ -425,3 +425,24 @@ def test_config_without_metaworld_says_how_to_install(monkeypatch):
         load_config("ppo_cartpole", ["env.env_type=metaworld"])
     # other env types do not need it
     assert load_config("ppo_cartpole").env.manipulation.tasks == ["reach-v3"]
+
+
+def test_an_env_made_in_one_thread_renders_in_another():
+    """A Ray actor may step its envs in another thread than the one that made them."""
+    import threading
+
+    env = make(obs_mode="rgb")
+    first, _ = env.reset(seed=3)
+    frames = []
+
+    def step_elsewhere():
+        frames.append(env.reset(seed=3)[0]["main_images"])
+        frames.append(env.step(np.zeros(4, np.float32))[0]["main_images"])
+
+    worker = threading.Thread(target=step_elsewhere)
+    worker.start()
+    worker.join()
+    assert len(frames) == 2
+    np.testing.assert_array_equal(frames[0], first["main_images"])
+    env.step(np.zeros(4, np.float32))  # and back in this thread
+    env.close()
