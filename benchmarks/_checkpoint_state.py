@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,27 @@ def env_fingerprint(obj: Any, depth: int = 0) -> Any:
         }
     if isinstance(obj, (list, tuple)):
         return [env_fingerprint(v, depth + 1) for v in obj if not _is_function(v)]
+    if type(obj).__module__.startswith("mujoco"):
+        return _mujoco_fingerprint(obj)
     if hasattr(obj, "__dict__"):
         return {type(obj).__name__: env_fingerprint(vars(obj), depth + 1)}
-    return repr(obj)
+    return re.sub(r" at 0x[0-9a-f]+", "", repr(obj))  # not where it sits in memory
+
+
+#: What a MuJoCo simulation's data holds of its state (the rest follows from it).
+_MJDATA_STATE = ("time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl", "mocap_pos", "mocap_quat")
+
+
+def _mujoco_fingerprint(obj: Any) -> Any:
+    """MuJoCo's data by its state; other MuJoCo objects (models, contexts) by their type."""
+    name = type(obj).__name__
+    if name == "MjData":
+        return {k: _as_list(getattr(obj, k)) for k in _MJDATA_STATE}
+    return name
+
+
+def _as_list(value: Any) -> Any:
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def _is_function(obj: Any) -> bool:

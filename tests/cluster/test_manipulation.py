@@ -103,7 +103,8 @@ def test_ppo_on_metaworld_resumes_bit_for_bit_with_success_metrics(tmp_path: Pat
 def test_behaviour_cloning_learns_the_expert_and_a_retried_step_applies_once(
     tmp_path: Path,
 ) -> None:
-    cfg = state_config(tmp_path, "demos.steps_per_iteration=10")
+    # 24-step episodes end before the expert succeeds: clone them all
+    cfg = state_config(tmp_path, "demos.steps_per_iteration=10", "demos.successful_only=false")
     write_demos(cfg)
     rt = make_runtime(cfg)
     losses = [rt.run_step(Step.SFT_UPDATE, it).metrics["train/bc_loss"] for it in range(3)]
