@@ -48,6 +48,7 @@ for _adv, _name in (
     ("token_gae", "ppo"),
     ("grpo", "grpo"),
     ("dr_grpo", "dr_grpo"),
+    ("episode_grpo", "grpo"),  # GRPO over env episodes (RLinf's VLA recipe)
     ("rloo", "rloo"),
     ("reinforce_plus_plus", "reinforce_pp"),
     ("reinforce_plus_plus_baseline", "reinforce_pp"),

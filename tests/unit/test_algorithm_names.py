@@ -34,6 +34,10 @@ EXPECTED = {
     "sft_code_tests": "sft",
     "rm_arith": "bradley_terry",
     "online_arith": "reinforce",
+    "ppo_metaworld": "ppo",
+    "sft_mlp_metaworld": "sft",
+    "sft_vla_metaworld": "sft",
+    "grpo_vla_metaworld": "grpo",
 }
 
 
