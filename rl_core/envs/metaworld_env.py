@@ -61,6 +61,8 @@ STATE_DIM = 39
 RENDER_FPS = 80
 #: The cameras of every Meta-World scene.
 CAMERAS = ("topview", "corner", "corner2", "corner3", "corner4", "behindGripper", "gripperPOV")
+#: The camera of the images when ``env.manipulation.camera`` is not set.
+DEFAULT_CAMERA = "corner2"
 #: Characters of the instructions (the ``Text`` space of ``task_descriptions``).
 INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.-'"
 MAX_INSTRUCTION_LENGTH = 128
@@ -656,7 +658,7 @@ def make_metaworld_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
         tasks=m.tasks,
         obs_mode=m.obs_mode,
         image_size=m.image_size,
-        camera=m.camera,
+        camera=m.camera or DEFAULT_CAMERA,
         render_size=m.render_size,
         fast_render=m.fast_render,
         reward=m.reward,
@@ -692,7 +694,13 @@ def check_metaworld_config(env_cfg: Any) -> None:
     for i, task in enumerate(m.tasks):
         if task not in known:
             raise EnvConfigError(("manipulation", "tasks", i), task, _unknown_task(task, known))
-    if m.camera not in CAMERAS:
+    if m.control_mode is not None:
+        raise EnvConfigError(
+            ("manipulation", "control_mode"),
+            m.control_mode,
+            "Meta-World has one controller (hand motion and gripper): leave control_mode unset",
+        )
+    if m.camera is not None and m.camera not in CAMERAS:
         raise EnvConfigError(
             ("manipulation", "camera"),
             m.camera,

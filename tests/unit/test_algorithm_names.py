@@ -35,6 +35,7 @@ EXPECTED = {
     "rm_arith": "bradley_terry",
     "online_arith": "reinforce",
     "ppo_metaworld": "ppo",
+    "ppo_pushcube": "ppo",
     "sft_mlp_metaworld": "sft",
     "sft_vla_metaworld": "sft",
     "grpo_vla_metaworld": "grpo",

@@ -1,0 +1,499 @@
+"""ManiSkill3's table-top tasks as the env type ``maniskill`` (``env.manipulation``).
+
+ManiSkill3 (``pip install 'rlpipe[maniskill]'``) is imported when an env is made or a config
+with ``env_type: maniskill`` is validated, never when this module is imported. It renders
+(and, even for state observations, starts) through Vulkan: on a machine without a GPU, a
+CPU Vulkan driver (Mesa 25's lavapipe: ``bash scripts/setup_vulkan.sh``).
+
+One env is one ManiSkill env on its CPU physics backend (``num_envs=1``); rlpipe's env
+workers run several side by side, as for every env type. The first of ``tasks`` is played
+(ManiSkill's tasks differ in their state size, so one env plays one task).
+
+Seeds: a reset with seed ``s`` resets ManiSkill with ``s``, which places the objects and the
+goal; resets without a seed (autoresets) draw the next seed from a generator seeded at the
+last seeded reset. Envs reset with the same seed (one GRPO group) start from the same state.
+
+Observations (``obs_mode``):
+
+- ``state``: ``Box(D,)`` float32, ManiSkill's flat state (robot joints, the tool's pose,
+  objects and goal; ``D`` depends on the task);
+- ``rgb``: ``Dict(main_images=Box(0, 255, (S, S, 3), uint8), task_descriptions=Text)``:
+  the camera image and the task's instruction (:data:`INSTRUCTIONS`);
+- ``rgb+state``: both, the state under ``states``.
+
+``info`` of every step and reset: ``success`` (1.0 or 0.0), ``task`` and ``instruction``.
+
+Pickling (checkpoints) replays from seeds: ManiSkill's own state restore
+(``set_state_dict``) is off by about 1e-6 after a step, so a pickled env keeps the seed of
+its episode and the actions played since, and unpickling resets a new simulator with that
+seed and plays the actions again. ManiSkill's physics is deterministic and independent of
+the episodes played before a reset, so the copy continues bit for bit (tested).
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import difflib
+import glob
+import importlib
+import logging
+import os
+import string
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+from rl_core.envs.action_chunk import ActionChunk
+from rl_core.envs.registry import EnvConfigError, register_env
+
+logger = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install 'rlpipe[maniskill]' (in a checkout: bash scripts/setup_venv.sh)"
+VULKAN_HINT = (
+    "ManiSkill3 needs a Vulkan driver, even for state observations; without a GPU install "
+    "Mesa 25's CPU driver (lavapipe): bash scripts/setup_vulkan.sh"
+)
+#: The camera of ManiSkill's table-top tasks.
+DEFAULT_CAMERA = "base_camera"
+#: The control mode of ManiSkill's table-top tasks rlpipe uses when none is set: the
+#: tool's position moves by up to 10 cm a step (3 numbers) and the gripper opens or closes.
+DEFAULT_CONTROL_MODE = "pd_ee_delta_pos"
+#: Characters of the instructions (the ``Text`` space of ``task_descriptions``).
+INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.-'"
+MAX_INSTRUCTION_LENGTH = 128
+#: Seeds drawn for autoresets lie below this.
+_SEED_RANGE = 2**31 - 1
+
+#: Short English instructions of ManiSkill's table-top tasks (others: made from the id).
+INSTRUCTIONS: dict[str, str] = {
+    "PushCube-v1": "push the cube to the red and white target",
+    "PullCube-v1": "pull the cube to the red and white target",
+    "PickCube-v1": "pick up the cube and move it to the goal",
+    "StackCube-v1": "stack the red cube on top of the green cube",
+    "PegInsertionSide-v1": "insert the peg into the hole from the side",
+    "PushT-v1": "push the T-shaped block onto the target",
+    "PokeCube-v1": "use the peg to poke the cube to the goal",
+    "PlaceSphere-v1": "place the sphere into the bin",
+    "LiftPegUpright-v1": "lift the peg and stand it upright",
+    "PullCubeTool-v1": "use the tool to pull the cube closer",
+    "RollBall-v1": "push the ball so that it rolls to the goal",
+    "PlugCharger-v1": "plug the charger into the receptacle",
+    "StackPyramid-v1": "stack the three cubes into a pyramid",
+    "TwoRobotPickCube-v1": "pass the cube between the two robots to the goal",
+    "TwoRobotStackCube-v1": "stack the cubes with the two robots",
+}
+
+
+def _import(module: str = "mani_skill.envs") -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"env_type maniskill needs ManiSkill3: {INSTALL_HINT}") from exc
+
+
+def maniskill_task_names() -> list[str]:
+    """Ids of every registered ManiSkill3 task (imports ManiSkill)."""
+    _import()
+    registration = importlib.import_module("mani_skill.utils.registration")
+    return sorted(registration.REGISTERED_ENVS)
+
+
+def maniskill_instruction(task: str) -> str:
+    """The instruction of ``task``: from :data:`INSTRUCTIONS`, else made from the task id."""
+    if task in INSTRUCTIONS:
+        return INSTRUCTIONS[task]
+    name = task.rsplit("-v", 1)[0]
+    words = "".join(f" {c.lower()}" if c.isupper() else c for c in name).split()
+    return ("solve the task " + " ".join(words))[:MAX_INSTRUCTION_LENGTH]
+
+
+def maniskill_episode_steps(task: str) -> int:
+    """ManiSkill's episode length of ``task`` (the default of ``env.max_episode_steps``)."""
+    _import()
+    registration = importlib.import_module("mani_skill.utils.registration")
+    steps = registration.REGISTERED_ENVS[task].max_episode_steps
+    return int(steps) if steps else 100
+
+
+def vulkan_driver_present() -> bool:
+    """Whether a Vulkan loader and at least one driver (ICD) are installed."""
+    if ctypes.util.find_library("vulkan") is None:
+        return False
+    folders = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
+    listed = os.environ.get("VK_ICD_FILENAMES") or os.environ.get("VK_DRIVER_FILES")
+    return bool(listed) or any(glob.glob(os.path.join(f, "*.json")) for f in folders)
+
+
+def _unknown_task(task: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(task, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown ManiSkill3 task {task!r}{hint} (ids such as PushCube-v1, PickCube-v1)"
+
+
+class ManiSkillEnv(gym.Env):
+    """One ManiSkill3 task with rlpipe's observations, seeding and pickling (module docs).
+
+    Args:
+        task: ManiSkill3 task id, e.g. ``PushCube-v1``.
+        obs_mode: ``state``, ``rgb`` or ``rgb+state``.
+        control_mode: ManiSkill's controller (e.g. ``pd_ee_delta_pos``, ``pd_joint_delta_pos``).
+        image_size: Side of the camera images of the observations.
+        camera: Sensor camera of the images.
+        render_size: Side of the frames :meth:`render` returns; None: ``image_size``.
+        reward: ``dense`` (ManiSkill's normalized dense reward, 0 to 1 a step) or
+            ``success`` (1.0 on the step the task first succeeds in the episode).
+        terminate_on_success: End the episode on a successful step (ManiSkill's own
+            failure conditions always end it).
+        max_episode_steps: Steps before the episode is truncated; None: ManiSkill's.
+        render_mode: None or ``rgb_array``.
+
+    Raises:
+        ValueError: An unknown mode, or a camera or control mode the task does not have.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(
+        self,
+        task: str = "PushCube-v1",
+        obs_mode: str = "state",
+        control_mode: str = DEFAULT_CONTROL_MODE,
+        image_size: int = 64,
+        camera: str = DEFAULT_CAMERA,
+        render_size: int | None = None,
+        reward: str = "dense",
+        terminate_on_success: bool = False,
+        max_episode_steps: int | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        for name, value, allowed in (
+            ("obs_mode", obs_mode, ("state", "rgb", "rgb+state")),
+            ("reward", reward, ("dense", "success")),
+            ("render_mode", render_mode, (None, "rgb_array")),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        self._settings = {
+            "task": task,
+            "obs_mode": obs_mode,
+            "control_mode": control_mode,
+            "image_size": int(image_size),
+            "camera": camera,
+            "render_size": render_size,
+            "reward": reward,
+            "terminate_on_success": terminate_on_success,
+            "max_episode_steps": max_episode_steps,
+            "render_mode": render_mode,
+        }
+        self.task = task
+        self.obs_mode = obs_mode
+        self.control_mode = control_mode
+        self.image_size = int(image_size)
+        self.camera = camera
+        self.render_size = int(render_size or image_size)
+        self.reward_mode = reward
+        self.terminate_on_success = terminate_on_success
+        self.render_mode = render_mode
+        self.instruction = maniskill_instruction(task)
+        self.sim = self._make_sim()
+        self.max_episode_steps = int(max_episode_steps or maniskill_episode_steps(task))
+        action = self.sim.single_action_space
+        self.action_space = gym.spaces.Box(
+            np.asarray(action.low, np.float32), np.asarray(action.high, np.float32)
+        )
+        space = self.sim.single_observation_space
+        if isinstance(space, gym.spaces.Dict):
+            space = space["state"]
+        self._state_dim = int(space.shape[-1])
+        self.observation_space = self._observation_space()
+        self._rng = np.random.default_rng(0)
+        self._episode_seed: int | None = None
+        self._actions: list[np.ndarray] = []
+        self._obs: dict[str, Any] | None = None
+        self._succeeded = False
+        self._planning_copy: ManiSkillEnv | None = None
+
+    # -- spaces and properties -----------------------------------------------------------
+
+    def _make_sim(self) -> Any:
+        _import()
+        sensors = {"width": self.image_size, "height": self.image_size}
+        kwargs: dict[str, Any] = {
+            "obs_mode": "state" if self.obs_mode == "state" else "rgb+state",
+            "control_mode": self.control_mode,
+            "reward_mode": "normalized_dense",
+            "sim_backend": "physx_cpu",
+            "num_envs": 1,
+            "sensor_configs": sensors,
+        }
+        if self.render_mode == "rgb_array":
+            kwargs["render_mode"] = "rgb_array"
+            kwargs["human_render_camera_configs"] = {
+                "width": self.render_size,
+                "height": self.render_size,
+            }
+        try:
+            sim = gym.make(self.task, **kwargs).unwrapped
+        except gym.error.Error as exc:
+            raise ValueError(_unknown_task(self.task, maniskill_task_names())) from exc
+        except AssertionError as exc:  # ManiSkill asserts on unknown control modes
+            raise ValueError(
+                f"ManiSkill3 task {self.task} refused control_mode {self.control_mode!r}: {exc}"
+            ) from exc
+        if self.obs_mode != "state":
+            cameras = list(sim.unwrapped._sensors)  # noqa: SLF001 - ManiSkill's sensor table
+            if self.camera not in cameras:
+                sim.close()
+                raise ValueError(
+                    f"ManiSkill3 task {self.task} has no camera {self.camera!r}; "
+                    f"allowed: {', '.join(cameras)}"
+                )
+        return sim
+
+    def _observation_space(self) -> gym.spaces.Space:
+        states = gym.spaces.Box(-np.inf, np.inf, (self._state_dim,), np.float32)
+        if self.obs_mode == "state":
+            return states
+        spaces: dict[str, gym.spaces.Space] = {
+            "main_images": gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8),
+            "task_descriptions": gym.spaces.Text(
+                MAX_INSTRUCTION_LENGTH, min_length=1, charset=INSTRUCTION_CHARSET
+            ),
+        }
+        if self.obs_mode == "rgb+state":
+            spaces["states"] = states
+        return gym.spaces.Dict(spaces)
+
+    @property
+    def episode_seed(self) -> int | None:
+        """The seed ManiSkill was reset with for the current episode."""
+        return self._episode_seed
+
+    @property
+    def steps(self) -> int:
+        """Steps played in the current episode."""
+        return len(self._actions)
+
+    # -- gymnasium API ---------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start an episode from the seed's initial state (module docstring).
+
+        Args:
+            seed: Reset seed; None draws from the generator of the last seeded reset.
+            options: Not used (accepted for the gymnasium API).
+        """
+        if seed is not None:
+            self._rng = np.random.default_rng(int(seed))
+            episode_seed = int(seed)
+        else:
+            episode_seed = int(self._rng.integers(_SEED_RANGE))
+        obs, info = self.sim.reset(seed=episode_seed)
+        self._episode_seed = episode_seed
+        self._actions = []
+        self._obs = obs
+        self._succeeded = False
+        return self._observation(), self._info(info)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Play one action (ManiSkill's action of the control mode, clipped to its box)."""
+        reward, terminated, truncated, info = self.step_without_observation(action)
+        return self._observation(), reward, terminated, truncated, info
+
+    def step_without_observation(self, action: Any) -> tuple[float, bool, bool, dict[str, Any]]:
+        """:meth:`step` that leaves the observation to :meth:`current_observation`.
+
+        ManiSkill makes the observation on every step; the method exists so that
+        :class:`~rl_core.envs.action_chunk.ActionChunk` treats every simulator alike.
+        """
+        if self._episode_seed is None:
+            raise RuntimeError("call reset() before step()")
+        action = np.clip(
+            np.asarray(action, dtype=np.float32).reshape(self.action_space.shape),
+            self.action_space.low,
+            self.action_space.high,
+        )
+        self._actions.append(action)
+        obs, reward, _, _, info = self.sim.step(action[None])
+        self._obs = obs
+        success = bool(_scalar(info.get("success", False)))
+        fail = bool(_scalar(info.get("fail", False)))
+        first = success and not self._succeeded
+        self._succeeded = self._succeeded or success
+        value = float(first) if self.reward_mode == "success" else float(_scalar(reward))
+        terminated = fail or (self.terminate_on_success and success)
+        truncated = len(self._actions) >= self.max_episode_steps
+        return value, terminated, truncated, self._info(info)
+
+    def current_observation(self) -> Any:
+        """The observation of the current simulator state."""
+        return self._observation()
+
+    def render(self) -> np.ndarray | None:
+        """The render camera's frame at ``render_size``, with ``render_mode="rgb_array"``."""
+        if self.render_mode != "rgb_array":
+            gym.logger.warn("ManiSkillEnv.render() needs render_mode='rgb_array'")
+            return None
+        if self._episode_seed is None:
+            raise RuntimeError("call reset() before render()")
+        frame = _numpy(self.sim.render())
+        return np.ascontiguousarray(frame.reshape(frame.shape[-3:]).astype(np.uint8))
+
+    def close(self) -> None:
+        """Close the simulator (and that of :meth:`planning_copy`)."""
+        if getattr(self, "_planning_copy", None) is not None:
+            self._planning_copy.close()
+            self._planning_copy = None
+        if getattr(self, "sim", None) is not None:
+            self.sim.close()
+            self.sim = None
+        super().close()
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _observation(self) -> Any:
+        assert self._obs is not None
+        raw = self._obs if self.obs_mode == "state" else self._obs["state"]
+        state = _numpy(raw).reshape(-1).astype(np.float32)
+        if self.obs_mode == "state":
+            return state
+        image = _numpy(self._obs["sensor_data"][self.camera]["rgb"])
+        obs = {
+            "main_images": np.ascontiguousarray(image.reshape(image.shape[-3:]), np.uint8),
+            "task_descriptions": self.instruction,
+        }
+        if self.obs_mode == "rgb+state":
+            obs["states"] = state
+        return obs
+
+    def _info(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "success": float(bool(_scalar(info.get("success", False)))),
+            "task": self.task,
+            "instruction": self.instruction,
+        }
+
+    # -- pickling: replay from the episode's seed ------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "settings": dict(self._settings),
+            "rng": self._rng.bit_generator.state,
+            "episode_seed": self._episode_seed,
+            "actions": [a.copy() for a in self._actions],
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["settings"])  # type: ignore[misc]
+        if state["episode_seed"] is not None:
+            self.replay(state["episode_seed"], state["actions"])
+        self._rng.bit_generator.state = state["rng"]
+
+    def planning_copy(self) -> ManiSkillEnv:
+        """A state-only env in this env's current state, to play ahead on (made once).
+
+        Scripted experts choose action chunks on it; this env is not touched.
+        """
+        if self._episode_seed is None:
+            raise RuntimeError("call reset() first")
+        if self._planning_copy is None:
+            self._planning_copy = ManiSkillEnv(
+                task=self.task,
+                control_mode=self.control_mode,
+                max_episode_steps=self.max_episode_steps,
+            )
+        self._planning_copy.replay(self._episode_seed, self._actions)
+        return self._planning_copy
+
+    def replay(self, episode_seed: int, actions: list[np.ndarray]) -> None:
+        """Reset with ``episode_seed`` and play ``actions``: the episode's state again.
+
+        Keeps the autoreset generator as it is (unlike a seeded :meth:`reset`).
+        """
+        rng_state = self._rng.bit_generator.state
+        self.reset(seed=episode_seed)
+        for action in actions:
+            self.step_without_observation(action)
+        self._rng.bit_generator.state = rng_state
+
+
+def _numpy(value: Any) -> np.ndarray:
+    """A ManiSkill tensor (or array) as a numpy array."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def _scalar(value: Any) -> Any:
+    """The single value of ManiSkill's batch of one."""
+    return _numpy(value).reshape(-1)[0]
+
+
+# -- rlpipe entry points -------------------------------------------------------------------
+
+
+def make_maniskill_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
+    """Factory of ``env_type: maniskill`` (settings in ``env.manipulation``)."""
+    m = env_cfg.manipulation
+    env: gym.Env = ManiSkillEnv(
+        task=m.tasks[0],
+        obs_mode=m.obs_mode,
+        control_mode=m.control_mode or DEFAULT_CONTROL_MODE,
+        image_size=m.image_size,
+        camera=m.camera or DEFAULT_CAMERA,
+        render_size=m.render_size,
+        reward=m.reward,
+        terminate_on_success=m.terminate_on_success,
+        max_episode_steps=env_cfg.max_episode_steps,
+        render_mode=render_mode,
+    )
+    if m.action_chunk > 1:
+        env = ActionChunk(env, m.action_chunk)
+    return env
+
+
+def check_maniskill_config(env_cfg: Any) -> None:
+    """Config check of ``env_type: maniskill``: ManiSkill3 and Vulkan installed, one task.
+
+    Raises:
+        EnvConfigError: Naming the field (``env_type``, ``manipulation.tasks``,
+            ``manipulation.tasks.0`` or ``kwargs``).
+    """
+    m = env_cfg.manipulation
+    if env_cfg.kwargs:
+        raise EnvConfigError(
+            ("kwargs",),
+            env_cfg.kwargs,
+            "env_type maniskill reads its settings from env.manipulation, not env.kwargs",
+        )
+    if len(m.tasks) != 1:
+        raise EnvConfigError(
+            ("manipulation", "tasks"),
+            m.tasks,
+            "env_type maniskill plays one task per run (its tasks differ in state size); "
+            "list exactly one, e.g. [PushCube-v1]",
+        )
+    if not m.fast_render:
+        raise EnvConfigError(
+            ("manipulation", "fast_render"),
+            m.fast_render,
+            "fast_render is a Meta-World setting; env_type maniskill takes only true",
+        )
+    try:
+        known = maniskill_task_names()
+    except ImportError:
+        raise EnvConfigError(
+            ("env_type",), env_cfg.env_type, f"env_type maniskill needs ManiSkill3: {INSTALL_HINT}"
+        ) from None
+    if m.tasks[0] not in known:
+        raise EnvConfigError(
+            ("manipulation", "tasks", 0), m.tasks[0], _unknown_task(m.tasks[0], known)
+        )
+    if not vulkan_driver_present():
+        raise EnvConfigError(("env_type",), env_cfg.env_type, VULKAN_HINT)
+
+
+register_env("maniskill", make_maniskill_env, check=check_maniskill_config)
