@@ -55,7 +55,7 @@ class IterationResult:
 
     Attributes:
         steps: Each step that ran (or completed in an earlier attempt), by name.
-        solved: ``run.stop_at_eval_return`` was reached.
+        solved: ``run.stop_at_eval_return`` or ``run.stop_at_eval_success`` was reached.
         body_started: ``perf_counter`` when the flow's body started (orchestration timing).
         body_ended: ``perf_counter`` when it ended.
         rewound_to: Set when workers were rebuilt: the iteration the run replays from.
@@ -214,6 +214,11 @@ def _count(state: Any, iteration: int, env_steps: int) -> dict[str, Any]:
     return {"iteration": state.iteration, "env_steps": state.env_steps}
 
 
+def reached(target: float | None, value: float | None) -> bool:
+    """Whether an evaluation's ``value`` reached a stopping ``target`` (None: no target)."""
+    return target is not None and value is not None and value >= target
+
+
 def _evaluate(session: TrainSession, iteration: int, last: bool) -> StepResult:
     """The evaluate step, its effect on the run's counters, and the video when due."""
     result = run_evaluation(session, iteration)
@@ -223,8 +228,9 @@ def _evaluate(session: TrainSession, iteration: int, last: bool) -> StepResult:
     if state.best_eval_return is None or ret > state.best_eval_return:
         state.best_eval_return = ret
         state.best_eval_step = iteration + 1  # the step of the checkpoint of these weights
-    target = cfg.run.stop_at_eval_return
-    state.solved = target is not None and ret >= target
+    state.solved = reached(cfg.run.stop_at_eval_return, ret) or reached(
+        cfg.run.stop_at_eval_success, result.metrics.get("eval/success_rate")
+    )
     if video_due(cfg, iteration, final=last or state.solved):
         add_video(session, iteration, result)
     return result

@@ -99,6 +99,13 @@ class RunConfig(Section):
     stop_at_eval_return: float | None = Field(
         None, description="Stop once an evaluation's mean return reaches this."
     )
+    stop_at_eval_success: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Stop once an evaluation's success rate (`eval/success_rate`, of envs "
+        "that report success, such as the manipulation env types) reaches this.",
+    )
     mode: Literal["sync", "async"] = Field(
         "sync",
         description="sync: every rollout waits for the update before it and the update for "
