@@ -224,6 +224,8 @@ class ManiSkillEnv(gym.Env):
             "control_mode": self.control_mode,
             "reward_mode": "normalized_dense",
             "sim_backend": "physx_cpu",
+            # the GPU renderer where there is one (else ManiSkill warns and falls back)
+            "render_backend": "gpu" if _has_cuda() else "cpu",
             "num_envs": 1,
             "sensor_configs": sensors,
         }
@@ -418,6 +420,12 @@ class ManiSkillEnv(gym.Env):
         for action in actions:
             self.step_without_observation(action)
         self._rng.bit_generator.state = rng_state
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def _numpy(value: Any) -> np.ndarray:

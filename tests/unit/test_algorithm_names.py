@@ -39,6 +39,8 @@ EXPECTED = {
     "sft_mlp_metaworld": "sft",
     "sft_vla_metaworld": "sft",
     "grpo_vla_metaworld": "grpo",
+    "sft_vla_pickcube": "sft",
+    "grpo_vla_pickcube": "grpo",
 }
 
 
