@@ -10,7 +10,8 @@ Prints a table: fault, step, completed, identical, extra seconds (against the re
 
 Usage:
   python benchmarks/chaos.py [--presets ppo_cartpole,async_cartpole,sac_pendulum,reasoning,
-                                        async_reasoning,agent,reward_model,metaworld]
+                                        async_reasoning,agent,reward_model,metaworld,
+                                        maniskill]
                              [--kinds raise,kill,hang]
                              [--steps weight_sync,...] [--driver-kill] [--json FILE]
 """
@@ -88,6 +89,17 @@ PRESETS["metaworld"] = (
         "env.num_envs=4",
         "env.max_episode_steps=40",
         "rollout.num_steps=32",
+        "model.hidden_sizes=[32,32]",
+    ],
+)
+#: ManiSkill3 PushCube with PPO: its envs pickle as seeds and actions, replayed on restore.
+PRESETS["maniskill"] = (
+    "ppo_pushcube",
+    [
+        *PRESETS["ppo_cartpole"][1],
+        "env.num_envs=4",
+        "env.max_episode_steps=20",
+        "rollout.num_steps=16",
         "model.hidden_sizes=[32,32]",
     ],
 )

@@ -79,15 +79,17 @@ def test_reasoning_agent_faults_end_bit_identical(
 
 
 def test_manipulation_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
-    """Meta-World: a killed env worker is rebuilt with the simulators' state of the last
-    checkpoint and the iterations since are replayed; a failed rollout puts the simulators
-    back; a killed trainer and a failed update come back to the same weights."""
+    """Meta-World and ManiSkill3: a killed env worker is rebuilt with the simulators' state
+    of the last checkpoint (MuJoCo's state; ManiSkill's episode seeds and actions, replayed)
+    and the iterations since are replayed; a failed rollout puts the simulators back; a
+    killed trainer and a failed update come back to the same weights."""
     rows = run_matrix(
         tmp_path,
         train_env,
-        "--presets=metaworld",
+        "--presets=metaworld,maniskill",
         "--cases=raise:rollout@1+kill:update@1+kill:rollout@2+raise:update@3",
     )
-    assert [r["fault"] for r in rows] == [
-        "raise:rollout@1,kill:update@1,kill:rollout@2,raise:update@3"
+    assert [(r["preset"], r["fault"]) for r in rows] == [
+        (preset, "raise:rollout@1,kill:update@1,kill:rollout@2,raise:update@3")
+        for preset in ("metaworld", "maniskill")
     ]
