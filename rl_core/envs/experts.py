@@ -18,7 +18,7 @@ from rl_core.registry import Registry
 Expert = Callable[[Any, Any, dict[str, Any]], np.ndarray]
 
 #: Built-in experts register when these modules are imported (on first use of the registry).
-EXPERTS: Registry[Expert] = Registry("scripted expert", ("rl_core.envs.metaworld_env",))
+EXPERTS: Registry[Expert] = Registry("scripted expert", ("rl_core.envs.metaworld_registration",))
 
 
 def register_expert(env_type: str, expert: Expert, *, force: bool = False) -> Expert:
