@@ -1,10 +1,13 @@
-"""Iterations driven in the test process (no Prefect), with an undone rollout on request."""
+"""Iterations driven in the test process (no Prefect), with an undone rollout on request,
+and the comparison of the weights they train."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from infra.driver.runtimes import run_iteration_in_process
+import numpy as np
+
+from infra.driver.runtimes import make_runtime, run_iteration_in_process
 
 
 def run_iterations(
@@ -23,3 +26,24 @@ def run_iterations(
             runtime.restore("rollout")
         results.append(run_iteration_in_process(runtime, it))
     return results
+
+
+def train_in_process(
+    cfg: Any, iterations: range, runtime: Any = None
+) -> tuple[dict[str, np.ndarray], list[dict[str, Any]], Any]:
+    """Run ``iterations`` of a run on a runtime (a new one of ``cfg`` unless given).
+
+    Returns:
+        The trainer's weights, each iteration's step results, and the runtime (for the
+        caller to shut down).
+    """
+    runtime = runtime or make_runtime(cfg)
+    results = run_iterations(runtime, iterations)
+    return runtime.actor.get_state_dict()[0], results, runtime
+
+
+def assert_same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    """Assert that two state dicts hold the same tensors, bit for bit."""
+    assert a.keys() == b.keys()
+    for name, value in a.items():
+        np.testing.assert_array_equal(b[name], value, err_msg=name)
