@@ -1,12 +1,14 @@
 """Iterations driven in the test process (no Prefect), with an undone rollout on request,
-and the comparison of the weights they train."""
+checkpoints resumed in a new runtime, and the comparison of the weights they train."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from infra.checkpoint.store import step_dir_name
 from infra.driver.runtimes import make_runtime, run_iteration_in_process
 
 
@@ -40,6 +42,19 @@ def train_in_process(
     runtime = runtime or make_runtime(cfg)
     results = run_iterations(runtime, iterations)
     return runtime.actor.get_state_dict()[0], results, runtime
+
+
+def checkpoint_and_resume(runtime: Any, cfg: Any, checkpoint_dir: Path, step: int) -> Any:
+    """Checkpoint ``runtime`` after ``step`` iterations, shut it down, resume in a new one.
+
+    Returns:
+        A new runtime of ``cfg`` with the checkpoint loaded, to run iteration ``step`` next.
+    """
+    runtime.save_checkpoint(str(checkpoint_dir), step)
+    runtime.shutdown()
+    resumed = make_runtime(cfg)
+    resumed.load_checkpoint(str(checkpoint_dir), step_dir_name(step), step)
+    return resumed
 
 
 def assert_same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:

@@ -12,7 +12,7 @@ import pytest
 from infra.cluster import ray_cluster
 from infra.driver.runtimes import make_runtime
 from rl_core.config import RLPipeConfig, load_config
-from tests.in_process import assert_same_weights, run_iterations
+from tests.in_process import assert_same_weights, checkpoint_and_resume, run_iterations
 
 pytestmark = pytest.mark.integration
 BASE = [
@@ -81,10 +81,7 @@ def test_batches_lag_at_most_max_staleness_and_a_retried_rollout_counts_once(
 def test_a_checkpoint_keeps_the_batches_collected_ahead(tmp_path, straight_run) -> None:
     cfg = config("run.mode=async", "algorithm.max_staleness=2")
     first, _, rt = train(cfg, 2)
-    rt.save_checkpoint(str(tmp_path), 2)
-    rt.shutdown()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
     # launched before the save, with versions 0 and 1
     assert [(c.index, c.version) for c in resumed.collection.pipeline.chunks] == [(2, 0), (3, 1)]
     weights, metrics, rt = train(cfg, 3, runtime=resumed, start=2)

@@ -12,7 +12,7 @@ import ray
 
 from infra.driver.runtimes import make_runtime
 from rl_core.config import ConfigError, RLPipeConfig, load_config
-from tests.in_process import assert_same_weights, run_iterations
+from tests.in_process import assert_same_weights, checkpoint_and_resume, run_iterations
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 
@@ -121,11 +121,8 @@ def test_a_checkpoint_keeps_the_batches_generated_ahead(
 ) -> None:
     cfg = config(tiny_dir, "run.mode=async", "algorithm.max_staleness=1")
     _, _, rt = train(cfg, 2)
-    rt.save_checkpoint(str(tmp_path), 2)
-    rt.shutdown()
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
     assert (tmp_path / "step_000002" / "rollout_pipeline.pt").is_file()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
     assert [c.index for c in resumed.generation.pipeline.chunks] == [2]
     weights, metrics, rt = train(cfg, 2, runtime=resumed, start=2)
     rt.shutdown()
@@ -151,10 +148,7 @@ def test_partial_rollouts_continue_under_new_weights_and_resume_exactly(
     # later tokens are fresher than the first: the mean lag is below the largest
     assert all(0.0 < m["async/staleness_mean"] < m["async/staleness_max"] for m in metrics[1:])
     _, _, rt = train(cfg, 2)
-    rt.save_checkpoint(str(tmp_path), 2)
-    rt.shutdown()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
     assert [c.index for c in resumed.generation.pipeline.chunks] == [2, 3]
     # iteration 2 continues batch 2 (restored) first: that continuation fails
     ray.get(resumed.rollout_group[0].arm_fault.remote("raise", "continue_generation"))

@@ -13,7 +13,7 @@ from rl_core.config import RLPipeConfig, load_config
 from rl_core.data import demos as demos_format
 from rl_core.envs.experts import expert_for
 from rl_core.steps import Step
-from tests.in_process import assert_same_weights, train_in_process
+from tests.in_process import assert_same_weights, checkpoint_and_resume, train_in_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 SMALL = [
@@ -79,10 +79,7 @@ def test_ppo_on_metaworld_resumes_bit_for_bit_with_success_metrics(tmp_path: Pat
     assert rollout["env/episodes"] == 4.0  # 4 envs x 24 steps: one episode each by iteration 1
     assert 0.0 <= rollout["env/success_rate"] <= 1.0
     _, _, rt = train_in_process(cfg, range(2))
-    rt.save_checkpoint(str(tmp_path / "ckpt"), 2)
-    rt.shutdown()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path / "ckpt"), "step_000002", 2)
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path / "ckpt", 2)
     weights, _, rt = train_in_process(cfg, range(2, 4), runtime=resumed)
     rt.shutdown()
     assert_same_weights(straight, weights)
@@ -120,10 +117,7 @@ def test_vla_episode_grpo_from_pixels_and_instructions_resumes_bit_for_bit(
     assert results[0]["advantage"].metrics["train/advantage_mean"] == pytest.approx(0.0, abs=1e-6)
     assert "env/success_rate" in results[0]["rollout"].metrics
     _, _, rt = train_in_process(cfg, range(1))
-    rt.save_checkpoint(str(tmp_path / "ckpt"), 1)
-    rt.shutdown()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path / "ckpt"), "step_000001", 1)
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path / "ckpt", 1)
     weights, _, rt = train_in_process(cfg, range(1, 3), runtime=resumed)
     rt.shutdown()
     assert_same_weights(straight, weights)

@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from infra.driver.runtimes import make_runtime
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.data.offline_episodes import collect_transitions
 from rl_core.data.replay_buffer import save_transitions
 from rl_core.envs import VectorEnvAdapter
 from rl_core.models import get_model
-from tests.in_process import assert_same_weights, train_in_process
+from tests.in_process import assert_same_weights, checkpoint_and_resume, train_in_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 BASE = [
@@ -43,10 +42,7 @@ def test_resume_with_the_replay_buffer_continues_bit_for_bit(tmp_path: Path) -> 
     steps = [r["update"].metrics["train/gradient_steps"] for r in results]
     assert steps == [16.0] * 4  # utd 0.5 x 32 env steps; the buffer holds 32 from the start
     _, _, rt = train_in_process(cfg, range(2))
-    rt.save_checkpoint(str(tmp_path), 2)
-    rt.shutdown()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
     weights, results, rt = train_in_process(cfg, range(2, 4), runtime=resumed)
     rt.shutdown()
     assert_same_weights(straight, weights)
@@ -64,11 +60,8 @@ def test_without_the_replay_checkpoint_a_resumed_run_starts_with_an_empty_buffer
         "cluster.hybrid_engine=off",
     )
     _, _, rt = train_in_process(cfg, range(2))
-    rt.save_checkpoint(str(tmp_path), 2)
-    rt.shutdown()
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
     assert not (tmp_path / "step_000002" / "replay").exists()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
     _, results, rt = train_in_process(cfg, range(2, 3), runtime=resumed)
     rt.shutdown()
     assert results[0]["advantage"].metrics["replay/size"] == 32.0
