@@ -1,10 +1,15 @@
-"""Iterations driven in the test process (no Prefect), with an undone rollout on request."""
+"""Iterations driven in the test process (no Prefect), with an undone rollout on request,
+checkpoints resumed in a new runtime, and the comparison of the weights they train."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from infra.driver.runtimes import run_iteration_in_process
+import numpy as np
+
+from infra.checkpoint.store import step_dir_name
+from infra.driver.runtimes import make_runtime, run_iteration_in_process
 
 
 def run_iterations(
@@ -23,3 +28,37 @@ def run_iterations(
             runtime.restore("rollout")
         results.append(run_iteration_in_process(runtime, it))
     return results
+
+
+def train_in_process(
+    cfg: Any, iterations: range, runtime: Any = None
+) -> tuple[dict[str, np.ndarray], list[dict[str, Any]], Any]:
+    """Run ``iterations`` of a run on a runtime (a new one of ``cfg`` unless given).
+
+    Returns:
+        The trainer's weights, each iteration's step results, and the runtime (for the
+        caller to shut down).
+    """
+    runtime = runtime or make_runtime(cfg)
+    results = run_iterations(runtime, iterations)
+    return runtime.actor.get_state_dict()[0], results, runtime
+
+
+def checkpoint_and_resume(runtime: Any, cfg: Any, checkpoint_dir: Path, step: int) -> Any:
+    """Checkpoint ``runtime`` after ``step`` iterations, shut it down, resume in a new one.
+
+    Returns:
+        A new runtime of ``cfg`` with the checkpoint loaded, to run iteration ``step`` next.
+    """
+    runtime.save_checkpoint(str(checkpoint_dir), step)
+    runtime.shutdown()
+    resumed = make_runtime(cfg)
+    resumed.load_checkpoint(str(checkpoint_dir), step_dir_name(step), step)
+    return resumed
+
+
+def assert_same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    """Assert that two state dicts hold the same tensors, bit for bit."""
+    assert a.keys() == b.keys()
+    for name, value in a.items():
+        np.testing.assert_array_equal(b[name], value, err_msg=name)

@@ -19,7 +19,7 @@ Expert = Callable[[Any, Any, dict[str, Any]], np.ndarray]
 
 #: Built-in experts register when these modules are imported (on first use of the registry).
 EXPERTS: Registry[Expert] = Registry(
-    "scripted expert", ("rl_core.envs.metaworld_env", "rl_core.envs.maniskill_experts")
+    "scripted expert", ("rl_core.envs.metaworld_registration", "rl_core.envs.maniskill_experts")
 )
 
 

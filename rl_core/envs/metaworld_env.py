@@ -1,7 +1,8 @@
 """Meta-World's 50 manipulation tasks as the env type ``metaworld`` (``env.manipulation``).
 
 Meta-World (``pip install 'rlpipe[metaworld]'``) is imported when an env is made or a config
-with ``env_type: metaworld`` is validated, never when this module is imported.
+with ``env_type: metaworld`` is validated, never when this module is imported. The env type
+registers in :mod:`rl_core.envs.metaworld_registration`.
 
 Tasks and seeds: a reset with seed ``s`` plays task ``tasks[s % len(tasks)]`` in one of the
 50 initial states (object and goal positions) Meta-World's ``MT1`` benchmark defines for it,
@@ -14,47 +15,41 @@ Observations (``obs_mode``):
 - ``state``: ``Box(39 [+ len(tasks)],)`` float32: Meta-World's state (hand, gripper, objects,
   the previous frame of them, the goal), with a one-hot of the task when there are several;
 - ``rgb``: ``Dict(main_images=Box(0, 255, (S, S, 3), uint8), task_descriptions=Text)``:
-  the camera image (upright) and the task's instruction (:func:`metaworld_instruction`);
+  the camera image (upright) and the task's instruction
+  (:func:`~rl_core.envs.metaworld_instructions.metaworld_instruction`);
 - ``rgb+state``: both, the state under ``states``.
 
 ``info`` of every step and reset: ``success`` (1.0 or 0.0), ``task`` (its name),
 ``instruction`` and ``state`` (Meta-World's raw 39 numbers, float64, which its scripted
-experts read: :func:`metaworld_expert`). The envs pickle (``cloudpickle``) with their
+experts read: :func:`~rl_core.envs.metaworld_benchmark.metaworld_expert`). The envs pickle (``cloudpickle``) with their
 simulator state; stepping a copy gives the same observations and rewards as the original.
 """
 
 from __future__ import annotations
 
-import atexit
-import copy
-import difflib
-import importlib
-import logging
-import os
-import string
-import threading
 import warnings
-import weakref
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 
-from rl_core.envs.action_chunk import ActionChunk
-from rl_core.envs.experts import register_expert
-from rl_core.envs.registry import EnvConfigError, register_env
+from rl_core.envs.metaworld_benchmark import (
+    MAX_PATH_LENGTH,
+    NUM_VARIATIONS,
+    metaworld_env_class,
+    metaworld_expert,
+    task_variations,
+)
+from rl_core.envs.metaworld_instructions import (
+    INSTRUCTION_CHARSET,
+    INSTRUCTIONS,
+    MAX_INSTRUCTION_LENGTH,
+    unknown_task_message,
+)
+from rl_core.envs.mujoco_rendering import OffscreenCameras, apply_render_settings
+from rl_core.envs.mujoco_state import SimState, get_sim_state, set_sim_state
 
-logger = logging.getLogger(__name__)
-
-INSTALL_HINT = "pip install 'rlpipe[metaworld]' (in a checkout: bash scripts/setup_venv.sh)"
-#: Meta-World's episode length (``max_path_length``), the default of ``env.max_episode_steps``.
-MAX_PATH_LENGTH = 500
-#: Initial states per task in Meta-World's benchmarks (``MT1(task).train_tasks``).
-NUM_VARIATIONS = 50
-#: Seed of the ``MT1`` benchmark whose initial states the envs play (the same everywhere).
-BENCHMARK_SEED = 0
 #: Length of Meta-World's state vector.
 STATE_DIM = 39
 #: Simulator steps per second of Meta-World (5 physics steps of 2.5 ms per env step).
@@ -63,124 +58,6 @@ RENDER_FPS = 80
 CAMERAS = ("topview", "corner", "corner2", "corner3", "corner4", "behindGripper", "gripperPOV")
 #: The camera of the images when ``env.manipulation.camera`` is not set.
 DEFAULT_CAMERA = "corner2"
-#: Characters of the instructions (the ``Text`` space of ``task_descriptions``).
-INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.-'"
-MAX_INSTRUCTION_LENGTH = 128
-
-#: Short English instructions of the 50 Meta-World V3 tasks.
-INSTRUCTIONS: dict[str, str] = {
-    "assembly-v3": "pick up the nut and place it onto the peg",
-    "basketball-v3": "pick up the ball and dunk it into the basket",
-    "bin-picking-v3": "pick up the puck from one bin and place it into the other bin",
-    "box-close-v3": "pick up the lid and close the box with it",
-    "button-press-topdown-v3": "press the button from the top",
-    "button-press-topdown-wall-v3": "reach past the wall and press the button from the top",
-    "button-press-v3": "press the button from the side",
-    "button-press-wall-v3": "reach past the wall and press the button from the side",
-    "coffee-button-v3": "push the button on the coffee machine",
-    "coffee-pull-v3": "pull the mug out from under the coffee machine",
-    "coffee-push-v3": "push the mug under the coffee machine",
-    "dial-turn-v3": "rotate the dial 180 degrees",
-    "disassemble-v3": "pick the nut up off the peg",
-    "door-close-v3": "close the door",
-    "door-lock-v3": "lock the door by turning the lock clockwise",
-    "door-open-v3": "open the door",
-    "door-unlock-v3": "unlock the door by turning the lock counter-clockwise",
-    "hand-insert-v3": "insert the gripper into the hole",
-    "drawer-close-v3": "push the drawer closed",
-    "drawer-open-v3": "pull the drawer open",
-    "faucet-open-v3": "turn the faucet handle counter-clockwise to open it",
-    "faucet-close-v3": "turn the faucet handle clockwise to close it",
-    "hammer-v3": "pick up the hammer and hammer the nail into the wall",
-    "handle-press-side-v3": "press the handle down from the side",
-    "handle-press-v3": "press the handle down",
-    "handle-pull-side-v3": "pull the handle up from the side",
-    "handle-pull-v3": "pull the handle up",
-    "lever-pull-v3": "pull the lever up",
-    "pick-place-wall-v3": "pick up the puck, move it past the wall and place it at the goal",
-    "pick-out-of-hole-v3": "pick the puck up out of the hole",
-    "pick-place-v3": "pick up the puck and place it at the goal",
-    "plate-slide-v3": "slide the plate into the cabinet",
-    "plate-slide-side-v3": "slide the plate into the cabinet from the side",
-    "plate-slide-back-v3": "slide the plate out of the cabinet",
-    "plate-slide-back-side-v3": "slide the plate out of the cabinet to the side",
-    "peg-insert-side-v3": "pick up the peg and insert it sideways into the hole",
-    "peg-unplug-side-v3": "pull the peg out of the hole sideways",
-    "soccer-v3": "push the soccer ball into the goal",
-    "stick-push-v3": "pick up the stick and push the bottle to the goal with it",
-    "stick-pull-v3": "pick up the stick and pull the bottle to the goal with it",
-    "push-v3": "push the puck to the goal",
-    "push-wall-v3": "push the puck past the wall to the goal",
-    "push-back-v3": "pull the puck back to the goal",
-    "reach-v3": "reach the goal position with the gripper",
-    "reach-wall-v3": "reach past the wall to the goal position",
-    "shelf-place-v3": "pick up the puck and place it on the shelf",
-    "sweep-into-v3": "sweep the puck into the hole",
-    "sweep-v3": "sweep the puck off the edge of the table",
-    "window-open-v3": "slide the window open",
-    "window-close-v3": "slide the window closed",
-}
-
-_BENCHMARK_LOCK = threading.Lock()
-_VARIATIONS: dict[str, list[Any]] = {}
-#: Attributes of a Meta-World env that are not simulation state.
-_NOT_SIM_STATE = ("model", "data", "mujoco_renderer")
-
-
-def _import(module: str = "metaworld") -> ModuleType:
-    """Import ``module`` of Meta-World; the error says how to install it."""
-    if not os.environ.get("DISPLAY"):  # MuJoCo reads it at import: render headless
-        os.environ.setdefault("MUJOCO_GL", "egl")
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(f"env_type metaworld needs Meta-World: {INSTALL_HINT} ({exc})") from exc
-
-
-def metaworld_task_names() -> list[str]:
-    """The names of Meta-World's V3 tasks (imports Meta-World)."""
-    return list(_import("metaworld.env_dict").ALL_V3_ENVIRONMENTS)
-
-
-def metaworld_instruction(task: str) -> str:
-    """The English instruction of a Meta-World task (``pick-place-v3`` → ``pick up ...``).
-
-    Raises:
-        KeyError: Not one of the 50 V3 tasks.
-    """
-    try:
-        return INSTRUCTIONS[task]
-    except KeyError:
-        raise KeyError(_unknown_task(task, list(INSTRUCTIONS))) from None
-
-
-def metaworld_expert(task: str) -> Any:
-    """Meta-World's scripted expert of ``task``: ``policy.get_action(state) -> action``.
-
-    ``state`` is Meta-World's raw 39-number state (``info["state"]`` or
-    :meth:`MetaWorldEnv.state`), not the observation (which may carry a task one-hot).
-    """
-    policies = _import("metaworld.policies").ENV_POLICY_MAP
-    if task not in policies:
-        raise KeyError(_unknown_task(task, list(policies)))
-    return policies[task]()
-
-
-def _unknown_task(task: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(task, known, n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return (
-        f"unknown Meta-World task {task!r}{hint} (the {len(known)} V3 tasks are named like "
-        "reach-v3, push-v3, pick-place-v3)"
-    )
-
-
-def _variations(task: str) -> list[Any]:
-    """The 50 initial states of ``task`` in Meta-World's ``MT1`` benchmark (cached)."""
-    with _BENCHMARK_LOCK:
-        if task not in _VARIATIONS:
-            _VARIATIONS[task] = list(_import().MT1(task, seed=BENCHMARK_SEED).train_tasks)
-        return _VARIATIONS[task]
 
 
 class MetaWorldEnv(gym.Env):
@@ -210,7 +87,7 @@ class MetaWorldEnv(gym.Env):
         tasks: Sequence[str] = ("reach-v3",),
         obs_mode: str = "state",
         image_size: int = 64,
-        camera: str = "corner2",
+        camera: str = DEFAULT_CAMERA,
         render_size: int | None = None,
         fast_render: bool = True,
         reward: str = "dense",
@@ -222,7 +99,7 @@ class MetaWorldEnv(gym.Env):
             raise ValueError("MetaWorldEnv needs at least one task")
         for task in tasks:
             if task not in INSTRUCTIONS:
-                raise ValueError(_unknown_task(task, list(INSTRUCTIONS)))
+                raise ValueError(unknown_task_message(task, list(INSTRUCTIONS)))
         for name, value, allowed in (
             ("obs_mode", obs_mode, ("state", "rgb", "rgb+state")),
             ("reward", reward, ("dense", "success")),
@@ -244,7 +121,7 @@ class MetaWorldEnv(gym.Env):
         self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
         self.observation_space = self._observation_space()
         self._sims: dict[str, Any] = {}
-        self._cameras: _Cameras | None = None
+        self._cameras: OffscreenCameras | None = None
         self._task_index = 0
         self._variation = 0
         self._raw: np.ndarray | None = None
@@ -317,7 +194,7 @@ class MetaWorldEnv(gym.Env):
         variation = int(options.get("variation", variation)) % NUM_VARIATIONS
         self._task_index, self._variation = index, variation
         sim = self._sim(self.task)
-        sim.set_task(_variations(self.task)[variation])
+        sim.set_task(task_variations(self.task)[variation])
         raw, _ = sim.reset()
         self._raw = np.asarray(raw, dtype=np.float64)
         self._steps = 0
@@ -386,18 +263,11 @@ class MetaWorldEnv(gym.Env):
     def _sim(self, task: str) -> Any:
         """The Meta-World env of ``task`` (made on first use)."""
         if task not in self._sims:
-            cls = _import("metaworld.env_dict").ALL_V3_ENVIRONMENTS[task]
-            sim = cls(reward_function_version="v2")
+            sim = metaworld_env_class(task)(reward_function_version="v2")
             # truncation is ours; Meta-World refuses steps past its own limit
             sim.max_path_length = max(self.max_episode_steps, MAX_PATH_LENGTH)
-            vis = sim.model.vis
-            if self.fast_render:
-                sim.model.light_castshadow[:] = 0
-                sim.model.mat_reflectance[:] = 0
-                vis.quality.offsamples = 0
-                vis.quality.shadowsize = 0  # no shadow map: 64 MB less per task
-            size = max(self.image_size, self.render_size)
-            vis.global_.offwidth = vis.global_.offheight = size
+            frame_size = max(self.image_size, self.render_size)
+            apply_render_settings(sim.model, frame_size, self.fast_render)
             self._sims[task] = sim
         return self._sims[task]
 
@@ -427,7 +297,7 @@ class MetaWorldEnv(gym.Env):
 
     def _render(self, size: int) -> np.ndarray:
         if self._cameras is None:
-            self._cameras = _Cameras()
+            self._cameras = OffscreenCameras()
         sim = self._sims[self.task]
         return self._cameras.render(self.task, sim.model, sim.data, self.camera, size)
 
@@ -464,14 +334,14 @@ class MetaWorldEnv(gym.Env):
         actions += [actions[-1]] * (count - len(actions))
         return np.stack(actions)
 
-    def _save(self) -> tuple[Any, ...]:
+    def _save(self) -> tuple[SimState, tuple[Any, ...]]:
         """What :meth:`_advance` changes: the simulation state and the env's counters."""
         own = (self._raw, self._steps, self._succeeded, self._last_reward)
-        return _sim_state(self._sims[self.task]), own
+        return get_sim_state(self._sims[self.task]), own
 
-    def _restore(self, saved: tuple[Any, ...]) -> None:
+    def _restore(self, saved: tuple[SimState, tuple[Any, ...]]) -> None:
         sim_state, own = saved
-        _set_sim_state(self._sims[self.task], sim_state)
+        set_sim_state(self._sims[self.task], sim_state)
         self._raw, self._steps, self._succeeded, self._last_reward = own
 
     # -- pickling ------------------------------------------------------------------------
@@ -490,7 +360,7 @@ class MetaWorldEnv(gym.Env):
         state["_frame"] = None if self._frame is None else self._frame.copy()
         current = None
         if self._raw is not None and self.task in self._sims:
-            current = (self.task, self._variation, _sim_state(self._sims[self.task]))
+            current = (self.task, self._variation, get_sim_state(self._sims[self.task]))
         state["_current_sim"] = current
         return state
 
@@ -501,225 +371,6 @@ class MetaWorldEnv(gym.Env):
         if current is not None:
             task, variation, sim_state = current
             sim = self._sim(task)
-            sim.set_task(_variations(task)[variation])
+            sim.set_task(task_variations(task)[variation])
             sim.reset()  # the task's changes to the scene (object and goal positions)
-            _set_sim_state(sim, sim_state)
-
-
-def _sim_state(sim: Any) -> tuple[np.ndarray, dict[str, Any]]:
-    """A Meta-World env's simulation state: MuJoCo's integration state and its attributes.
-
-    Attributes that are views of MuJoCo's memory (Meta-World reads some body positions
-    through them) are left out: they follow the restored MuJoCo state by themselves.
-    """
-    import mujoco
-
-    kind = mujoco.mjtState.mjSTATE_INTEGRATION
-    physics = np.empty(mujoco.mj_stateSize(sim.model, kind))
-    mujoco.mj_getState(sim.model, sim.data, physics, kind)
-    attrs = {
-        k: v for k, v in sim.__dict__.items() if k not in _NOT_SIM_STATE and not _mujoco_view(v)
-    }
-    return physics, copy.deepcopy(attrs)
-
-
-def _set_sim_state(sim: Any, state: tuple[np.ndarray, dict[str, Any]]) -> None:
-    """Give ``sim`` a state of :func:`_sim_state` (same task and initial state)."""
-    import mujoco
-
-    physics, attrs = state
-    sim.__dict__.update(copy.deepcopy(attrs))
-    kind = mujoco.mjtState.mjSTATE_INTEGRATION
-    mujoco.mj_setState(sim.model, sim.data, physics, kind)
-    mujoco.mj_forward(sim.model, sim.data)  # positions of bodies and sites, contacts
-    # mj_forward refines the solver's warm start: put the saved one back (the next step
-    # starts from it)
-    mujoco.mj_setState(sim.model, sim.data, physics, kind)
-
-
-def _mujoco_view(value: Any) -> bool:
-    """Whether ``value`` is a numpy view of MuJoCo's memory (a model or data field)."""
-    base = value
-    while isinstance(base, np.ndarray) and base.base is not None:
-        base = base.base
-    return isinstance(value, np.ndarray) and base is not value and not isinstance(base, np.ndarray)
-
-
-class _Cameras:
-    """Offscreen rendering of one env's task scenes, in the GL context of the calling thread.
-
-    A MuJoCo render context per task scene (its meshes and textures) in a GL context that
-    every env of the thread shares: a GL context per env would cost ~0.3 s and ~80 MB more
-    each with a CPU renderer (llvmpipe). A GL context is current in one thread only, and a
-    worker may step its envs in another thread than the one that made them (a Ray actor's
-    methods run in its thread pool): each thread gets its own render contexts.
-    """
-
-    def __init__(self) -> None:
-        #: thread id -> (its GL context, render contexts by task)
-        self._threads: dict[int, tuple[Any, dict[str, tuple[Any, Any]]]] = {}
-        self._finalizer = weakref.finalize(self, _free_thread_contexts, self._threads)
-        _LIVE_CAMERAS.add(self)
-
-    def render(self, key: str, model: Any, data: Any, camera: str, size: int) -> np.ndarray:
-        """Render ``camera`` of ``model``/``data`` as an upright ``[size, size, 3]`` image."""
-        import mujoco
-
-        thread = threading.get_ident()
-        if thread not in self._threads:
-            self._threads[thread] = (_shared_gl(), {})
-        gl, contexts = self._threads[thread]
-        gl.make_current()
-        if key not in contexts:
-            context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
-            contexts[key] = (context, mujoco.MjvScene(model, maxgeom=10_000))
-        context, scene = contexts[key]
-        cam = mujoco.MjvCamera()
-        cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
-        cam.fixedcamid = model.camera(camera).id
-        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, context)
-        mujoco.mjv_updateScene(
-            model, data, mujoco.MjvOption(), None, cam, mujoco.mjtCatBit.mjCAT_ALL, scene
-        )
-        viewport = mujoco.MjrRect(0, 0, size, size)
-        mujoco.mjr_render(viewport, scene, context)
-        pixels = np.empty((size, size, 3), np.uint8)
-        mujoco.mjr_readPixels(pixels, None, viewport, context)
-        # OpenGL rows run bottom-up; a camera whose up axis points down (Meta-World's corner
-        # cameras) sees the scene upside down: turn its image by 180 degrees (not a mirror)
-        cid = cam.fixedcamid
-        upside_down = model.cam_bodyid[cid] == 0 and data.cam_xmat[cid][7] < 0
-        return np.ascontiguousarray(pixels[:, ::-1] if upside_down else pixels[::-1])
-
-    def close(self) -> None:
-        """Free the render contexts (idempotent); the shared GL context stays."""
-        self._finalizer()
-
-
-#: The GL context of each thread that renders (surfaceless with EGL), shared by its envs.
-_GL_CONTEXTS: dict[int, Any] = {}
-_GL_LOCK = threading.Lock()
-_LIVE_CAMERAS: weakref.WeakSet[_Cameras] = weakref.WeakSet()
-
-
-def _shared_gl() -> Any:
-    """The GL context of the calling thread (made on first use)."""
-    from mujoco.gl_context import GLContext
-
-    key = threading.get_ident()
-    with _GL_LOCK:
-        if key not in _GL_CONTEXTS:
-            first = not _GL_CONTEXTS
-            _GL_CONTEXTS[key] = GLContext(64, 64)  # envs render into their own buffers
-            if first:
-                # registered after EGL's own exit hook (the first context registers it), so
-                # it runs before EGL is shut down
-                atexit.register(_free_all)
-            logger.debug("GL context for MuJoCo rendering in thread %d", key)
-        return _GL_CONTEXTS[key]
-
-
-def _free_thread_contexts(threads: dict[int, tuple[Any, dict[str, tuple[Any, Any]]]]) -> None:
-    """Free the render contexts of every thread (those of other threads where possible)."""
-    for gl, contexts in threads.values():
-        _free_contexts(gl, contexts)
-    threads.clear()
-
-
-def _free_contexts(gl: Any, contexts: dict[str, tuple[Any, Any]]) -> None:
-    if not contexts:
-        return
-    try:
-        gl.make_current()
-        for context, _ in contexts.values():
-            context.free()
-    except Exception as exc:  # noqa: BLE001 - e.g. the context is current in another thread
-        logger.debug("could not free MuJoCo render contexts: %r", exc)
-    contexts.clear()
-
-
-def _free_all() -> None:
-    """At exit: free every env's render contexts, then the GL contexts."""
-    for cameras in list(_LIVE_CAMERAS):
-        cameras.close()
-    with _GL_LOCK:
-        for gl in _GL_CONTEXTS.values():
-            gl.free()
-        _GL_CONTEXTS.clear()
-
-
-# -- rlpipe entry points -------------------------------------------------------------------
-
-
-def make_metaworld_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
-    """Factory of ``env_type: metaworld`` (settings in ``env.manipulation``)."""
-    m = env_cfg.manipulation
-    env: gym.Env = MetaWorldEnv(
-        tasks=m.tasks,
-        obs_mode=m.obs_mode,
-        image_size=m.image_size,
-        camera=m.camera or DEFAULT_CAMERA,
-        render_size=m.render_size,
-        fast_render=m.fast_render,
-        reward=m.reward,
-        terminate_on_success=m.terminate_on_success,
-        max_episode_steps=env_cfg.max_episode_steps or MAX_PATH_LENGTH,
-        render_mode=render_mode,
-    )
-    if m.action_chunk > 1:
-        env = ActionChunk(env, m.action_chunk)
-    return env
-
-
-def check_metaworld_config(env_cfg: Any) -> None:
-    """Config check of ``env_type: metaworld``: Meta-World installed, task and camera names.
-
-    Raises:
-        EnvConfigError: Naming the field (``env_type``, ``manipulation.tasks.<i>``,
-            ``manipulation.camera`` or ``kwargs``).
-    """
-    m = env_cfg.manipulation
-    if env_cfg.kwargs:
-        raise EnvConfigError(
-            ("kwargs",),
-            env_cfg.kwargs,
-            "env_type metaworld reads its settings from env.manipulation, not env.kwargs",
-        )
-    try:
-        known = metaworld_task_names()
-    except ImportError:
-        raise EnvConfigError(
-            ("env_type",), env_cfg.env_type, f"env_type metaworld needs Meta-World: {INSTALL_HINT}"
-        ) from None
-    for i, task in enumerate(m.tasks):
-        if task not in known:
-            raise EnvConfigError(("manipulation", "tasks", i), task, _unknown_task(task, known))
-    if m.control_mode is not None:
-        raise EnvConfigError(
-            ("manipulation", "control_mode"),
-            m.control_mode,
-            "Meta-World has one controller (hand motion and gripper): leave control_mode unset",
-        )
-    if m.camera is not None and m.camera not in CAMERAS:
-        raise EnvConfigError(
-            ("manipulation", "camera"),
-            m.camera,
-            f"unknown Meta-World camera {m.camera!r}; allowed: {', '.join(CAMERAS)}",
-        )
-
-
-def play_metaworld_expert(env: gym.Env, obs: Any, info: dict[str, Any]) -> np.ndarray:
-    """The scripted expert of ``env_type: metaworld`` (``rlpipe demos``): the env's action.
-
-    Reads the simulator, not ``obs``, so it drives pixel observations too; with action
-    chunks it returns a whole chunk (:meth:`MetaWorldEnv.expert_actions`).
-    """
-    base = env.unwrapped
-    if not isinstance(base, MetaWorldEnv):
-        raise TypeError(f"the metaworld expert needs a MetaWorldEnv, got {type(base).__name__}")
-    count = int(np.prod(env.action_space.shape)) // 4
-    return base.expert_actions(count).reshape(-1)
-
-
-register_env("metaworld", make_metaworld_env, check=check_metaworld_config)
-register_expert("metaworld", play_metaworld_expert)
+            set_sim_state(sim, sim_state)

@@ -1,8 +1,8 @@
 """Env registry: ``register_env(env_type, factory)``; ``gym`` wraps ``gymnasium.make``.
 
 Built-in env types beyond ``gym`` live in modules the registry imports on first use
-(``metaworld``: :mod:`rl_core.envs.metaworld_env`, which imports Meta-World itself only
-when an env is made or a config checked).
+(``metaworld``: :mod:`rl_core.envs.metaworld_registration`, which imports Meta-World
+itself only when an env is made or a config checked).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ EnvFactory = Callable[..., gym.Env]
 EnvConfigCheck = Callable[[Any], None]
 
 #: Modules registering the built-in env types besides ``gym`` (imported on first use).
-BUILTIN_ENV_MODULES = ("rl_core.envs.metaworld_env", "rl_core.envs.maniskill_env")
+BUILTIN_ENV_MODULES = ("rl_core.envs.metaworld_registration", "rl_core.envs.maniskill_env")
 ENVS: Registry[EnvFactory] = Registry("env type", BUILTIN_ENV_MODULES)
 ENV_CONFIG_CHECKS: Registry[EnvConfigCheck] = Registry("env config check", BUILTIN_ENV_MODULES)
 

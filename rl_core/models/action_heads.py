@@ -9,6 +9,10 @@ turns it into a distribution over env actions:
   log-prob is that of the unclipped sample) or squashed with tanh and rescaled to the
   bounds (``tanh``; the log-prob carries the change-of-variables correction).
 
+:meth:`ActionHeadMixin._act` and :meth:`ActionHeadMixin._score` are the steps every
+actor-critic's ``predict_action_batch`` and ``default_forward`` share once its actor has
+produced that output.
+
 The mixin keeps its parameter and buffers (``log_std``, ``action_low``, ``action_high``) on
 the policy itself, so the state-dict keys of a policy do not depend on the mixin.
 """
@@ -16,6 +20,7 @@ the policy itself, so the state-dict keys of a policy do not depend on the mixin
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -112,6 +117,65 @@ class ActionHeadMixin:
             raise ValueError(f"{model_type} supports {kinds} action spaces, got {action_space}")
         self.continuous_action = continuous_action
         return out_dim
+
+    def _act(
+        self,
+        out: torch.Tensor,
+        mode: str,
+        generator: torch.Generator | None,
+        inputs: dict[str, torch.Tensor],
+        values: Callable[[], torch.Tensor],
+        compute_values: bool = True,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Act on the actor's output: the env actions and ``predict_action_batch``'s result.
+
+        Args:
+            out: The actor's output ``[B, out_dim]``.
+            mode: ``eval`` (the distribution's mode) or ``train`` (a draw).
+            generator: Drives the draw.
+            inputs: The forward inputs of the observations (``model_action`` is added).
+            values: Computes the critic's values ``[B]``.
+            compute_values: Whether to call ``values`` (``prev_values`` is None otherwise).
+
+        Returns:
+            Env actions (numpy) and ``{"prev_logprobs", "prev_values", "forward_inputs"}``.
+        """
+        dist = self._head_dist(out)
+        model_action = self._sample_model_action(dist, mode, generator)
+        result = {
+            "prev_logprobs": self._logprob(dist, model_action),
+            "prev_values": values() if compute_values else None,
+            "forward_inputs": {**inputs, "model_action": model_action},
+        }
+        return self._to_env_action(model_action).cpu().numpy(), result
+
+    def _score(
+        self,
+        out: torch.Tensor,
+        model_action: torch.Tensor,
+        values: Callable[[], torch.Tensor],
+        compute_values: bool = True,
+        compute_entropy: bool = True,
+    ) -> dict[str, torch.Tensor]:
+        """Score cached model actions under the actor's output: ``default_forward``'s result.
+
+        Args:
+            out: The actor's output ``[B, out_dim]``.
+            model_action: The model actions to score (``forward_inputs["model_action"]``).
+            values: Computes the critic's values ``[B]``.
+            compute_values: Whether to add ``values``.
+            compute_entropy: Whether to add ``entropy``.
+
+        Returns:
+            ``logprobs`` [B], and ``values`` and ``entropy`` [B] when asked for.
+        """
+        dist = self._head_dist(out)
+        scores = {"logprobs": self._logprob(dist, model_action)}
+        if compute_values:
+            scores["values"] = values()
+        if compute_entropy:
+            scores["entropy"] = self._entropy(dist)
+        return scores
 
     def _head_dist(self, out: torch.Tensor) -> Categorical | Normal:
         """The action distribution for the actor's output ``out`` [B, out_dim]."""

@@ -7,7 +7,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from torch.distributions import Categorical, Normal
 
 from rl_core.models.action_heads import ActionHeadMixin, mlp
 from rl_core.models.base_policy import BasePolicy, flat_states, policy_device
@@ -47,9 +46,6 @@ class MLPActorCritic(ActionHeadMixin, BasePolicy):
         self.actor = mlp([obs_dim, *hidden_sizes, out_dim], activation, 0.01)
         self.critic = mlp([obs_dim, *hidden_sizes, 1], activation, 1.0)
 
-    def _dist(self, states: torch.Tensor) -> Categorical | Normal:
-        return self._head_dist(self.actor(states))
-
     # -- contract ------------------------------------------------------------------------
     @torch.no_grad()
     def predict_action_batch(
@@ -62,14 +58,14 @@ class MLPActorCritic(ActionHeadMixin, BasePolicy):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """See :meth:`BasePolicy.predict_action_batch`; ``generator`` drives sampling."""
         states = flat_states(env_obs, policy_device(self))
-        dist = self._dist(states)
-        model_action = self._sample_model_action(dist, mode, generator)
-        result = {
-            "prev_logprobs": self._logprob(dist, model_action),
-            "prev_values": self.critic(states).squeeze(-1) if compute_values else None,
-            "forward_inputs": {"states": states, "model_action": model_action},
-        }
-        return self._to_env_action(model_action).cpu().numpy(), result
+        return self._act(
+            self.actor(states),
+            mode,
+            generator,
+            {"states": states},
+            lambda: self.critic(states).squeeze(-1),
+            compute_values,
+        )
 
     def default_forward(
         self,
@@ -80,13 +76,13 @@ class MLPActorCritic(ActionHeadMixin, BasePolicy):
     ) -> dict[str, torch.Tensor]:
         """Recompute logprobs/values/entropy for cached ``states`` and ``model_action``."""
         states = forward_inputs["states"]
-        dist = self._dist(states)
-        out = {"logprobs": self._logprob(dist, forward_inputs["model_action"])}
-        if compute_values:
-            out["values"] = self.critic(states).squeeze(-1)
-        if compute_entropy:
-            out["entropy"] = self._entropy(dist)
-        return out
+        return self._score(
+            self.actor(states),
+            forward_inputs["model_action"],
+            lambda: self.critic(states).squeeze(-1),
+            compute_values,
+            compute_entropy,
+        )
 
     def value_forward(self, env_obs: dict[str, Any], **kwargs: Any) -> torch.Tensor:
         """Critic values [B]."""

@@ -18,7 +18,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from torch.distributions import Categorical, Normal
 
 from rl_core.models.action_heads import ActionHeadMixin, mlp
 from rl_core.models.base_policy import BasePolicy, policy_device
@@ -77,9 +76,6 @@ class PixelActorCritic(ActionHeadMixin, BasePolicy):
             features = torch.cat([features, inputs[STATE_KEY].to(features.dtype)], dim=-1)
         return features
 
-    def _dist(self, features: torch.Tensor) -> Categorical | Normal:
-        return self._head_dist(self.actor(features))
-
     # -- contract ------------------------------------------------------------------------
     @torch.no_grad()
     def predict_action_batch(
@@ -93,14 +89,14 @@ class PixelActorCritic(ActionHeadMixin, BasePolicy):
         """See :meth:`BasePolicy.predict_action_batch`; ``generator`` drives sampling."""
         inputs = pixel_inputs(env_obs, self.spec, policy_device(self))
         features = self._features(inputs)
-        dist = self._dist(features)
-        model_action = self._sample_model_action(dist, mode, generator)
-        result = {
-            "prev_logprobs": self._logprob(dist, model_action),
-            "prev_values": self.critic(features).squeeze(-1) if compute_values else None,
-            "forward_inputs": {**inputs, "model_action": model_action},
-        }
-        return self._to_env_action(model_action).cpu().numpy(), result
+        return self._act(
+            self.actor(features),
+            mode,
+            generator,
+            inputs,
+            lambda: self.critic(features).squeeze(-1),
+            compute_values,
+        )
 
     def default_forward(
         self,
@@ -111,13 +107,13 @@ class PixelActorCritic(ActionHeadMixin, BasePolicy):
     ) -> dict[str, torch.Tensor]:
         """Recompute logprobs/values/entropy for cached images (states) and model actions."""
         features = self._features(forward_inputs)
-        dist = self._dist(features)
-        out = {"logprobs": self._logprob(dist, forward_inputs["model_action"])}
-        if compute_values:
-            out["values"] = self.critic(features).squeeze(-1)
-        if compute_entropy:
-            out["entropy"] = self._entropy(dist)
-        return out
+        return self._score(
+            self.actor(features),
+            forward_inputs["model_action"],
+            lambda: self.critic(features).squeeze(-1),
+            compute_values,
+            compute_entropy,
+        )
 
     def value_forward(self, env_obs: dict[str, Any], **kwargs: Any) -> torch.Tensor:
         """Critic values [B] of raw observations."""

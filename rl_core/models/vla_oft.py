@@ -276,14 +276,14 @@ class VLAOFTPolicy(ActionHeadMixin, BasePolicy):
         """
         inputs = self._obs_inputs(env_obs)
         hidden, mask = self._hidden_states(inputs)
-        dist = self._head_dist(self._action_mean(hidden))
-        model_action = self._sample_model_action(dist, mode, generator)
-        result = {
-            "prev_logprobs": self._logprob(dist, model_action),
-            "prev_values": self._values(hidden, mask) if compute_values else None,
-            "forward_inputs": {**inputs, "model_action": model_action},
-        }
-        return self._to_env_action(model_action).cpu().numpy(), result
+        return self._act(
+            self._action_mean(hidden),
+            mode,
+            generator,
+            inputs,
+            lambda: self._values(hidden, mask),
+            compute_values,
+        )
 
     def default_forward(
         self,
@@ -294,13 +294,13 @@ class VLAOFTPolicy(ActionHeadMixin, BasePolicy):
     ) -> dict[str, torch.Tensor]:
         """Recompute logprobs/values/entropy for cached images, tokens and model actions."""
         hidden, mask = self._hidden_states(forward_inputs)
-        dist = self._head_dist(self._action_mean(hidden))
-        out = {"logprobs": self._logprob(dist, forward_inputs["model_action"])}
-        if compute_values:
-            out["values"] = self._values(hidden, mask)
-        if compute_entropy:
-            out["entropy"] = self._entropy(dist)
-        return out
+        return self._score(
+            self._action_mean(hidden),
+            forward_inputs["model_action"],
+            lambda: self._values(hidden, mask),
+            compute_values,
+            compute_entropy,
+        )
 
     def value_forward(self, env_obs: dict[str, Any], **kwargs: Any) -> torch.Tensor:
         """Critic values [B] of raw observations (instructions tokenized here)."""

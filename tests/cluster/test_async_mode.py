@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 
 from infra.cluster import ray_cluster
 from infra.driver.runtimes import make_runtime
 from rl_core.config import RLPipeConfig, load_config
-from tests.in_process import run_iterations
+from tests.in_process import assert_same_weights, checkpoint_and_resume, run_iterations
 
 pytestmark = pytest.mark.integration
 BASE = [
@@ -48,18 +47,12 @@ def train(cfg: RLPipeConfig, iterations: int, retry_rollout_at: int = -1, runtim
     return runtime.actor.get_state_dict()[0], metrics, runtime
 
 
-def same_weights(a, b) -> None:
-    assert a.keys() == b.keys()
-    for name, value in a.items():
-        np.testing.assert_array_equal(b[name], value, err_msg=name)
-
-
 def test_staleness_zero_learns_exactly_what_sync_mode_learns() -> None:
     sync, _, rt = train(config(), 3)
     rt.shutdown()
     zero, metrics, rt = train(config("run.mode=async", "algorithm.max_staleness=0"), 3)
     rt.shutdown()
-    same_weights(sync, zero)
+    assert_same_weights(sync, zero)
     assert [m["async/staleness_max"] for m in metrics] == [0.0, 0.0, 0.0]
 
 
@@ -80,7 +73,7 @@ def test_batches_lag_at_most_max_staleness_and_a_retried_rollout_counts_once(
     assert all(m["async/buffer_fill"] == 1.0 for m in metrics)  # 2 batches ahead
     retried, _, rt = train(config("run.mode=async", "algorithm.max_staleness=2"), 5, 3)
     rt.shutdown()
-    same_weights(straight, retried)
+    assert_same_weights(straight, retried)
     assert any(m["async/rollout_idle_seconds"] >= 0.0 for m in metrics)
     assert all(m["async/trainer_idle_seconds"] >= 0.0 for m in metrics)
 
@@ -88,15 +81,12 @@ def test_batches_lag_at_most_max_staleness_and_a_retried_rollout_counts_once(
 def test_a_checkpoint_keeps_the_batches_collected_ahead(tmp_path, straight_run) -> None:
     cfg = config("run.mode=async", "algorithm.max_staleness=2")
     first, _, rt = train(cfg, 2)
-    rt.save_checkpoint(str(tmp_path), 2)
-    rt.shutdown()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
     # launched before the save, with versions 0 and 1
     assert [(c.index, c.version) for c in resumed.collection.pipeline.chunks] == [(2, 0), (3, 1)]
     weights, metrics, rt = train(cfg, 3, runtime=resumed, start=2)
     rt.shutdown()
-    same_weights(straight_run[0], weights)
+    assert_same_weights(straight_run[0], weights)
     assert [m["async/staleness_max"] for m in metrics] == [2.0, 2.0, 2.0]
 
 

@@ -12,7 +12,7 @@ import ray
 
 from infra.driver.runtimes import make_runtime
 from rl_core.config import ConfigError, RLPipeConfig, load_config
-from tests.in_process import run_iterations
+from tests.in_process import assert_same_weights, checkpoint_and_resume, run_iterations
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 
@@ -64,12 +64,6 @@ def fail_and_undo_rollout(runtime, iteration: int) -> None:
     runtime.restore("rollout")
 
 
-def same_weights(a: dict, b: dict) -> None:
-    assert a.keys() == b.keys()
-    for name, value in a.items():
-        np.testing.assert_array_equal(b[name], value, err_msg=name)
-
-
 def test_staleness_zero_learns_exactly_what_sync_mode_learns(tiny_dir: str) -> None:
     runtime = make_runtime(config(tiny_dir))
     initial = runtime.actor.full_state()[0]
@@ -78,7 +72,7 @@ def test_staleness_zero_learns_exactly_what_sync_mode_learns(tiny_dir: str) -> N
     assert any(not np.array_equal(initial[k], sync[k]) for k in sync), "no update moved"
     zero, metrics, rt = train(config(tiny_dir, "run.mode=async", "algorithm.max_staleness=0"), 3)
     rt.shutdown()
-    same_weights(sync, zero)
+    assert_same_weights(sync, zero)
     assert [m["async/staleness_max"] for m in metrics] == [0.0, 0.0, 0.0]
 
 
@@ -93,7 +87,7 @@ def test_batches_lag_at_most_max_staleness_and_retried_rollouts_count_once(
     assert all(m["async/trainer_idle_seconds"] >= 0.0 for m in metrics)
     retried, _, rt = train(cfg, 5, retry_rollout_at=3)
     rt.shutdown()
-    same_weights(straight, retried)
+    assert_same_weights(straight, retried)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +112,7 @@ def test_a_failed_generation_is_launched_again_with_its_weight_version(
     fail_and_undo_rollout(runtime, 2)
     weights, metrics, rt = train(cfg, 2, runtime=runtime, start=2)
     rt.shutdown()
-    same_weights(straight_staleness_one, weights)
+    assert_same_weights(straight_staleness_one, weights)
     assert [m["async/staleness_max"] for m in metrics] == [1.0, 1.0]
 
 
@@ -127,15 +121,12 @@ def test_a_checkpoint_keeps_the_batches_generated_ahead(
 ) -> None:
     cfg = config(tiny_dir, "run.mode=async", "algorithm.max_staleness=1")
     _, _, rt = train(cfg, 2)
-    rt.save_checkpoint(str(tmp_path), 2)
-    rt.shutdown()
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
     assert (tmp_path / "step_000002" / "rollout_pipeline.pt").is_file()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
     assert [c.index for c in resumed.generation.pipeline.chunks] == [2]
     weights, metrics, rt = train(cfg, 2, runtime=resumed, start=2)
     rt.shutdown()
-    same_weights(straight_staleness_one, weights)
+    assert_same_weights(straight_staleness_one, weights)
     assert [m["async/staleness_max"] for m in metrics] == [1.0, 1.0]
 
 
@@ -157,17 +148,14 @@ def test_partial_rollouts_continue_under_new_weights_and_resume_exactly(
     # later tokens are fresher than the first: the mean lag is below the largest
     assert all(0.0 < m["async/staleness_mean"] < m["async/staleness_max"] for m in metrics[1:])
     _, _, rt = train(cfg, 2)
-    rt.save_checkpoint(str(tmp_path), 2)
-    rt.shutdown()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
     assert [c.index for c in resumed.generation.pipeline.chunks] == [2, 3]
     # iteration 2 continues batch 2 (restored) first: that continuation fails
     ray.get(resumed.rollout_group[0].arm_fault.remote("raise", "continue_generation"))
     fail_and_undo_rollout(resumed, 2)
     weights, _, rt = train(cfg, 3, runtime=resumed, start=2)
     rt.shutdown()
-    same_weights(straight, weights)
+    assert_same_weights(straight, weights)
 
 
 def test_async_reasoning_is_refused_where_it_cannot_run(tiny_dir: str) -> None:

@@ -8,14 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from infra.cluster import ray_cluster
 from infra.driver.runtimes import make_runtime
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.models.tiny_lm import create_tiny_lm
-from tests.in_process import run_iterations
+from tests.in_process import assert_same_weights, run_iterations
 from tests.tiny_grpo import tiny_grpo_config
 
 pytestmark = pytest.mark.integration
@@ -42,12 +41,6 @@ def train(cfg: RLPipeConfig, iterations: int, state_method: str, retry_rollout_a
         return getattr(runtime.actor, state_method)()[0], facts
     finally:
         runtime.shutdown()
-
-
-def assert_same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
-    assert a.keys() == b.keys()
-    for name, value in a.items():
-        np.testing.assert_array_equal(b[name], value, err_msg=name)
 
 
 def test_cartpole_hybrid_engine_learns_what_separate_rollout_workers_learn() -> None:

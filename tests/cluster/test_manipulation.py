@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from infra.driver.runtimes import make_runtime, run_iteration_in_process
+from infra.driver.runtimes import make_runtime
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.data import demos as demos_format
 from rl_core.envs.experts import expert_for
 from rl_core.steps import Step
+from tests.in_process import assert_same_weights, checkpoint_and_resume, train_in_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 SMALL = [
@@ -71,33 +71,18 @@ def write_demos(cfg: RLPipeConfig, episodes: int = 4) -> Path:
     return folder
 
 
-def train(cfg: RLPipeConfig, iterations: range, runtime=None):
-    runtime = runtime or make_runtime(cfg)
-    results = [run_iteration_in_process(runtime, it) for it in iterations]
-    return runtime.actor.get_state_dict()[0], results, runtime
-
-
-def same_weights(a, b) -> None:
-    assert a.keys() == b.keys()
-    for name, value in a.items():
-        np.testing.assert_array_equal(b[name], value, err_msg=name)
-
-
 def test_ppo_on_metaworld_resumes_bit_for_bit_with_success_metrics(tmp_path: Path) -> None:
     cfg = state_config(tmp_path)
-    straight, results, rt = train(cfg, range(4))
+    straight, results, rt = train_in_process(cfg, range(4))
     rt.shutdown()
     rollout = results[1]["rollout"].metrics
     assert rollout["env/episodes"] == 4.0  # 4 envs x 24 steps: one episode each by iteration 1
     assert 0.0 <= rollout["env/success_rate"] <= 1.0
-    _, _, rt = train(cfg, range(2))
-    rt.save_checkpoint(str(tmp_path / "ckpt"), 2)
+    _, _, rt = train_in_process(cfg, range(2))
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path / "ckpt", 2)
+    weights, _, rt = train_in_process(cfg, range(2, 4), runtime=resumed)
     rt.shutdown()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path / "ckpt"), "step_000002", 2)
-    weights, _, rt = train(cfg, range(2, 4), runtime=resumed)
-    rt.shutdown()
-    same_weights(straight, weights)
+    assert_same_weights(straight, weights)
 
 
 def test_behaviour_cloning_learns_the_expert_and_a_retried_step_applies_once(
@@ -120,22 +105,19 @@ def test_behaviour_cloning_learns_the_expert_and_a_retried_step_applies_once(
         rt.run_step(Step.SFT_UPDATE, it)
     straight = rt.actor.get_state_dict()[0]
     rt.shutdown()
-    same_weights(straight, retried)
+    assert_same_weights(straight, retried)
 
 
 def test_vla_episode_grpo_from_pixels_and_instructions_resumes_bit_for_bit(
     tmp_path: Path, tiny_lm_one_layer: str
 ) -> None:
     cfg = vla_config(tmp_path, tiny_lm_one_layer)
-    straight, results, rt = train(cfg, range(3))
+    straight, results, rt = train_in_process(cfg, range(3))
     rt.shutdown()
     assert results[0]["advantage"].metrics["train/advantage_mean"] == pytest.approx(0.0, abs=1e-6)
     assert "env/success_rate" in results[0]["rollout"].metrics
-    _, _, rt = train(cfg, range(1))
-    rt.save_checkpoint(str(tmp_path / "ckpt"), 1)
+    _, _, rt = train_in_process(cfg, range(1))
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path / "ckpt", 1)
+    weights, _, rt = train_in_process(cfg, range(1, 3), runtime=resumed)
     rt.shutdown()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path / "ckpt"), "step_000001", 1)
-    weights, _, rt = train(cfg, range(1, 3), runtime=resumed)
-    rt.shutdown()
-    same_weights(straight, weights)
+    assert_same_weights(straight, weights)

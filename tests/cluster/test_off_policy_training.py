@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from infra.driver.runtimes import make_runtime, run_iteration_in_process
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.data.offline_episodes import collect_transitions
 from rl_core.data.replay_buffer import save_transitions
 from rl_core.envs import VectorEnvAdapter
 from rl_core.models import get_model
+from tests.in_process import assert_same_weights, checkpoint_and_resume, train_in_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 BASE = [
@@ -33,35 +33,19 @@ def config(preset: str = "sac_pendulum", *extra: str) -> RLPipeConfig:
     return load_config(preset, [*BASE, *extra])
 
 
-def train(cfg: RLPipeConfig, iterations: range, runtime=None):
-    """The trainer's weights, each iteration's step results, and the runtime."""
-    runtime = runtime or make_runtime(cfg)
-    results = [run_iteration_in_process(runtime, it) for it in iterations]
-    return runtime.actor.get_state_dict()[0], results, runtime
-
-
-def same_weights(a, b) -> None:
-    assert a.keys() == b.keys()
-    for name, value in a.items():
-        np.testing.assert_array_equal(b[name], value, err_msg=name)
-
-
 def test_resume_with_the_replay_buffer_continues_bit_for_bit(tmp_path: Path) -> None:
     cfg = config()
-    straight, results, rt = train(cfg, range(4))
+    straight, results, rt = train_in_process(cfg, range(4))
     rt.shutdown()
     sizes = [r["advantage"].metrics["replay/size"] for r in results]
     assert sizes == [32.0, 64.0, 96.0, 128.0]
     steps = [r["update"].metrics["train/gradient_steps"] for r in results]
     assert steps == [16.0] * 4  # utd 0.5 x 32 env steps; the buffer holds 32 from the start
-    _, _, rt = train(cfg, range(2))
-    rt.save_checkpoint(str(tmp_path), 2)
+    _, _, rt = train_in_process(cfg, range(2))
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
+    weights, results, rt = train_in_process(cfg, range(2, 4), runtime=resumed)
     rt.shutdown()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
-    weights, results, rt = train(cfg, range(2, 4), runtime=resumed)
-    rt.shutdown()
-    same_weights(straight, weights)
+    assert_same_weights(straight, weights)
     assert results[0]["advantage"].metrics["replay/size"] == 96.0
     assert (tmp_path / "step_000002" / "replay" / "transitions.safetensors").is_file()
 
@@ -75,13 +59,10 @@ def test_without_the_replay_checkpoint_a_resumed_run_starts_with_an_empty_buffer
         "replay.learning_starts=64",
         "cluster.hybrid_engine=off",
     )
-    _, _, rt = train(cfg, range(2))
-    rt.save_checkpoint(str(tmp_path), 2)
-    rt.shutdown()
+    _, _, rt = train_in_process(cfg, range(2))
+    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
     assert not (tmp_path / "step_000002" / "replay").exists()
-    resumed = make_runtime(cfg)
-    resumed.load_checkpoint(str(tmp_path), "step_000002", 2)
-    _, results, rt = train(cfg, range(2, 3), runtime=resumed)
+    _, results, rt = train_in_process(cfg, range(2, 3), runtime=resumed)
     rt.shutdown()
     assert results[0]["advantage"].metrics["replay/size"] == 32.0
     assert results[0]["update"].metrics["train/gradient_steps"] == 0.0  # below learning_starts
@@ -89,9 +70,9 @@ def test_without_the_replay_checkpoint_a_resumed_run_starts_with_an_empty_buffer
 
 def test_retried_advantage_and_update_steps_apply_once() -> None:
     cfg = config("crossq_pendulum")
-    straight, _, rt = train(cfg, range(3))
+    straight, _, rt = train_in_process(cfg, range(3))
     rt.shutdown()
-    _, _, rt = train(cfg, range(2))
+    _, _, rt = train_in_process(cfg, range(2))
     for step in ("weight_sync", "rollout", "reward", "advantage", "advantage"):
         getattr(rt, step)(2)  # the second advantage adds nothing
     rt.snapshot("update")
@@ -101,7 +82,7 @@ def test_retried_advantage_and_update_steps_apply_once() -> None:
     retried = rt.actor.get_state_dict()[0]
     (size,) = rt.replay.add({"rewards": np.zeros(0)}, 1)  # an old iteration
     rt.shutdown()
-    same_weights(straight, retried)
+    assert_same_weights(straight, retried)
     assert size["replay/size"] == 96.0
 
 
@@ -124,7 +105,7 @@ def test_rlpd_learns_from_offline_transitions_and_online_replay(tmp_path: Path) 
             f"replay.offline_data={path}",
         ],
     )
-    _, results, rt = train(rlpd, range(2))
+    _, results, rt = train_in_process(rlpd, range(2))
     (sample,) = rt.replay.sample(2, 32)
     rt.shutdown()
     assert all(np.isfinite(r["update"].metrics["train/critic_loss"]) for r in results)

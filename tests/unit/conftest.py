@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -29,3 +30,11 @@ def health_api() -> Iterator[str]:
     yield f"http://127.0.0.1:{server.server_address[1]}/api"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A one-layer tiny byte-level causal LM directory (the VLA tests' backbone)."""
+    from rl_core.models.tiny_lm import create_tiny_lm  # transformers: only where used
+
+    return create_tiny_lm(tmp_path_factory.mktemp("lm") / "tiny", num_hidden_layers=1)

@@ -22,14 +22,13 @@ from rl_core.config.policy_sections import EnvConfig  # noqa: E402
 from rl_core.envs import VectorEnvAdapter, make_single_env  # noqa: E402
 from rl_core.envs.action_chunk import ActionChunk  # noqa: E402
 from rl_core.envs.experts import expert_for  # noqa: E402
-from rl_core.envs.metaworld_env import (  # noqa: E402
+from rl_core.envs.metaworld_benchmark import metaworld_expert, metaworld_task_names  # noqa: E402
+from rl_core.envs.metaworld_env import MetaWorldEnv  # noqa: E402
+from rl_core.envs.metaworld_instructions import (  # noqa: E402
     INSTRUCTION_CHARSET,
     INSTRUCTIONS,
     MAX_INSTRUCTION_LENGTH,
-    MetaWorldEnv,
-    metaworld_expert,
     metaworld_instruction,
-    metaworld_task_names,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,6 +24,7 @@ from rl_core.config import load_config
 from rl_core.envs import EnvSpaces, probe_spaces
 from rl_core.envs.spaces import env_spaces_to_dict
 from rl_core.models import MODELS, BasePolicy, get_model, register_model
+from tests.policy_checks import assert_same_outputs
 
 
 def write_checkpoint(root, overrides=(), steps=(3,), spaces_json=True):
@@ -57,17 +58,7 @@ def obs_batch(spaces, n=32, seed=0):
 
 
 def assert_same_policy(a, b, spaces):
-    obs = obs_batch(spaces)
-    for mode in ("eval", "train"):
-        act_a, res_a = a.predict_action_batch(
-            obs, mode=mode, generator=torch.Generator().manual_seed(5)
-        )
-        act_b, res_b = b.predict_action_batch(
-            obs, mode=mode, generator=torch.Generator().manual_seed(5)
-        )
-        np.testing.assert_array_equal(act_a, act_b)
-        assert torch.equal(res_a["prev_logprobs"], res_b["prev_logprobs"])
-        assert torch.equal(res_a["prev_values"], res_b["prev_values"])
+    assert_same_outputs(a, b, obs_batch(spaces))
 
 
 @pytest.mark.parametrize(
