@@ -38,13 +38,18 @@ import glob
 import importlib
 import logging
 import os
-import string
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 
-from rl_core.envs.action_chunk import ActionChunk
+from rl_core.envs.manipulation_obs import (
+    MAX_INSTRUCTION_LENGTH,
+    chunked,
+    observation,
+    observation_space,
+    refuse_kwargs,
+)
 from rl_core.envs.registry import EnvConfigError, register_env
 
 logger = logging.getLogger(__name__)
@@ -59,9 +64,6 @@ DEFAULT_CAMERA = "base_camera"
 #: The control mode of ManiSkill's table-top tasks rlpipe uses when none is set: the
 #: tool's position moves by up to 10 cm a step (3 numbers) and the gripper opens or closes.
 DEFAULT_CONTROL_MODE = "pd_ee_delta_pos"
-#: Characters of the instructions (the ``Text`` space of ``task_descriptions``).
-INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.-'"
-MAX_INSTRUCTION_LENGTH = 128
 #: Seeds drawn for autoresets lie below this.
 _SEED_RANGE = 2**31 - 1
 
@@ -254,18 +256,7 @@ class ManiSkillEnv(gym.Env):
         return sim
 
     def _observation_space(self) -> gym.spaces.Space:
-        states = gym.spaces.Box(-np.inf, np.inf, (self._state_dim,), np.float32)
-        if self.obs_mode == "state":
-            return states
-        spaces: dict[str, gym.spaces.Space] = {
-            "main_images": gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8),
-            "task_descriptions": gym.spaces.Text(
-                MAX_INSTRUCTION_LENGTH, min_length=1, charset=INSTRUCTION_CHARSET
-            ),
-        }
-        if self.obs_mode == "rgb+state":
-            spaces["states"] = states
-        return gym.spaces.Dict(spaces)
+        return observation_space(self.obs_mode, self._state_dim, self.image_size)
 
     @property
     def episode_seed(self) -> int | None:
@@ -360,16 +351,12 @@ class ManiSkillEnv(gym.Env):
         assert self._obs is not None
         raw = self._obs if self.obs_mode == "state" else self._obs["state"]
         state = _numpy(raw).reshape(-1).astype(np.float32)
-        if self.obs_mode == "state":
-            return state
+        return observation(self.obs_mode, state, self._camera_image, self.instruction)
+
+    def _camera_image(self) -> np.ndarray:
+        assert self._obs is not None
         image = _numpy(self._obs["sensor_data"][self.camera]["rgb"])
-        obs = {
-            "main_images": np.ascontiguousarray(image.reshape(image.shape[-3:]), np.uint8),
-            "task_descriptions": self.instruction,
-        }
-        if self.obs_mode == "rgb+state":
-            obs["states"] = state
-        return obs
+        return np.ascontiguousarray(image.reshape(image.shape[-3:]), np.uint8)
 
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -458,9 +445,7 @@ def make_maniskill_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
         max_episode_steps=env_cfg.max_episode_steps,
         render_mode=render_mode,
     )
-    if m.action_chunk > 1:
-        env = ActionChunk(env, m.action_chunk)
-    return env
+    return chunked(env, m.action_chunk)
 
 
 def check_maniskill_config(env_cfg: Any) -> None:
@@ -471,12 +456,7 @@ def check_maniskill_config(env_cfg: Any) -> None:
             ``manipulation.tasks.0`` or ``kwargs``).
     """
     m = env_cfg.manipulation
-    if env_cfg.kwargs:
-        raise EnvConfigError(
-            ("kwargs",),
-            env_cfg.kwargs,
-            "env_type maniskill reads its settings from env.manipulation, not env.kwargs",
-        )
+    refuse_kwargs(env_cfg)
     if len(m.tasks) != 1:
         raise EnvConfigError(
             ("manipulation", "tasks"),

@@ -34,6 +34,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
+from rl_core.envs.manipulation_obs import observation, observation_space
 from rl_core.envs.metaworld_benchmark import (
     MAX_PATH_LENGTH,
     NUM_VARIATIONS,
@@ -41,12 +42,7 @@ from rl_core.envs.metaworld_benchmark import (
     metaworld_expert,
     task_variations,
 )
-from rl_core.envs.metaworld_instructions import (
-    INSTRUCTION_CHARSET,
-    INSTRUCTIONS,
-    MAX_INSTRUCTION_LENGTH,
-    unknown_task_message,
-)
+from rl_core.envs.metaworld_instructions import INSTRUCTIONS, unknown_task_message
 from rl_core.envs.mujoco_rendering import OffscreenCameras, apply_render_settings
 from rl_core.envs.mujoco_state import SimState, get_sim_state, set_sim_state
 
@@ -135,18 +131,7 @@ class MetaWorldEnv(gym.Env):
 
     def _observation_space(self) -> gym.spaces.Space:
         dim = STATE_DIM + (len(self.tasks) if len(self.tasks) > 1 else 0)
-        states = gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
-        if self.obs_mode == "state":
-            return states
-        spaces: dict[str, gym.spaces.Space] = {
-            "main_images": gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8),
-            "task_descriptions": gym.spaces.Text(
-                MAX_INSTRUCTION_LENGTH, min_length=1, charset=INSTRUCTION_CHARSET
-            ),
-        }
-        if self.obs_mode == "rgb+state":
-            spaces["states"] = states
-        return gym.spaces.Dict(spaces)
+        return observation_space(self.obs_mode, dim, self.image_size)
 
     @property
     def task(self) -> str:
@@ -278,13 +263,11 @@ class MetaWorldEnv(gym.Env):
             onehot = np.zeros(len(self.tasks), np.float32)
             onehot[self._task_index] = 1.0
             state = np.concatenate([state, onehot])
-        if self.obs_mode == "state":
-            return state
+        return observation(self.obs_mode, state, self._camera_image, self.instruction)
+
+    def _camera_image(self) -> np.ndarray:
         self._frame = self._render(self.image_size)
-        obs = {"main_images": self._frame, "task_descriptions": self.instruction}
-        if self.obs_mode == "rgb+state":
-            obs["states"] = state
-        return obs
+        return self._frame
 
     def _info(self, success: float) -> dict[str, Any]:
         assert self._raw is not None

@@ -6,12 +6,10 @@ Plain data: importing this module does not import Meta-World.
 from __future__ import annotations
 
 import difflib
-import string
 
-#: Characters of the instructions (the ``Text`` space of ``task_descriptions``).
-INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.-'"
-#: Longest instruction the ``Text`` space of ``task_descriptions`` admits.
-MAX_INSTRUCTION_LENGTH = 128
+from rl_core.envs.manipulation_obs import INSTRUCTION_CHARSET, MAX_INSTRUCTION_LENGTH
+
+__all__ = ["INSTRUCTIONS", "INSTRUCTION_CHARSET", "MAX_INSTRUCTION_LENGTH"]
 
 #: Short English instructions of the 50 Meta-World V3 tasks.
 INSTRUCTIONS: dict[str, str] = {

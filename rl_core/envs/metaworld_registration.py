@@ -11,8 +11,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rl_core.envs.action_chunk import ActionChunk
 from rl_core.envs.experts import register_expert
+from rl_core.envs.manipulation_obs import chunked, refuse_kwargs
 from rl_core.envs.metaworld_benchmark import INSTALL_HINT, MAX_PATH_LENGTH, metaworld_task_names
 from rl_core.envs.metaworld_env import CAMERAS, DEFAULT_CAMERA, MetaWorldEnv
 from rl_core.envs.metaworld_instructions import unknown_task_message
@@ -43,9 +43,7 @@ def make_metaworld_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
         max_episode_steps=env_cfg.max_episode_steps or MAX_PATH_LENGTH,
         render_mode=render_mode,
     )
-    if m.action_chunk > 1:
-        env = ActionChunk(env, m.action_chunk)
-    return env
+    return chunked(env, m.action_chunk)
 
 
 def check_metaworld_config(env_cfg: Any) -> None:
@@ -59,12 +57,7 @@ def check_metaworld_config(env_cfg: Any) -> None:
             ``manipulation.camera`` or ``kwargs``).
     """
     m = env_cfg.manipulation
-    if env_cfg.kwargs:
-        raise EnvConfigError(
-            ("kwargs",),
-            env_cfg.kwargs,
-            "env_type metaworld reads its settings from env.manipulation, not env.kwargs",
-        )
+    refuse_kwargs(env_cfg)
     try:
         known = metaworld_task_names()
     except ImportError:

@@ -24,6 +24,7 @@ from rl_core.envs.action_chunk import ActionChunk  # noqa: E402
 from rl_core.envs.experts import expert_for  # noqa: E402
 from rl_core.envs.maniskill_env import ManiSkillEnv, maniskill_instruction  # noqa: E402
 from rl_core.envs.maniskill_experts import expert_actions  # noqa: E402
+from tests.manipulation_envs import assert_same_frames, play, random_actions  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -46,29 +47,6 @@ def env_cfg(task: str = "PushCube-v1", max_episode_steps: int | None = None, **m
 
 def make(task: str = "PushCube-v1", **manipulation) -> gym.Env:
     return make_single_env(env_cfg(task, **manipulation))
-
-
-def play(env: gym.Env, actions: np.ndarray) -> list[tuple]:
-    frames = []
-    for action in actions:
-        obs, reward, terminated, truncated, info = env.step(action)
-        obs = {k: np.array(v) for k, v in obs.items()} if isinstance(obs, dict) else obs.copy()
-        frames.append((obs, reward, terminated, truncated, info["success"]))
-    return frames
-
-
-def assert_same_frames(a: list[tuple], b: list[tuple]) -> None:
-    for fa, fb in zip(a, b, strict=True):
-        if isinstance(fa[0], dict):
-            for key in fa[0]:
-                np.testing.assert_array_equal(fa[0][key], fb[0][key])
-        else:
-            np.testing.assert_array_equal(fa[0], fb[0])
-        assert fa[1:] == fb[1:]
-
-
-def random_actions(n: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).uniform(-1, 1, (n, 4)).astype(np.float32)
 
 
 def play_expert(env: ManiSkillEnv, seed: int) -> tuple[list[float], list[float]]:

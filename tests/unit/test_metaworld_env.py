@@ -30,6 +30,7 @@ from rl_core.envs.metaworld_instructions import (  # noqa: E402
     MAX_INSTRUCTION_LENGTH,
     metaworld_instruction,
 )
+from tests.manipulation_envs import assert_same_frames, play, random_actions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TWO = ["reach-v3", "push-v3"]
@@ -43,30 +44,6 @@ def env_cfg(**manipulation) -> EnvConfig:
 
 def make(**manipulation) -> gym.Env:
     return make_single_env(env_cfg(**manipulation))
-
-
-def play(env: gym.Env, actions: np.ndarray) -> list[tuple]:
-    frames = []
-    for action in actions:
-        obs, reward, terminated, truncated, info = env.step(action)
-        obs = {k: np.array(v) for k, v in obs.items()} if isinstance(obs, dict) else obs.copy()
-        frames.append((obs, reward, terminated, truncated, info["success"]))
-    return frames
-
-
-def assert_same_frames(a: list[tuple], b: list[tuple]) -> None:
-    for fa, fb in zip(a, b, strict=True):
-        if isinstance(fa[0], dict):
-            assert fa[0].keys() == fb[0].keys()
-            for key in fa[0]:
-                np.testing.assert_array_equal(fa[0][key], fb[0][key])
-        else:
-            np.testing.assert_array_equal(fa[0], fb[0])
-        assert fa[1:] == fb[1:]
-
-
-def random_actions(n: int, seed: int = 0, dim: int = 4) -> np.ndarray:
-    return np.random.default_rng(seed).uniform(-1, 1, (n, dim)).astype(np.float32)
 
 
 # -- spaces and observations ------------------------------------------------------------------
