@@ -38,6 +38,8 @@ EXPECTED = {
     "sft_mlp_metaworld": "sft",
     "sft_vla_metaworld": "sft",
     "grpo_vla_metaworld": "grpo",
+    "iql_metaworld": "iql",
+    "sft_mlp_metaworld_mixed": "sft",
 }
 
 
