@@ -267,7 +267,7 @@ def test_iql_trains_on_metaworld_demos_resumes_bit_for_bit_and_evaluates(tmp_pat
     pytest.importorskip("metaworld")
     from kinds.embodied.episodes import run_episodes
     from kinds.embodied.workers.offline_trainer import OfflineActorWorker
-    from rl_core.envs import VectorEnvAdapter
+    from rl_core.envs import EnvSpaces, VectorEnvAdapter
     from rl_core.envs.experts import expert_for
 
     cfg = load_config(
@@ -320,3 +320,6 @@ def test_iql_trains_on_metaworld_demos_resumes_bit_for_bit_and_evaluates(tmp_pat
     assert any(not torch.equal(before[k], straight.policy.state_dict()[k]) for k in before)
     played = run_episodes(config, weights, [7, 8])
     assert len(played["returns"]) == 2 and len(played["successes"]) == 2
+    other_env = EnvSpaces(gym.spaces.Box(-1.0, 1.0, (5,), np.float32), spaces.action_space)
+    with pytest.raises(fmt.DemosError, match="observations of size 39 .* the data is from"):
+        OfflineActorWorker(config, 0, (), other_env).update(0)

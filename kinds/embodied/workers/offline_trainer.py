@@ -30,8 +30,9 @@ class OfflineActorWorker(OffPolicyActorWorker):
         self, config: dict[str, Any], rank: int, cpus: tuple[int, ...], spaces: Any
     ) -> None:
         super().__init__(config, rank, cpus, spaces)
-        space = resolve(spaces).observation_space
-        self.obs_size = int(np.prod(space.shape))
+        resolved = resolve(spaces)
+        self.obs_size = int(np.prod(resolved.observation_space.shape))
+        self.action_size = int(np.prod(resolved.action_space.shape))
         self.dataset: dict[str, torch.Tensor] | None = None
 
     def _load_dataset(self) -> dict[str, torch.Tensor]:
@@ -44,12 +45,11 @@ class OfflineActorWorker(OffPolicyActorWorker):
         folder = self.cfg.demos_path()
         transitions = demo_transitions(folder, self.cfg.demos.successful_only)
         states, actions = transitions["states"], transitions["actions"]
-        action_size = int(np.prod(self.policy.action_low.shape))
-        if states.shape[1] != self.obs_size or actions.shape[1] != action_size:
+        if states.shape[1] != self.obs_size or actions.shape[1] != self.action_size:
             raise DemosError(
                 f"the demonstration dataset at {folder} has observations of size "
                 f"{states.shape[1]} and actions of size {actions.shape[1]}; this env gives "
-                f"{self.obs_size} and {action_size}: the data is from another env"
+                f"{self.obs_size} and {self.action_size}: the data is from another env"
             )
         rewards = self.reward_fn(rewards=transitions["rewards"], scale=self.cfg.reward.scale)
         transitions["rewards"] = np.asarray(rewards, dtype=np.float32)
