@@ -5,7 +5,10 @@ Plays ``demos.episodes`` episodes of the preset's env with the env's scripted ex
 cluster, and writes the dataset (:mod:`rl_core.data.demos`) to ``demos.path`` (default
 ``<run.output_dir>/demos/<env type>-<digest>-seed<seed>``). The flow shows in Prefect as ``demos``, with
 one ``demos_shard`` task per part; the dataset is logged to MLflow as an input of a
-``demos-<env type>`` run. ``rlpipe sft`` runs this flow first when its dataset is missing.
+``demos-<env type>`` run. ``demos.action_noise`` adds Gaussian noise to the expert's
+actions (one std, or a list the episodes take in turn: data of mixed quality), recorded per
+episode in the shards and per std in ``demos.json``. ``rlpipe sft``, and ``rlpipe train`` of
+an offline algorithm (``iql``), run this flow first when their dataset is missing.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ logger = logging.getLogger("rlpipe.demos")
 
 
 def _play_shard(
-    env: dict[str, Any], env_type: str, seeds: list[int], noise: float, noise_seed: int
+    env: dict[str, Any], env_type: str, seeds: list[int], noise: list[float], noise_seed: int
 ) -> list[demos_format.Episode]:
     """Play one part's episodes (in a Ray worker)."""
     from infra.cluster.runtime_env import limit_threads
@@ -50,16 +53,19 @@ def _play_shard(
 
 
 @task(name="demos_shard", task_run_name="demos_shard-{index}", cache_policy=NO_CACHE, retries=1)
-def demos_shard(cfg: RLPipeConfig, folder: str, index: int, seeds: list[int]) -> dict[str, Any]:
-    """Play ``seeds`` on a Ray worker and write shard ``index``; returns its counts."""
+def demos_shard(
+    cfg: RLPipeConfig, folder: str, index: int, seeds: list[int], noise: list[float]
+) -> dict[str, Any]:
+    """Play ``seeds`` on a Ray worker and write shard ``index``; returns its counts.
+
+    ``noise`` holds the std of the action noise of each seed's episode.
+    """
     import ray
 
     remote = ray.remote(num_cpus=1)(_play_shard)
     env = cfg.env.model_dump(mode="json")
     noise_seed = worker_seed(cfg.run.seed, "demos", index)
-    episodes = ray.get(
-        remote.remote(env, cfg.env.env_type, seeds, cfg.demos.action_noise, noise_seed)
-    )
+    episodes = ray.get(remote.remote(env, cfg.env.env_type, seeds, noise, noise_seed))
     name = demos_format.write_shard(folder, index, episodes)
     return {
         "shard": name,
@@ -84,8 +90,14 @@ def demos(preset: str = "sft_mlp_metaworld", overrides: list[str] | None = None)
     # the dataset's own seeds: not the training envs' nor the evaluation's
     base = worker_seed(cfg.run.seed, "demos", 0)
     seeds = [base + i for i in range(cfg.demos.episodes)]
+    noise = dict(
+        zip(seeds, demos_format.noise_levels(cfg.demos.action_noise, len(seeds)), strict=True)
+    )
     parts = demos_format.split_seeds(seeds, cfg.demos.num_workers)
-    futures = [demos_shard.submit(cfg, folder, i, part) for i, part in enumerate(parts)]
+    futures = [
+        demos_shard.submit(cfg, folder, i, part, [noise[s] for s in part])
+        for i, part in enumerate(parts)
+    ]
     shards = [f.result() for f in futures]
     manifest = demos_format.write_manifest(
         folder, [s["shard"] for s in shards], cfg.env.model_dump(mode="json"), "scripted_expert"
@@ -135,7 +147,13 @@ def _track(cfg: RLPipeConfig, manifest: dict[str, Any], summary: dict[str, Any])
         or default_artifact_location(uri, output_dir),
     )
     try:
-        tracker.log_params({"demos.episodes": str(cfg.demos.episodes), "env": cfg.env.env_type})
+        tracker.log_params(
+            {
+                "demos.episodes": str(cfg.demos.episodes),
+                "demos.action_noise": str(cfg.demos.action_noise),
+                "env": cfg.env.env_type,
+            }
+        )
         episodes = max(1, summary["episodes"])
         tracker.log_metrics(
             {

@@ -102,29 +102,38 @@ def sft(
     return summary
 
 
-def ensure_demonstrations(preset: str, overrides: list[str] | None) -> None:
-    """Collect the demonstrations a behaviour-cloning preset trains on, when missing."""
+def ensure_demonstrations(
+    preset: str, overrides: list[str] | None, supervised: bool = True
+) -> None:
+    """Collect the demonstrations a run trains on (behaviour cloning, offline RL), when missing.
+
+    Args:
+        preset: Preset name or YAML path.
+        overrides: Dotted overrides.
+        supervised: The run is supervised fine-tuning (else an RL run, which reads
+            demonstrations when its algorithm is offline).
+    """
     from rl_core.config import load_config
 
     cfg = load_config(preset, overrides or [])
-    demos_path = getattr(cfg, "demos_path", None)
-    if demos_path is None or (Path(demos_path()) / "demos.json").is_file():
+    folder = cfg.demonstrations(supervised)
+    if folder is None or (Path(folder) / "demos.json").is_file():
         return
     from flows.demos import demos
 
-    logger.info("no demonstrations at %s yet: collecting them first", demos_path())
+    logger.info("no demonstrations at %s yet: collecting them first", folder)
     demos(preset=preset, overrides=overrides)
 
 
-def log_demonstrations(session: Any) -> None:
-    """Record a behaviour-cloning run's demonstrations as its MLflow dataset input."""
-    demos_path = getattr(session.cfg, "demos_path", None)
-    if demos_path is None or session.tracker is None:
+def log_demonstrations(session: Any, supervised: bool = True) -> None:
+    """Record the demonstrations a run trains on as its MLflow dataset input."""
+    demos_folder = session.cfg.demonstrations(supervised)
+    if demos_folder is None or session.tracker is None:
         return
     from flows.demos import dataset_digest, dataset_profile
     from rl_core.data.demos import read_manifest
 
-    folder = Path(demos_path())
+    folder = Path(demos_folder)
     manifest = read_manifest(folder)
     session.tracker.log_dataset(
         folder.name,

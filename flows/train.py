@@ -20,7 +20,7 @@ if __name__ == "__main__":  # the local Prefect API and Ray start while the impo
 
 from flows.masked_flow import masked_flow
 from flows.run_loop import flow_run_namer, prepare_model_files, run_training, train_session
-from flows.sft import sft
+from flows.sft import ensure_demonstrations, log_demonstrations, sft
 from flows.stop_signals import stop_signals_in_flow
 from infra.checkpoint.export import is_finished_export
 from infra.checkpoint.location import run_store_uri
@@ -58,14 +58,19 @@ def train(
         overrides: ``section.field=value`` strings.
         run_name: Shortcut for ``run.name=...`` (the resume key).
 
+    An offline algorithm (``iql``) trains on the demonstration dataset, collected first
+    (the ``demos`` flow) when missing.
+
     Returns:
         Summary: MLflow run id and tracking URI, checkpoint dir, final metrics.
     """
+    ensure_demonstrations(preset, overrides, supervised=False)
     with (
         stop_signals_in_flow(),
         redacted_errors(),
         train_session(preset, overrides, run_name, prepare=prepare_model) as session,
     ):
+        log_demonstrations(session, supervised=False)
         return run_training(session)
 
 

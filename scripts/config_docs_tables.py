@@ -57,11 +57,13 @@ FIELD_VALIDATOR_NOTES: dict[tuple[str, str], str] = {
     ),
     ("model", "hidden_sizes"): "non-empty, each from 1 to {max_layer_width}",
     ("model", "critic_hidden_sizes"): "None, or non-empty with each from 1 to {max_layer_width}",
+    ("demos", "action_noise"): "one std, or a non-empty list of stds; each from 0 to 10",
     ("model", "cnn_channels"): (
         "1 to {max_conv_layers} conv layers, each with 1 to {max_layer_width} channels"
     ),
     ("algorithm", "loss_type"): (
-        "or an off-policy algorithm: `sac`, `crossq`, `rlpd` (trained from a replay buffer)"
+        "or an off-policy algorithm: `sac`, `crossq`, `rlpd` (trained from a replay buffer), "
+        "`iql` (offline, from the demonstration dataset)"
     ),
     ("algorithm", "is_correction"): "or `none` (no correction)",
     ("run", "checkpoint_uri"): "a local path or `s3://<bucket>[/prefix]`; no credentials",
@@ -237,14 +239,16 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "ratio would be corrected twice)."
     ),
     ("EmbodiedConfig", "_off_policy_fits"): (
-        "An off-policy `algorithm.loss_type` (`sac`, `crossq`, `rlpd`) needs a model with "
-        "`sac_forward` and `q_forward` (`mlp_sac`), the critic normalization the algorithm "
+        "An off-policy `algorithm.loss_type` (`sac`, `crossq`, `rlpd`, `iql`) needs a model "
+        "with the forward types its learner calls (`sac`, `crossq`, `rlpd`: `sac_forward` and "
+        "`q_forward`, `mlp_sac`; `iql`: `default_forward`, `q_forward` and `v_forward`, "
+        "`mlp_iql`), the critic normalization the algorithm "
         "uses (`crossq`: `batch_renorm`, `rlpd`: `layer_norm`), "
         "`algorithm.off_policy.critic_subset` ≤ `model.num_critics`, `run.mode: sync`, and "
         "`replay.offline_data` (an existing file) exactly when the algorithm reads offline "
         "data (`rlpd`), and no Adam setting with `actor.optimizer: sgd` (`actor.adam_eps`, an "
-        "`algorithm.off_policy.adam_beta1` other than 0.9); `mlp_sac` is trained by those "
-        "algorithms only."
+        "`algorithm.off_policy.adam_beta1` other than 0.9); `mlp_sac` and `mlp_iql` are "
+        "trained by those algorithms only."
     ),
     ("ReasoningConfig", "_megatron_layout_fits"): (
         "`actor.backend: megatron` trains `hf_causal_lm` without `model.value_head`; "

@@ -74,6 +74,17 @@ class EmbodiedConfig(RLPipeConfig):
         digest = hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()[:8]
         return f"{self.run.output_dir}/demos/{self.env.env_type}-{digest}-seed{self.run.seed}"
 
+    def demonstrations(self, supervised: bool) -> str | None:
+        """The demonstration dataset's folder when the run trains on one, else None.
+
+        Behaviour cloning (``supervised``) and offline algorithms (``iql``) do.
+        """
+        from rl_core.algorithms.actor_critic_family import actor_critic_spec
+
+        spec = actor_critic_spec(self.algorithm.loss_type)
+        offline = spec is not None and spec.offline
+        return self.demos_path() if supervised or offline else None
+
     def env_section(self) -> EnvConfig:
         """``env``: the environment the policy acts in."""
         return self.env
@@ -116,15 +127,17 @@ class EmbodiedConfig(RLPipeConfig):
 
     @model_validator(mode="after")
     def _off_policy_fits(self) -> EmbodiedConfig:
-        from rl_core.algorithms.actor_critic_family import actor_critic_spec
+        from rl_core.algorithms.actor_critic_family import actor_critic_spec, algorithms_training
 
         spec = actor_critic_spec(self.algorithm.loss_type)
         if spec is None:
-            if self.model.model_type.lower() == "mlp_sac":
+            model = self.model.model_type.lower()
+            allowed = algorithms_training(model)
+            if allowed:
                 raise ValueError(
-                    f"model.model_type = 'mlp_sac' is trained by an off-policy algorithm; "
-                    f"algorithm.loss_type = {self.algorithm.loss_type!r} (allowed: sac, "
-                    "crossq, rlpd)"
+                    f"model.model_type = {model!r} is trained by an off-policy algorithm; "
+                    f"algorithm.loss_type = {self.algorithm.loss_type!r} (allowed: "
+                    f"{', '.join(allowed)})"
                 )
             return self
         problems = off_policy_problems(self, spec)

@@ -1,7 +1,7 @@
-"""Settings of the off-policy family (SAC, CrossQ, RLPD) and the rules relating them.
+"""Settings of the off-policy family (SAC, CrossQ, RLPD, IQL) and the rules relating them.
 
-``algorithm.off_policy`` and ``replay``, plus the checks that relate them to the model and
-the run.
+``algorithm.off_policy``, ``algorithm.iql`` and ``replay``, plus the checks that relate
+them to the model and the run.
 
 Used when ``algorithm.loss_type`` names an off-policy algorithm
 (:mod:`rl_core.algorithms.actor_critic_family`); an on-policy run that sets them is refused.
@@ -22,7 +22,7 @@ MAX_REPLAY_CAPACITY = 100_000_000
 
 
 class OffPolicyConfig(Section):
-    """Update rule of SAC, CrossQ and RLPD (``algorithm.off_policy``)."""
+    """Update rule of SAC, CrossQ, RLPD and IQL (``algorithm.off_policy``)."""
 
     utd_ratio: float = Field(
         1.0,
@@ -43,7 +43,8 @@ class OffPolicyConfig(Section):
         1,
         ge=1,
         le=MAX_EPOCHS,
-        description="Critic steps per actor and temperature step (policy delay; crossq: 3).",
+        description="Critic steps per actor and temperature step (policy delay; crossq: 3; "
+        "iql: value steps per actor step).",
     )
     critic_subset: int | None = Field(
         None,
@@ -53,13 +54,39 @@ class OffPolicyConfig(Section):
         "None: over all.",
     )
     critic_lr: float | None = Field(
-        None, gt=0.0, description="None: actor.lr; follows actor.lr_schedule like it."
+        None,
+        gt=0.0,
+        description="Learning rate of the critics (iql: and of V); None: actor.lr; follows "
+        "actor.lr_schedule like it.",
     )
     alpha_lr: float | None = Field(
         None, gt=0.0, description="None: actor.lr; follows actor.lr_schedule like it."
     )
     adam_beta1: float = Field(
         0.9, ge=0.0, lt=1.0, description="Adam/AdamW beta1 (crossq: 0.5; sgd: keep 0.9)."
+    )
+
+
+class IQLConfig(Section):
+    """Implicit Q-Learning's own settings (``algorithm.iql``; Kostrikov et al., 2021)."""
+
+    expectile: float = Field(
+        0.7,
+        gt=0.0,
+        lt=1.0,
+        description="τ of the expectile regression of V(s) towards the target critics' "
+        "smallest Q(s, a) of the dataset action: 0.5 fits the dataset policy's value, "
+        "towards 1 the best action the data took.",
+    )
+    temperature: float = Field(
+        3.0,
+        ge=0.0,
+        le=1_000.0,
+        description="β of the actor's advantage weights exp(β·(Q − V)); 0 weighs every "
+        "dataset action 1 (behaviour cloning).",
+    )
+    max_weight: float = Field(
+        100.0, gt=0.0, le=1e6, description="Largest advantage weight (the clip of exp(β·A))."
     )
 
 
@@ -106,10 +133,11 @@ def off_policy_problems(cfg: Any, spec: Any) -> list[str]:
     problems = []
     builder = registry_for("model").get(cfg.model.model_type).builder
     forward_types = getattr(builder, "forward_types", ())
-    if not {"sac_forward", "q_forward"} <= set(forward_types):
+    missing = [name for name in spec.model_forwards if name not in forward_types]
+    if missing:
         problems.append(
-            f"model.model_type = {cfg.model.model_type!r} has no sac_forward/q_forward "
-            "branch (use 'mlp_sac')"
+            f"model.model_type = {cfg.model.model_type!r} has no {'/'.join(missing)} "
+            f"branch (use {spec.model!r})"
         )
     if spec.critic_norm is not None and cfg.model.critic_norm != spec.critic_norm:
         problems.append(

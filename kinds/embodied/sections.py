@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from kinds.embodied.off_policy_sections import OffPolicyConfig
+from kinds.embodied.off_policy_sections import IQLConfig, OffPolicyConfig
 from rl_core.config.limits import (
     MAX_CONV_LAYERS,
     MAX_ENVS,
@@ -43,11 +43,16 @@ class EmbodiedModelConfig(ModelConfig):
         "policy starts from; run.init_from sets it to the model it downloads.",
     )
     critic_hidden_sizes: list[int] | None = Field(
-        None, description="mlp_sac: hidden widths of each critic (None: hidden_sizes)."
+        None,
+        description="mlp_sac, mlp_iql: hidden widths of each critic (mlp_iql: and of V; None: "
+        "hidden_sizes).",
     )
-    num_critics: int = Field(2, ge=1, le=64, description="mlp_sac: critics in the ensemble.")
+    num_critics: int = Field(
+        2, ge=1, le=64, description="mlp_sac, mlp_iql: Q critics in the ensemble."
+    )
     critic_norm: Literal["none", "layer_norm", "batch_renorm"] = Field(
-        "none", description="mlp_sac: normalization after each hidden critic layer."
+        "none",
+        description="mlp_sac, mlp_iql: normalization after each hidden critic layer.",
     )
     cnn_channels: list[int] = Field(
         default_factory=lambda: [32, 64, 64],
@@ -147,6 +152,7 @@ class EmbodiedAlgorithmConfig(AlgorithmConfig):
     """PPO-style estimators plus the off-policy algorithms' settings."""
 
     off_policy: OffPolicyConfig = Field(default_factory=lambda: OffPolicyConfig())
+    iql: IQLConfig = Field(default_factory=lambda: IQLConfig())
 
 
 class EmbodiedEvalConfig(EvalConfig):

@@ -1,4 +1,6 @@
-"""Which embodied runtime trains a config: on-policy PPO, or off-policy with a replay buffer.
+"""Which embodied runtime trains a config: on-policy, off-policy or offline.
+
+On-policy PPO, off-policy algorithms with a replay buffer, offline ones from a dataset.
 
 The embodied kind names :func:`runtime_for` as its runtime (a choice made once, at start-up).
 """
@@ -8,12 +10,18 @@ from __future__ import annotations
 from infra.driver.step_runtime import StepRuntime
 from kinds.embodied.config import EmbodiedConfig
 from kinds.embodied.off_policy import OffPolicyRuntime
+from kinds.embodied.offline import OfflineRuntime
 from kinds.embodied.runtime import EmbodiedRuntime
 from rl_core.algorithms.actor_critic_family import actor_critic_spec
 
 
 def runtime_for(cfg: EmbodiedConfig) -> type[StepRuntime]:
-    """Off-policy algorithms (SAC, CrossQ, RLPD) train with a replay buffer worker."""
-    if actor_critic_spec(cfg.algorithm.loss_type) is None:
+    """The runtime of ``cfg``'s algorithm.
+
+    Off-policy algorithms (SAC, CrossQ, RLPD) train with a replay buffer worker, offline
+    ones (IQL) from the demonstration dataset alone.
+    """
+    spec = actor_critic_spec(cfg.algorithm.loss_type)
+    if spec is None:
         return EmbodiedRuntime
-    return OffPolicyRuntime
+    return OfflineRuntime if spec.offline else OffPolicyRuntime

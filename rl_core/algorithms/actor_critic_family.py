@@ -1,9 +1,9 @@
-"""The off-policy actor-critic family: SAC, CrossQ and RLPD as registered algorithm specs.
+"""The off-policy actor-critic family: SAC, CrossQ, RLPD and IQL as registered algorithm specs.
 
-All three train a squashed-Gaussian actor and an ensemble of Q critics from a replay buffer
-with an entropy bonus whose weight (alpha) is tuned towards a target entropy. They differ
-in how the critics are built and how the TD target is formed, which a spec states and
-:class:`rl_core.training.sac_update.SACLearner` reads:
+SAC, CrossQ and RLPD train a squashed-Gaussian actor and an ensemble of Q critics from a
+replay buffer with an entropy bonus whose weight (alpha) is tuned towards a target
+entropy. They differ in how the critics are built and how the TD target is formed, which a
+spec states and :class:`rl_core.training.sac_update.SACLearner` reads:
 
 - ``sac`` (Haarnoja et al., 2018): target critics updated by Polyak averaging, the TD
   target takes the smallest Q of the target ensemble.
@@ -13,8 +13,13 @@ in how the critics are built and how the TD target is formed, which a spec state
   the minimum over a random subset, symmetric sampling (half offline data, half online
   replay) and a high update-to-data ratio.
 
-Select one with ``algorithm.loss_type``; a spec names the model features it needs, and the
-config checks them before any worker starts.
+- ``iql`` (Kostrikov et al., 2021): offline RL from a demonstration dataset alone (no env
+  steps for training): expectile regression of a state value, critics towards
+  ``r + γ V(s')``, an advantage-weighted behaviour-cloning actor
+  (:mod:`rl_core.algorithms.iql`, :class:`rl_core.training.iql_update.IQLLearner`).
+
+Select one with ``algorithm.loss_type``; a spec names the learner that trains it and the
+model features it needs, and the config checks them before any worker starts.
 """
 
 from __future__ import annotations
@@ -35,6 +40,13 @@ class ActorCriticSpec:
         critic_norm: The ``model.critic_norm`` the algorithm requires (None: any).
         needs_offline_data: Samples half of each minibatch from ``replay.offline_data``.
         actor_q: How the actor loss reduces the ensemble: ``min`` or ``mean``.
+        offline: Trains from the demonstration dataset (``demos.path``) alone: no env steps
+            for training, no replay buffer; evaluation plays episodes as usual.
+        learner: The learner that runs its updates (a name in
+            :data:`rl_core.training.off_policy_learners.OFF_POLICY_LEARNERS`).
+        model: The built-in model it trains (named in config errors).
+        model_forwards: The forward types the model must offer (its builder's
+            ``forward_types``).
     """
 
     target_networks: bool = True
@@ -42,6 +54,10 @@ class ActorCriticSpec:
     critic_norm: str | None = None
     needs_offline_data: bool = False
     actor_q: str = "min"
+    offline: bool = False
+    learner: str = "sac"
+    model: str = "mlp_sac"
+    model_forwards: tuple[str, ...] = ("sac_forward", "q_forward")
 
 
 ACTOR_CRITIC_ALGORITHMS: Registry[ActorCriticSpec] = Registry("off-policy algorithm")
@@ -67,3 +83,21 @@ register_actor_critic(
 register_actor_critic(
     "rlpd", ActorCriticSpec(critic_norm="layer_norm", needs_offline_data=True, actor_q="mean")
 )
+register_actor_critic(
+    "iql",
+    ActorCriticSpec(
+        offline=True,
+        learner="iql",
+        model="mlp_iql",
+        model_forwards=("default_forward", "q_forward", "v_forward"),
+    ),
+)
+
+
+def algorithms_training(model_type: str) -> list[str]:
+    """The registered off-policy algorithms whose built-in model is ``model_type``."""
+    return [
+        name
+        for name in ACTOR_CRITIC_ALGORITHMS.names()
+        if ACTOR_CRITIC_ALGORITHMS.get(name).model == model_type
+    ]

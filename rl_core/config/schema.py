@@ -91,6 +91,14 @@ class RLPipeConfig(Section):
         """Whether evaluations may record videos (``eval.video``)."""
         return False
 
+    def demonstrations(self, supervised: bool) -> str | None:
+        """The folder of the demonstration dataset the run trains on (None: none).
+
+        Args:
+            supervised: The run is supervised fine-tuning (``flows/sft.py``).
+        """
+        return None
+
     def warm_started(self, model_dir: str) -> RLPipeConfig:
         """This config starting from the warm start's exported model in ``model_dir``.
 

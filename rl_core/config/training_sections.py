@@ -42,7 +42,8 @@ class AlgorithmConfig(Section):
     loss_type: str = Field(
         "ppo",
         description="Registered policy loss (ppo, decoupled_ppo...) or off-policy algorithm "
-        "(sac, crossq, rlpd: trained from a replay buffer).",
+        "(sac, crossq, rlpd: trained from a replay buffer; iql: offline, from the "
+        "demonstration dataset).",
     )
     gamma: float = Field(0.99, ge=0.0, le=1.0)
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0)

@@ -1,7 +1,7 @@
 """Demonstration datasets: whole episodes of observations, actions and instructions.
 
-One folder per dataset, written by ``rlpipe demos`` and read by behaviour cloning
-(``demos.path``)::
+One folder per dataset, written by ``rlpipe demos`` and read by behaviour cloning and by
+offline RL (``demos.path``)::
 
     demos.json                  # the manifest (below)
     shard-00000.safetensors     # episodes, step arrays concatenated
@@ -16,13 +16,24 @@ Each shard holds, for its ``T`` steps and ``E`` episodes:
 - ``rewards`` float32 [T];
 - ``episode_length`` int64 [E], ``episode_seed`` int64 [E], ``episode_success`` uint8 [E],
   ``episode_return`` float32 [E]: one row per episode, episodes in step order;
+- ``final_obs.<key>`` [E, ...]: the observation after each episode's last step (where
+  offline RL bootstraps from when the episode was truncated);
+- ``episode_terminated`` uint8 [E]: the last step ended in a terminal state (no bootstrap),
+  not a time limit;
+- ``episode_action_noise`` float32 [E]: the std of the Gaussian noise added to the actions
+  of each episode (0: the expert's own actions);
 - metadata ``instructions`` and ``tasks``: JSON lists of one string per episode.
+
+``final_obs.*``, ``episode_terminated`` and ``episode_action_noise`` are optional: datasets
+written before them load as they are (:func:`demo_transitions` then leaves out each episode's
+last step, whose next observation is unknown, and counts their noise as 0).
 
 ``demos.json`` holds ``format`` (``"rlpipe-demos"``), ``version`` (1), the ``env`` section the
 episodes were played in, the ``source`` of the actions (e.g. ``metaworld_expert``), the
-counts (``episodes``, ``steps``, ``successes``), the shapes and dtypes of the observation
-keys and of the actions, and the shard file names. Safetensors and JSON only: loading a
-dataset runs no code.
+counts (``episodes``, ``steps``, ``successes``), ``action_noise`` (per noise std: episodes,
+successes and mean return), the shapes and dtypes of the observation keys and of the
+actions, and the shard file names. Safetensors and JSON only: loading a dataset runs no
+code.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ MANIFEST = "demos.json"
 FORMAT = "rlpipe-demos"
 VERSION = 1
 OBS_PREFIX = "obs."
+FINAL_OBS_PREFIX = "final_obs."
 
 
 class DemosError(ValueError):
@@ -59,6 +71,10 @@ class Episode:
         success: Whether the task succeeded at some step.
         instruction: The task's instruction (empty when the env has none).
         task: The task's name (empty when the env has one task).
+        final_observation: Per observation key, the observation after the last step
+            (None: not recorded).
+        terminated: The last step ended in a terminal state (not a time limit).
+        action_noise: Std of the Gaussian noise added to the actions (0: none).
     """
 
     observations: dict[str, np.ndarray]
@@ -68,6 +84,9 @@ class Episode:
     success: bool
     instruction: str = ""
     task: str = ""
+    final_observation: dict[str, np.ndarray] | None = None
+    terminated: bool = False
+    action_noise: float = 0.0
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -117,6 +136,13 @@ def write_shard(folder: str | Path, index: int, episodes: Sequence[Episode]) -> 
     tensors["episode_seed"] = np.array([e.seed for e in episodes], dtype=np.int64)
     tensors["episode_success"] = np.array([e.success for e in episodes], dtype=np.uint8)
     tensors["episode_return"] = np.array([e.rewards.sum() for e in episodes], dtype=np.float32)
+    tensors["episode_terminated"] = np.array([e.terminated for e in episodes], dtype=np.uint8)
+    tensors["episode_action_noise"] = np.array([e.action_noise for e in episodes], dtype=np.float32)
+    if all(e.final_observation is not None for e in episodes):
+        for k in keys:
+            tensors[FINAL_OBS_PREFIX + k] = np.stack(
+                [np.asarray(e.final_observation[k]) for e in episodes]  # type: ignore[index]
+            )
     metadata = {
         "instructions": json.dumps([e.instruction for e in episodes]),
         "tasks": json.dumps([e.task for e in episodes]),
@@ -137,11 +163,21 @@ def write_manifest(
     path = Path(folder)
     episodes = steps = successes = 0
     shapes: dict[str, Any] = {}
+    noise: dict[float, list[tuple[bool, float]]] = {}
     for name in shards:
         tensors, _ = _read_shard(path / name)
-        episodes += int(tensors["episode_length"].shape[0])
+        count = int(tensors["episode_length"].shape[0])
+        episodes += count
         steps += int(tensors["actions"].shape[0])
         successes += int(tensors["episode_success"].sum())
+        levels = tensors.get("episode_action_noise", np.zeros(count, np.float32))
+        for level, success, ret in zip(
+            levels.tolist(),
+            tensors["episode_success"].astype(bool).tolist(),
+            tensors["episode_return"].tolist() if "episode_return" in tensors else [0.0] * count,
+            strict=True,
+        ):
+            noise.setdefault(round(float(level), 6), []).append((success, float(ret)))
         shapes = {
             k.removeprefix(OBS_PREFIX): {"shape": list(v.shape[1:]), "dtype": str(v.dtype)}
             for k, v in tensors.items()
@@ -155,6 +191,15 @@ def write_manifest(
         "episodes": episodes,
         "steps": steps,
         "successes": successes,
+        "action_noise": [
+            {
+                "std": level,
+                "episodes": len(rows),
+                "successes": sum(s for s, _ in rows),
+                "return_mean": round(float(np.mean([r for _, r in rows])), 3),
+            }
+            for level, rows in sorted(noise.items())
+        ],
         "spaces": shapes,
         "shards": list(shards),
     }
@@ -260,10 +305,16 @@ def _read_shard(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     if missing:
         raise DemosError(f"{path} lacks the arrays {missing}")
     steps = int(tensors["episode_length"].sum())
+    episodes = int(tensors["episode_length"].shape[0])
     for key, value in tensors.items():
         if _is_step_array(key) and value.shape[0] != steps:
             raise DemosError(
                 f"{path}: {key} has {value.shape[0]} rows but the episodes have {steps} steps"
+            )
+        per_episode = key.startswith(FINAL_OBS_PREFIX) or key.startswith("episode_")
+        if per_episode and value.shape[0] != episodes:
+            raise DemosError(
+                f"{path}: {key} has {value.shape[0]} rows but the shard has {episodes} episodes"
             )
     actions = tensors["actions"]
     if not np.isfinite(actions).all():
@@ -282,6 +333,100 @@ def _json_list(meta: dict[str, str], key: str, length: int, shard: str) -> list[
     return values
 
 
+def demo_transitions(folder: str | Path, successful_only: bool = False) -> dict[str, np.ndarray]:
+    """A dataset's steps as transitions for offline RL (:mod:`rl_core.data.replay_buffer`).
+
+    Step ``t`` of an episode becomes ``(states, actions, rewards, next_states,
+    terminated)``: ``next_states`` is the observation of step ``t + 1``, or the episode's
+    ``final_obs.states`` after its last step, where ``terminated`` is the episode's
+    ``episode_terminated`` (0 on every other step). A dataset without ``final_obs.states``
+    (written before it was recorded) leaves each episode's last step out. ``actions`` are the
+    env actions, as demonstrated.
+
+    Args:
+        folder: The dataset folder.
+        successful_only: Keep only the episodes that succeeded.
+
+    Returns:
+        The :data:`~rl_core.data.replay_buffer.TRANSITION_KEYS` arrays, float32, one row
+        per transition, episodes in dataset order.
+
+    Raises:
+        DemosError: A missing or malformed dataset, one without ``obs.states``, or no
+            transition left.
+    """
+    from rl_core.data.replay_buffer import TransitionFileError, check_transitions
+
+    manifest = read_manifest(folder)
+    parts: list[dict[str, np.ndarray]] = []
+    for name in manifest["shards"]:
+        tensors, _ = _read_shard(Path(folder) / name)
+        if OBS_PREFIX + "states" not in tensors:
+            raise DemosError(
+                f"{name} has no {OBS_PREFIX}states: offline RL trains on flat state "
+                f"observations (the shard has {sorted(tensors)})"
+            )
+        parts.append(_shard_transitions(tensors, successful_only))
+    joined = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    if joined["rewards"].shape[0] == 0:
+        which = "successful episodes" if successful_only else "transitions"
+        raise DemosError(f"the demonstration dataset at {folder} has no {which}")
+    try:
+        return check_transitions(joined, str(folder))
+    except TransitionFileError as exc:
+        raise DemosError(str(exc)) from None
+
+
+def _shard_transitions(
+    tensors: dict[str, np.ndarray], successful_only: bool
+) -> dict[str, np.ndarray]:
+    """One shard's transitions (see :func:`demo_transitions`)."""
+    states = (
+        tensors[OBS_PREFIX + "states"].astype(np.float32).reshape(tensors["actions"].shape[0], -1)
+    )
+    lengths = tensors["episode_length"]
+    count = len(lengths)
+    final = tensors.get(FINAL_OBS_PREFIX + "states")
+    terminal = tensors.get("episode_terminated", np.zeros(count, np.uint8)).astype(bool)
+    keep_episode = tensors["episode_success"].astype(bool) if successful_only else None
+    rows: list[np.ndarray] = []
+    next_states = np.empty_like(states)
+    terminated = np.zeros(states.shape[0], np.float32)
+    start = 0
+    for e, length in enumerate(lengths.tolist()):
+        end = start + length
+        next_states[start : end - 1] = states[start + 1 : end]
+        if final is not None:
+            next_states[end - 1] = final[e].reshape(-1)
+            terminated[end - 1] = float(terminal[e])
+        if keep_episode is None or keep_episode[e]:
+            last = end if final is not None else end - 1  # no next observation: left out
+            rows.append(np.arange(start, last))
+        start = end
+    index = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    return {
+        "states": states[index],
+        "actions": tensors["actions"].astype(np.float32)[index],
+        "rewards": tensors["rewards"].astype(np.float32)[index],
+        "next_states": next_states[index],
+        "terminated": terminated[index],
+    }
+
+
+def noise_levels(action_noise: float | Sequence[float], episodes: int) -> list[float]:
+    """The action-noise std of each of ``episodes`` episodes (``demos.action_noise``).
+
+    Args:
+        action_noise: One std for every episode, or a list whose entries the episodes take
+            in turn (episode ``i`` gets ``action_noise[i % len(action_noise)]``).
+        episodes: How many episodes.
+    """
+    if isinstance(action_noise, (int, float)):
+        return [float(action_noise)] * episodes
+    levels = [float(x) for x in action_noise]
+    return [levels[i % len(levels)] for i in range(episodes)]
+
+
 def split_seeds(seeds: Sequence[int], parts: int) -> list[list[int]]:
     """``seeds`` in ``parts`` contiguous, near-equal slices (empty slices dropped)."""
     size = math.ceil(len(seeds) / max(1, parts))
@@ -292,7 +437,7 @@ def play_expert_episodes(
     env_cfg: Any,
     seeds: Sequence[int],
     expert: Any,
-    action_noise: float = 0.0,
+    action_noise: float | Sequence[float] = 0.0,
     noise_seed: int = 0,
 ) -> list[Episode]:
     """Play one episode per reset seed with ``expert`` choosing the actions.
@@ -302,35 +447,50 @@ def play_expert_episodes(
         seeds: Reset seed of each episode.
         expert: ``expert(env, obs, info) -> action`` (see :mod:`rl_core.envs.experts`).
         action_noise: Standard deviation of Gaussian noise added to each action (clipped
-            to the action bounds): mixed-quality data for offline RL.
+            to the action bounds): mixed-quality data for offline RL. One std for every
+            episode, or one per seed.
         noise_seed: Seed of that noise.
 
     Returns:
-        The episodes, in seed order; an observation is recorded with the action taken in it.
+        The episodes, in seed order; an observation is recorded with the action taken in it,
+        and the observation after the last step as the episode's final observation.
+
+    Raises:
+        ValueError: ``action_noise`` lists another number of stds than there are seeds.
     """
     from rl_core.envs.registry import make_single_env
 
+    if isinstance(action_noise, (int, float)):
+        levels = [float(action_noise)] * len(seeds)
+    else:
+        levels = [float(x) for x in action_noise]
+        if len(levels) != len(seeds):
+            raise ValueError(
+                f"action_noise lists {len(levels)} stds for {len(seeds)} seeds (one per seed)"
+            )
     env = make_single_env(env_cfg)
     rng = np.random.default_rng(noise_seed)
     space = env.action_space
     episodes = []
     try:
-        for seed in seeds:
+        for seed, noise in zip(seeds, levels, strict=True):
             obs, info = env.reset(seed=int(seed))
             steps: list[tuple[Any, np.ndarray, float]] = []
             success, instruction = False, str(info.get("instruction", ""))
             while True:
                 action = np.asarray(expert(env, obs, info), dtype=np.float32)
-                if action_noise > 0:
-                    action = action + rng.normal(0.0, action_noise, action.shape)
+                if noise > 0:
+                    action = action + rng.normal(0.0, noise, action.shape)
                     action = np.clip(action, space.low, space.high).astype(np.float32)
-                next_obs, reward, terminated, truncated, info = env.step(action)
-                steps.append((obs, action, float(reward)))
+                obs_taken = obs
+                obs, reward, terminated, truncated, info = env.step(action)
+                steps.append((obs_taken, action, float(reward)))
                 success = success or bool(info.get("success", False))
-                obs = next_obs
                 if terminated or truncated:
                     break
-            episodes.append(_episode(steps, int(seed), success, instruction, info))
+            episode = _episode(steps, int(seed), success, instruction, info, obs)
+            episode.terminated, episode.action_noise = bool(terminated), noise
+            episodes.append(episode)
     finally:
         env.close()
     return episodes
@@ -342,6 +502,7 @@ def _episode(
     success: bool,
     instruction: str,
     info: dict[str, Any],
+    final: Any,
 ) -> Episode:
     first = steps[0][0]
     if isinstance(first, dict):
@@ -349,8 +510,10 @@ def _episode(
         instruction = instruction or (str(texts[0]) if texts else "")
         keys = [k for k, v in first.items() if np.asarray(v).dtype.kind not in "USO"]
         observations = {k: np.stack([np.asarray(o[k]) for o, _, _ in steps]) for k in keys}
+        final_observation = {k: np.asarray(final[k]) for k in keys}
     else:
         observations = {"states": np.stack([np.asarray(o, np.float32) for o, _, _ in steps])}
+        final_observation = {"states": np.asarray(final, np.float32)}
     return Episode(
         observations=observations,
         actions=np.stack([a for _, a, _ in steps]),
@@ -359,4 +522,5 @@ def _episode(
         success=success,
         instruction=instruction,
         task=str(info.get("task", "")),
+        final_observation=final_observation,
     )

@@ -18,14 +18,16 @@ TRAINING_METRICS: tuple[MetricEntry, ...] = (
         "loss",
         "all",
         "Critic loss ½·(value − return target)², clipped by `algorithm.value_clip`: "
-        "embodied PPO, and reasoning runs with a critic (`token_gae`).",
+        "embodied PPO, and reasoning runs with a critic (`token_gae`). IQL: expectile loss "
+        "of V(s) towards the target critics' smallest Q(s, a), mean over the gradient steps.",
     ),
     MetricEntry(
         "train/entropy",
         "nats",
         "all",
         "Mean entropy of the policy's action (token) distribution on the batch; SAC, CrossQ "
-        "and RLPD: −mean log-prob of the actor's sampled actions at its steps.",
+        "and RLPD: −mean log-prob of the actor's sampled actions at its steps; IQL: the "
+        "actor's entropy on the dataset's states at its steps.",
     ),
     MetricEntry(
         "train/kl",
@@ -149,7 +151,8 @@ TRAINING_METRICS: tuple[MetricEntry, ...] = (
         "advantage",
         "all",
         "Mean advantage of the batch (embodied PPO: before per-minibatch normalization; "
-        "reasoning: over the trained tokens, after `algorithm.normalize_advantages`).",
+        "reasoning: over the trained tokens, after `algorithm.normalize_advantages`; IQL: "
+        "mean Q(s, a) − V(s) of the dataset actions at the actor's steps).",
     ),
     MetricEntry(
         "train/return_target_mean",
@@ -177,7 +180,7 @@ TRAINING_METRICS: tuple[MetricEntry, ...] = (
         "embodied",
         "Behaviour cloning (`rlpipe sft` of a control policy): negative log-likelihood of the "
         "demonstrated actions under the policy, mean over the iteration's "
-        "`demos.steps_per_iteration` steps.",
+        "`demos.steps_per_iteration` steps; IQL: the same, unweighted, at the actor's steps.",
     ),
     MetricEntry(
         "train/rm_loss",
@@ -206,33 +209,63 @@ TRAINING_METRICS: tuple[MetricEntry, ...] = (
         "loss",
         "embodied",
         "SAC, CrossQ, RLPD: ½·mean squared TD error, summed over the critics, mean over "
-        "the gradient steps.",
+        "the gradient steps; IQL: mean squared error towards r + γ(1 − d)·V(s'), summed over "
+        "the critics.",
     ),
     MetricEntry(
         "train/critic_grad_norm",
         "L2 norm",
         "embodied",
-        "SAC, CrossQ, RLPD: the critics' gradient norm before clipping, mean over the "
+        "SAC, CrossQ, RLPD, IQL: the critics' gradient norm before clipping, mean over the "
         "gradient steps.",
     ),
     MetricEntry(
         "train/q_mean",
         "return",
         "embodied",
-        "SAC, CrossQ, RLPD: mean critic prediction Q(s, a) on the replay minibatches.",
+        "SAC, CrossQ, RLPD, IQL: mean critic prediction Q(s, a) on the replay (IQL: dataset) "
+        "minibatches.",
     ),
     MetricEntry(
         "train/actor_loss",
         "loss",
         "embodied",
         "SAC, CrossQ, RLPD: mean of α·log π(a|s) − Q(s, a) at the actor steps (every "
-        "`algorithm.off_policy.actor_update_interval` critic steps).",
+        "`algorithm.off_policy.actor_update_interval` critic steps); IQL: mean of "
+        "−w·log π(a|s) over the dataset actions, w = min(exp(β·(Q − V)), max weight).",
     ),
     MetricEntry(
         "train/actor_grad_norm",
         "L2 norm",
         "embodied",
-        "SAC, CrossQ, RLPD: the actor's gradient norm before clipping, mean over its steps.",
+        "SAC, CrossQ, RLPD, IQL: the actor's gradient norm before clipping, mean over its steps.",
+    ),
+    MetricEntry(
+        "train/value_grad_norm",
+        "L2 norm",
+        "embodied",
+        "IQL: the state-value network's gradient norm before clipping, mean over the "
+        "gradient steps.",
+    ),
+    MetricEntry(
+        "train/v_mean",
+        "return",
+        "embodied",
+        "IQL: mean state value V(s) on the dataset minibatches.",
+    ),
+    MetricEntry(
+        "train/awr_weight_mean",
+        "ratio",
+        "embodied",
+        "IQL: mean advantage weight min(exp(β·(Q − V)), `algorithm.iql.max_weight`) of the "
+        "dataset actions at the actor's steps (1: behaviour cloning).",
+    ),
+    MetricEntry(
+        "train/awr_clipped_fraction",
+        "fraction",
+        "embodied",
+        "IQL: share of the dataset actions whose advantage weight reached "
+        "`algorithm.iql.max_weight`.",
     ),
     MetricEntry(
         "train/alpha_loss",
@@ -252,7 +285,8 @@ TRAINING_METRICS: tuple[MetricEntry, ...] = (
         "count",
         "embodied",
         "SAC, CrossQ, RLPD: gradient steps of the iteration (`algorithm.off_policy.utd_ratio` "
-        "× its env steps); 0 until the buffer holds `replay.learning_starts` transitions.",
+        "× its env steps); 0 until the buffer holds `replay.learning_starts` transitions. "
+        "IQL: `demos.steps_per_iteration`.",
     ),
     MetricEntry(
         "replay/size",

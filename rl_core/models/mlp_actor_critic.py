@@ -28,7 +28,11 @@ class MLPActorCritic(ActionHeadMixin, BasePolicy):
         activation: ``tanh``, ``relu`` or ``gelu``.
         continuous_action: ``clip`` or ``tanh``.
         init_log_std: Initial log standard deviation of the Gaussian head.
+        critic_hidden_sizes: Widths of the critic's hidden layers (None: ``hidden_sizes``).
     """
+
+    #: The model's name in error messages.
+    model_type = "mlp_actor_critic"
 
     def __init__(
         self,
@@ -38,13 +42,15 @@ class MLPActorCritic(ActionHeadMixin, BasePolicy):
         activation: str = "tanh",
         continuous_action: str = "clip",
         init_log_std: float = 0.0,
+        critic_hidden_sizes: list[int] | None = None,
     ) -> None:
         super().__init__()
         out_dim = self._init_action_head(
-            action_space, continuous_action, init_log_std, "mlp_actor_critic"
+            action_space, continuous_action, init_log_std, self.model_type
         )
         self.actor = mlp([obs_dim, *hidden_sizes, out_dim], activation, 0.01)
-        self.critic = mlp([obs_dim, *hidden_sizes, 1], activation, 1.0)
+        critic_sizes = hidden_sizes if critic_hidden_sizes is None else critic_hidden_sizes
+        self.critic = mlp([obs_dim, *critic_sizes, 1], activation, 1.0)
 
     # -- contract ------------------------------------------------------------------------
     @torch.no_grad()

@@ -37,6 +37,7 @@ MODELS: Registry[ModelSpec] = Registry(
         "rl_core.models.mlp_actor_critic",
         "rl_core.models.pixel_actor_critic",
         "rl_core.models.sac_policy",
+        "rl_core.models.iql_policy",
         "rl_core.models.vla_oft",
         "rl_core.models.hf_builder",
     ),

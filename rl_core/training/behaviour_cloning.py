@@ -59,6 +59,6 @@ def bc_step(
     return {
         "train/bc_loss": loss.item() if finite else 0.0,
         "train/grad_norm": float(norm) if finite else 0.0,
-        "train/entropy": float(out["entropy"].float().mean()),
+        "train/entropy": float(out["entropy"].detach().float().mean()),
         "train/skipped_updates": float(skipped),
     }

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from rl_core.algorithms.actor_critic_family import ActorCriticSpec
+from rl_core.algorithms.target_networks import polyak_update
 from rl_core.data.replay_buffer import TRANSITION_KEYS
 from rl_core.models.base_policy import policy_device
 from rl_core.training.optim import (
@@ -172,16 +173,7 @@ class SACLearner:
             "train/q_mean": float(q.detach().mean()),
         }
         if self.target_critics is not None:
-            with torch.no_grad():
-                torch._foreach_lerp_(
-                    list(self.target_critics.parameters()),
-                    list(policy.critics.parameters()),
-                    settings.tau,
-                )
-                for mine, theirs in zip(
-                    self.target_critics.buffers(), policy.critics.buffers(), strict=True
-                ):
-                    mine.copy_(theirs)
+            polyak_update(self.target_critics, policy.critics, settings.tau)
         self.updates += 1
         if self.updates % settings.actor_update_interval == 0:
             metrics.update(self._actor_step(batch["states"], alpha))

@@ -41,6 +41,8 @@ EXPECTED = {
     "grpo_vla_metaworld": "grpo",
     "sft_vla_pickcube": "sft",
     "grpo_vla_pickcube": "grpo",
+    "iql_metaworld": "iql",
+    "sft_mlp_metaworld_mixed": "sft",
 }
 
 

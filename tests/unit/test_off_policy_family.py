@@ -321,7 +321,7 @@ PENDULUM = ["env.env_id=Pendulum-v1", "model.model_type=mlp_sac"]
         (["algorithm.loss_type=sac", "algorithm.off_policy.critic_subset=3"], "exceeds model.num_critics"),
         (["algorithm.loss_type=sac", "replay.offline_data=x.safetensors"], "does not read offline data"),
         (["algorithm.loss_type=sac", "run.mode=async"], "run.mode = 'async' is for on-policy PPO"),
-        (["algorithm.loss_type=sacq"], "Off-policy algorithms: crossq, rlpd, sac"),
+        (["algorithm.loss_type=sacq"], "Off-policy algorithms: crossq, iql, rlpd, sac"),
     ],
 )  # fmt: skip
 def test_bad_off_policy_configs_name_the_field(overrides: list[str], message: str) -> None:

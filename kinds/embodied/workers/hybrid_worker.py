@@ -16,6 +16,7 @@ from typing import Any
 from infra.cluster.worker_base import Stopwatch, step_method
 from kinds.embodied.workers.actor_worker import ActorWorker
 from kinds.embodied.workers.off_policy_trainer import OffPolicyActorWorker
+from kinds.embodied.workers.offline_trainer import OfflineActorWorker
 from kinds.embodied.workers.rollout_policy import RolloutPolicy, ServesRollout
 from rl_core.seeding import worker_seed
 
@@ -55,3 +56,10 @@ class HybridActorWorker(HybridEngine, ActorWorker):
 
 class HybridOffPolicyActorWorker(HybridEngine, OffPolicyActorWorker):
     """An :class:`OffPolicyActorWorker` (SAC, CrossQ, RLPD) that also serves rollout inference."""
+
+
+class HybridOfflineActorWorker(HybridEngine, OfflineActorWorker):
+    """An :class:`OfflineActorWorker` (IQL) that also serves rollout inference.
+
+    An offline run collects nothing; the placement is that of every embodied run.
+    """

@@ -3,8 +3,9 @@
 An iteration's batch arrives from the env workers like a PPO batch; the reward step applies
 the reward function, the advantage step turns the batch into transitions for the replay
 buffer worker, and the update step runs ``round(algorithm.off_policy.utd_ratio * env
-steps)`` gradient steps on minibatches the replay worker drew
-(:class:`~rl_core.training.sac_update.SACLearner`).
+steps)`` gradient steps on minibatches the replay worker drew (the learner the algorithm's
+spec names, :mod:`rl_core.training.off_policy_learners`:
+:class:`~rl_core.training.sac_update.SACLearner`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from rl_core.data.replay_buffer import transitions_from_batch
 from rl_core.models import get_model
 from rl_core.rewards import build_reward
 from rl_core.seeding import worker_seed
-from rl_core.training.sac_update import SACLearner, minibatches_from_arrays
+from rl_core.training.off_policy_learners import build_learner
+from rl_core.training.sac_update import minibatches_from_arrays
 
 
 class OffPolicyActorWorker(ActorWorker):
@@ -42,14 +44,7 @@ class OffPolicyActorWorker(ActorWorker):
         spec = actor_critic_spec(self.cfg.algorithm.loss_type)
         if spec is None:
             raise ValueError(f"{self.cfg.algorithm.loss_type!r} is not an off-policy algorithm")
-        self.learner = SACLearner(
-            self.policy,
-            spec,
-            self.cfg.algorithm.off_policy,
-            self.cfg.actor,
-            self.cfg.algorithm.gamma,
-            seed,
-        )
+        self.learner = build_learner(self.policy, spec, self.cfg.algorithm, self.cfg.actor, seed)
         self.reward_fn = build_reward(self.cfg.reward)
         self.version = 0
         self.batch: dict[str, Any] | None = None
