@@ -107,12 +107,12 @@ def render_cost(preset: str, repeats: int, steps: int = 200) -> None:
 def expert_success(episodes: int = 20) -> None:
     """Success rate and seconds of the ManiSkill3 scripted experts (state observations)."""
     from rl_core.envs.maniskill_env import ManiSkillEnv
-    from rl_core.envs.maniskill_experts import TASK_EXPERTS, expert_actions
+    from rl_core.envs.maniskill_experts import EXPERT_TASKS, expert_actions
 
     print(f"ManiSkill3 scripted experts, seeds 0-{episodes - 1}")
     print("| task | successes | seconds |")
     print("| --- | --- | --- |")
-    for task in TASK_EXPERTS.names():
+    for task in EXPERT_TASKS:
         env = ManiSkillEnv(task)
         start, wins = time.perf_counter(), 0
         for seed in range(episodes):

@@ -86,6 +86,10 @@ def pull_cube(sim: Any) -> np.ndarray:
     return _push_along_x(sim, -1.0)
 
 
+#: The ManiSkill3 tasks that have a scripted expert.
+EXPERT_TASKS = ("PickCube-v1", "PushCube-v1", "PullCube-v1")
+
+
 def expert_actions(env: ManiSkillEnv, count: int = 1) -> np.ndarray:
     """The expert's next ``count`` actions of ``env``, ``[count, 4]`` float32.
 

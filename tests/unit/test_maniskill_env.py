@@ -23,7 +23,7 @@ from rl_core.envs import (  # noqa: E402
 from rl_core.envs.action_chunk import ActionChunk  # noqa: E402
 from rl_core.envs.experts import expert_for  # noqa: E402
 from rl_core.envs.maniskill_env import ManiSkillEnv, maniskill_instruction  # noqa: E402
-from rl_core.envs.maniskill_experts import expert_actions  # noqa: E402
+from rl_core.envs.maniskill_experts import EXPERT_TASKS, expert_actions  # noqa: E402
 from tests.manipulation_envs import assert_same_frames, play, random_actions  # noqa: E402
 
 
@@ -149,7 +149,7 @@ def test_vector_env_state_restores_through_the_adapter():
 # -- experts ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("task", ["PickCube-v1", "PushCube-v1", "PullCube-v1"])
+@pytest.mark.parametrize("task", EXPERT_TASKS)
 def test_the_scripted_expert_solves_its_task(task):
     env = make(task)
     _, successes = play_expert(env.unwrapped, seed=4)
