@@ -243,6 +243,20 @@ def _iterate(session: TrainSession, step_flow: Any) -> dict[str, Any]:
             break
         except Exception:
             fatal, session.fatal_error = session.fatal_error, None
+            if STOP_REQUESTED.is_set():
+                # Prefect cancels a deployment run by signalling its process group, which
+                # holds the local Ray cluster's processes too: the workers died with the
+                # same signal. Rebuilding them would outlive the grace period; stop at the
+                # last committed checkpoint instead (as after a kill: it resumes exactly).
+                logger.warning(
+                    "iteration %d failed after a stop request (its workers stopped with the "
+                    "run): stopping at the last committed checkpoint; rerun the same "
+                    "command to resume",
+                    it,
+                )
+                session.stopped_on_request = True
+                stopped = "request"
+                break
             if fatal is not None:  # the iteration failed for good (not retried)
                 raise fatal from None
             rewound = session.guard.recover(it)  # dead workers: rebuild and replay

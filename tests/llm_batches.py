@@ -50,7 +50,8 @@ def llm_algorithm(algorithm):
     """An embodied ``algorithm`` section's shared values as a reasoning one (its defaults)."""
     from kinds.reasoning.sections import ReasoningAlgorithmConfig
 
-    return ReasoningAlgorithmConfig(**algorithm.model_dump(exclude={"off_policy"}))
+    embodied_only = set(type(algorithm).model_fields) - set(ReasoningAlgorithmConfig.model_fields)
+    return ReasoningAlgorithmConfig(**algorithm.model_dump(exclude=embodied_only))
 
 
 def llm_actor(actor):

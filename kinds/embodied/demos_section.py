@@ -6,6 +6,9 @@ read it; ``rlpipe demos`` collects it.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from pydantic import Field, field_validator
 
 from rl_core.config.limits import MAX_EPISODES, MAX_WORKERS
@@ -52,6 +55,15 @@ class DemosConfig(Section):
         le=100_000,
         description="Gradient steps per iteration of behaviour cloning (SFT) or offline RL.",
     )
+
+    @field_validator("action_noise", mode="before")
+    @classmethod
+    def _finite_stds(cls, value: Any) -> Any:
+        # before the union's own checks, whose errors name each branch of the union
+        for x in value if isinstance(value, list) else [value]:
+            if isinstance(x, (int, float)) and not math.isfinite(x):
+                raise ValueError("Input should be a finite number")
+        return value
 
     @field_validator("action_noise")
     @classmethod
