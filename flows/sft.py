@@ -113,8 +113,10 @@ def ensure_demonstrations(
         supervised: The run is supervised fine-tuning (else an RL run, which reads
             demonstrations when its algorithm is offline).
     """
+    from infra.extensions import load_extension_modules
     from rl_core.config import load_config
 
+    load_extension_modules()  # the config may name the extensions' envs, tools or models
     cfg = load_config(preset, overrides or [])
     folder = cfg.demonstrations(supervised)
     if folder is None or (Path(folder) / "demos.json").is_file():
