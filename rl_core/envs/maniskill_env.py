@@ -32,33 +32,19 @@ the episodes played before a reset, so the copy continues bit for bit (tested).
 
 from __future__ import annotations
 
-import ctypes.util
 import difflib
-import glob
 import importlib
 import logging
-import os
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 
-from rl_core.envs.manipulation_obs import (
-    MAX_INSTRUCTION_LENGTH,
-    chunked,
-    observation,
-    observation_space,
-    refuse_kwargs,
-)
-from rl_core.envs.registry import EnvConfigError, register_env
+from rl_core.envs.manipulation_obs import MAX_INSTRUCTION_LENGTH, observation, observation_space
 
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'rlpipe[maniskill]' (in a checkout: bash scripts/setup_venv.sh)"
-VULKAN_HINT = (
-    "ManiSkill3 needs a Vulkan driver, even for state observations; without a GPU install "
-    "Mesa 25's CPU driver (lavapipe): bash scripts/setup_vulkan.sh"
-)
 #: The camera of ManiSkill's table-top tasks.
 DEFAULT_CAMERA = "base_camera"
 #: The control mode of ManiSkill's table-top tasks rlpipe uses when none is set: the
@@ -118,16 +104,8 @@ def maniskill_episode_steps(task: str) -> int:
     return int(steps) if steps else 100
 
 
-def vulkan_driver_present() -> bool:
-    """Whether a Vulkan loader and at least one driver (ICD) are installed."""
-    if ctypes.util.find_library("vulkan") is None:
-        return False
-    folders = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
-    listed = os.environ.get("VK_ICD_FILENAMES") or os.environ.get("VK_DRIVER_FILES")
-    return bool(listed) or any(glob.glob(os.path.join(f, "*.json")) for f in folders)
-
-
-def _unknown_task(task: str, known: list[str]) -> str:
+def unknown_task_message(task: str, known: list[str]) -> str:
+    """The error message of an unknown task id, with the closest known ids."""
     close = difflib.get_close_matches(task, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return f"unknown ManiSkill3 task {task!r}{hint} (ids such as PushCube-v1, PickCube-v1)"
@@ -240,7 +218,7 @@ class ManiSkillEnv(gym.Env):
         try:
             sim = gym.make(self.task, **kwargs).unwrapped
         except gym.error.Error as exc:
-            raise ValueError(_unknown_task(self.task, maniskill_task_names())) from exc
+            raise ValueError(unknown_task_message(self.task, maniskill_task_names())) from exc
         except AssertionError as exc:  # ManiSkill asserts on unknown control modes
             raise ValueError(
                 f"ManiSkill3 task {self.task} refused control_mode {self.control_mode!r}: {exc}"
@@ -425,63 +403,3 @@ def _numpy(value: Any) -> np.ndarray:
 def _scalar(value: Any) -> Any:
     """The single value of ManiSkill's batch of one."""
     return _numpy(value).reshape(-1)[0]
-
-
-# -- rlpipe entry points -------------------------------------------------------------------
-
-
-def make_maniskill_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
-    """Factory of ``env_type: maniskill`` (settings in ``env.manipulation``)."""
-    m = env_cfg.manipulation
-    env: gym.Env = ManiSkillEnv(
-        task=m.tasks[0],
-        obs_mode=m.obs_mode,
-        control_mode=m.control_mode or DEFAULT_CONTROL_MODE,
-        image_size=m.image_size,
-        camera=m.camera or DEFAULT_CAMERA,
-        render_size=m.render_size,
-        reward=m.reward,
-        terminate_on_success=m.terminate_on_success,
-        max_episode_steps=env_cfg.max_episode_steps,
-        render_mode=render_mode,
-    )
-    return chunked(env, m.action_chunk)
-
-
-def check_maniskill_config(env_cfg: Any) -> None:
-    """Config check of ``env_type: maniskill``: ManiSkill3 and Vulkan installed, one task.
-
-    Raises:
-        EnvConfigError: Naming the field (``env_type``, ``manipulation.tasks``,
-            ``manipulation.tasks.0`` or ``kwargs``).
-    """
-    m = env_cfg.manipulation
-    refuse_kwargs(env_cfg)
-    if len(m.tasks) != 1:
-        raise EnvConfigError(
-            ("manipulation", "tasks"),
-            m.tasks,
-            "env_type maniskill plays one task per run (its tasks differ in state size); "
-            "list exactly one, e.g. [PushCube-v1]",
-        )
-    if not m.fast_render:
-        raise EnvConfigError(
-            ("manipulation", "fast_render"),
-            m.fast_render,
-            "fast_render is a Meta-World setting; env_type maniskill takes only true",
-        )
-    try:
-        known = maniskill_task_names()
-    except ImportError:
-        raise EnvConfigError(
-            ("env_type",), env_cfg.env_type, f"env_type maniskill needs ManiSkill3: {INSTALL_HINT}"
-        ) from None
-    if m.tasks[0] not in known:
-        raise EnvConfigError(
-            ("manipulation", "tasks", 0), m.tasks[0], _unknown_task(m.tasks[0], known)
-        )
-    if not vulkan_driver_present():
-        raise EnvConfigError(("env_type",), env_cfg.env_type, VULKAN_HINT)
-
-
-register_env("maniskill", make_maniskill_env, check=check_maniskill_config)

@@ -22,7 +22,7 @@ EnvFactory = Callable[..., gym.Env]
 EnvConfigCheck = Callable[[Any], None]
 
 #: Modules registering the built-in env types besides ``gym`` (imported on first use).
-BUILTIN_ENV_MODULES = ("rl_core.envs.metaworld_registration", "rl_core.envs.maniskill_env")
+BUILTIN_ENV_MODULES = ("rl_core.envs.metaworld_registration", "rl_core.envs.maniskill_registration")
 ENVS: Registry[EnvFactory] = Registry("env type", BUILTIN_ENV_MODULES)
 ENV_CONFIG_CHECKS: Registry[EnvConfigCheck] = Registry("env config check", BUILTIN_ENV_MODULES)
 

@@ -17,8 +17,8 @@ from rl_core.config.policy_sections import EnvConfig  # noqa: E402
 from rl_core.data import demos as demos_format  # noqa: E402
 from rl_core.envs import (  # noqa: E402
     VectorEnvAdapter,
-    make_single_env,
-    maniskill_env,  # noqa: E402
+    make_single_env,  # noqa: E402
+    maniskill_registration,  # noqa: E402
 )
 from rl_core.envs.action_chunk import ActionChunk  # noqa: E402
 from rl_core.envs.experts import expert_for  # noqa: E402
@@ -227,7 +227,7 @@ def test_config_errors_name_the_field(override, field, message):
 
 
 def test_config_says_how_to_install_maniskill_and_vulkan(monkeypatch):
-    monkeypatch.setattr(maniskill_env, "vulkan_driver_present", lambda: False)
+    monkeypatch.setattr(maniskill_registration, "vulkan_driver_present", lambda: False)
     with pytest.raises(ConfigError, match=r"env.env_type = 'maniskill'.*setup_vulkan.sh"):
         load_config("ppo_pushcube")
     monkeypatch.undo()
