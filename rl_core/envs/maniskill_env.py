@@ -41,6 +41,7 @@ import gymnasium as gym
 import numpy as np
 
 from rl_core.envs.manipulation_obs import MAX_INSTRUCTION_LENGTH, observation, observation_space
+from rl_core.envs.mujoco_rendering import default_to_headless_gl
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ INSTRUCTIONS: dict[str, str] = {
 
 
 def _import(module: str = "mani_skill.envs") -> Any:
+    default_to_headless_gl()  # ManiSkill imports MuJoCo (pytorch_kinematics)
     try:
         return importlib.import_module(module)
     except ImportError as exc:

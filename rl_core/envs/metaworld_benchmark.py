@@ -7,12 +7,12 @@ function here, never when this module is imported.
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from types import ModuleType
 from typing import Any
 
 from rl_core.envs.metaworld_instructions import unknown_task_message
+from rl_core.envs.mujoco_rendering import default_to_headless_gl
 
 INSTALL_HINT = "pip install 'rlpipe[metaworld]' (in a checkout: bash scripts/setup_venv.sh)"
 #: Meta-World's episode length (``max_path_length``), the default of ``env.max_episode_steps``.
@@ -38,8 +38,7 @@ def import_metaworld(module: str = "metaworld") -> ModuleType:
     Raises:
         ImportError: Meta-World is not installed; the message says how to install it.
     """
-    if not os.environ.get("DISPLAY"):  # MuJoCo reads it at import: render headless
-        os.environ.setdefault("MUJOCO_GL", "egl")
+    default_to_headless_gl()
     try:
         return importlib.import_module(module)
     except ImportError as exc:

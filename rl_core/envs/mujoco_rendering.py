@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import weakref
 from typing import Any
@@ -24,6 +25,18 @@ _ThreadContexts = tuple[Any, dict[str, tuple[Any, Any]]]
 _GL_CONTEXTS: dict[int, Any] = {}
 _GL_LOCK = threading.Lock()
 _LIVE_CAMERAS: weakref.WeakSet[OffscreenCameras] = weakref.WeakSet()
+
+
+def default_to_headless_gl() -> None:
+    """Make MuJoCo render with EGL (no window) where there is no display.
+
+    A backend the user chose (``MUJOCO_GL``) is kept. MuJoCo picks its backend when it is
+    first imported, and other simulators import it too (ManiSkill3 does, through
+    ``pytorch_kinematics``): call this before importing any of them, or a MuJoCo camera
+    opened later in the process looks for a window (GLFW) and fails.
+    """
+    if not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def apply_render_settings(model: Any, frame_size: int, fast: bool) -> None:
@@ -104,15 +117,28 @@ class OffscreenCameras:
         self._finalizer()
 
 
+def _gl_context_class() -> type:
+    """MuJoCo's GL context class for offscreen rendering.
+
+    EGL where :func:`default_to_headless_gl` chose it, even when MuJoCo was imported
+    earlier in the process (by another simulator) and picked a window backend then.
+    """
+    default_to_headless_gl()
+    if os.environ.get("MUJOCO_GL", "").lower() == "egl":
+        from mujoco.egl import GLContext
+    else:
+        from mujoco.gl_context import GLContext
+    return GLContext
+
+
 def _thread_gl_context() -> Any:
     """The GL context of the calling thread (made on first use)."""
-    from mujoco.gl_context import GLContext
-
+    gl_context_class = _gl_context_class()
     key = threading.get_ident()
     with _GL_LOCK:
         if key not in _GL_CONTEXTS:
             first = not _GL_CONTEXTS
-            _GL_CONTEXTS[key] = GLContext(64, 64)  # envs render into their own buffers
+            _GL_CONTEXTS[key] = gl_context_class(64, 64)  # envs render into their own buffers
             if first:
                 # registered after EGL's own exit hook (the first context registers it), so
                 # it runs before EGL is shut down

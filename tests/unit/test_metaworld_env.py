@@ -349,13 +349,17 @@ def test_render_gives_upright_frames_at_render_size():
 
 
 def test_closing_and_exiting_with_renderers_is_clean():
+    """Also: with no display and no ``MUJOCO_GL``, the envs render headless even when another
+    simulator imported MuJoCo first (as ManiSkill3 does), which picks a window backend."""
     code = (
+        "import mujoco\n"
         "from rl_core.envs.metaworld_env import MetaWorldEnv\n"
         "a = MetaWorldEnv(['reach-v3'], obs_mode='rgb', image_size=16)\n"
         "b = MetaWorldEnv(['reach-v3'], obs_mode='rgb', image_size=16)\n"
         "a.reset(seed=0); b.reset(seed=0); a.close(); a.close()\n"  # b: left open at exit
     )
-    env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
+    env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
