@@ -85,6 +85,7 @@ def config(preset: str, args: argparse.Namespace, seed: int, *extra: str) -> RLP
 def make_dataset(args: argparse.Namespace) -> Path:
     """Play the mixed-quality dataset once (data seed 0), as ``rlpipe demos`` would."""
     from rl_core.data import demos as demos_format
+    from rl_core.data import expert_play
     from rl_core.envs.experts import expert_for
     from rl_core.seeding import worker_seed
 
@@ -94,9 +95,9 @@ def make_dataset(args: argparse.Namespace) -> Path:
         return folder
     base = worker_seed(cfg.run.seed, "demos", 0)
     seeds = [base + i for i in range(cfg.demos.episodes)]
-    noise = demos_format.noise_levels(cfg.demos.action_noise, len(seeds))
+    noise = expert_play.noise_levels(cfg.demos.action_noise, len(seeds))
     start = time.perf_counter()
-    episodes = demos_format.play_expert_episodes(
+    episodes = expert_play.play_expert_episodes(
         cfg.env, seeds, expert_for(cfg.env.env_type), noise, worker_seed(0, "demos", 0)
     )
     shard = demos_format.write_shard(folder, 0, episodes)

@@ -30,6 +30,7 @@ from infra.tracking import MlflowTracker
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.config.naming import experiment_name
 from rl_core.data import demos as demos_format
+from rl_core.data import expert_play
 from rl_core.seeding import worker_seed
 
 logger = logging.getLogger("rlpipe.demos")
@@ -47,9 +48,7 @@ def _play_shard(
     limit_threads()
     load_extension_modules()
     env_cfg = EnvConfig.model_validate(env)
-    return demos_format.play_expert_episodes(
-        env_cfg, seeds, expert_for(env_type), noise, noise_seed
-    )
+    return expert_play.play_expert_episodes(env_cfg, seeds, expert_for(env_type), noise, noise_seed)
 
 
 @task(name="demos_shard", task_run_name="demos_shard-{index}", cache_policy=NO_CACHE, retries=1)
@@ -91,9 +90,9 @@ def demos(preset: str = "sft_mlp_metaworld", overrides: list[str] | None = None)
     base = worker_seed(cfg.run.seed, "demos", 0)
     seeds = [base + i for i in range(cfg.demos.episodes)]
     noise = dict(
-        zip(seeds, demos_format.noise_levels(cfg.demos.action_noise, len(seeds)), strict=True)
+        zip(seeds, expert_play.noise_levels(cfg.demos.action_noise, len(seeds)), strict=True)
     )
-    parts = demos_format.split_seeds(seeds, cfg.demos.num_workers)
+    parts = expert_play.split_seeds(seeds, cfg.demos.num_workers)
     futures = [
         demos_shard.submit(cfg, folder, i, part, [noise[s] for s in part])
         for i, part in enumerate(parts)

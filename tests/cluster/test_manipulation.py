@@ -14,6 +14,7 @@ import ray
 from infra.driver.runtimes import make_runtime
 from rl_core.config import RLPipeConfig, load_config
 from rl_core.data import demos as demos_format
+from rl_core.data import expert_play
 from rl_core.envs.experts import expert_for
 from rl_core.steps import Step
 from tests.in_process import assert_same_weights, checkpoint_and_resume, train_in_process
@@ -66,7 +67,7 @@ def vla_config(tmp_path: Path, tiny_lm: str, *extra: str) -> RLPipeConfig:
 def write_demos(cfg: RLPipeConfig, episodes: int = 4) -> Path:
     """Expert episodes of the config's env, where the config reads its demonstrations."""
     folder = Path(cfg.demos_path())
-    played = demos_format.play_expert_episodes(
+    played = expert_play.play_expert_episodes(
         cfg.env, list(range(100, 100 + episodes)), expert_for(cfg.env.env_type)
     )
     shard = demos_format.write_shard(folder, 0, played)

@@ -7,6 +7,7 @@ import pytest
 
 from rl_core.config import load_config
 from rl_core.data import demos as fmt
+from rl_core.data import expert_play
 
 
 def episode(length, seed, success, text="push the block", image=False):
@@ -86,21 +87,21 @@ def test_expert_episodes_record_the_observation_each_action_was_taken_in():
     def expert(env, obs, info):
         return np.clip(-2.0 * obs[1:2], -2, 2)  # push against the angular sine
 
-    first = fmt.play_expert_episodes(env, [3, 4], expert)
-    again = fmt.play_expert_episodes(env, [3, 4], expert)
+    first = expert_play.play_expert_episodes(env, [3, 4], expert)
+    again = expert_play.play_expert_episodes(env, [3, 4], expert)
     assert [e.seed for e in first] == [3, 4]
     for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a.observations["states"], b.observations["states"])
         assert len(a) == len(a.observations["states"]) == len(a.rewards)
     expected = np.clip(-2.0 * first[0].observations["states"][:, 1:2], -2, 2)
     np.testing.assert_allclose(first[0].actions, expected)
-    noisy = fmt.play_expert_episodes(env, [3], expert, action_noise=0.5, noise_seed=1)
+    noisy = expert_play.play_expert_episodes(env, [3], expert, action_noise=0.5, noise_seed=1)
     assert not np.allclose(noisy[0].actions, first[0].actions)
     assert np.abs(noisy[0].actions).max() <= 2.0
 
 
 def test_split_seeds_covers_every_seed_once():
-    parts = fmt.split_seeds(list(range(10)), 3)
+    parts = expert_play.split_seeds(list(range(10)), 3)
     assert [s for p in parts for s in p] == list(range(10))
     assert len(parts) == 3
-    assert fmt.split_seeds([1, 2], 5) == [[1], [2]]
+    assert expert_play.split_seeds([1, 2], 5) == [[1], [2]]

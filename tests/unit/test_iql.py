@@ -30,6 +30,7 @@ from rl_core.algorithms.target_networks import polyak_update  # noqa: E402
 from rl_core.config import ConfigError, load_config  # noqa: E402
 from rl_core.config.training_sections import ActorConfig  # noqa: E402
 from rl_core.data import demos as fmt  # noqa: E402
+from rl_core.data import expert_play  # noqa: E402
 from rl_core.models.iql_policy import MLPIQLPolicy  # noqa: E402
 from rl_core.models.mlp_actor_critic import MLPActorCritic  # noqa: E402
 from rl_core.training.iql_update import IQLLearner, dataset_tensors  # noqa: E402
@@ -227,8 +228,8 @@ def test_a_dataset_without_final_observations_leaves_each_last_step_out(tmp_path
 
 
 def test_noise_levels_take_the_list_in_turn() -> None:
-    assert fmt.noise_levels(0.3, 3) == [0.3, 0.3, 0.3]
-    assert fmt.noise_levels([0.0, 1.0], 5) == [0.0, 1.0, 0.0, 1.0, 0.0]
+    assert expert_play.noise_levels(0.3, 3) == [0.3, 0.3, 0.3]
+    assert expert_play.noise_levels([0.0, 1.0], 5) == [0.0, 1.0, 0.0, 1.0, 0.0]
 
 
 # -- config ---------------------------------------------------------------------------------
@@ -286,8 +287,10 @@ def test_iql_trains_on_metaworld_demos_resumes_bit_for_bit_and_evaluates(tmp_pat
             "tracking.enabled=false",
         ],
     )
-    noise = fmt.noise_levels(cfg.demos.action_noise, 3)
-    played = fmt.play_expert_episodes(cfg.env, [100, 101, 102], expert_for("metaworld"), noise)
+    noise = expert_play.noise_levels(cfg.demos.action_noise, 3)
+    played = expert_play.play_expert_episodes(
+        cfg.env, [100, 101, 102], expert_for("metaworld"), noise
+    )
     shard = fmt.write_shard(cfg.demos.path, 0, played)
     fmt.write_manifest(cfg.demos.path, [shard], cfg.env.model_dump(mode="json"), "test")
     envs = VectorEnvAdapter(cfg.env, 1, seed=0, vectorization="sync")

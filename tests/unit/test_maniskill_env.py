@@ -15,6 +15,7 @@ from rl_core.config import load_config  # noqa: E402
 from rl_core.config.loader import ConfigError  # noqa: E402
 from rl_core.config.policy_sections import EnvConfig  # noqa: E402
 from rl_core.data import demos as demos_format  # noqa: E402
+from rl_core.data import expert_play  # noqa: E402
 from rl_core.envs import (  # noqa: E402
     VectorEnvAdapter,
     make_single_env,  # noqa: E402
@@ -178,7 +179,7 @@ def test_expert_chunks_are_the_actions_it_would_choose_step_by_step():
 
 def test_expert_demonstrations_in_the_dataset_format(tmp_path):
     cfg = env_cfg("PickCube-v1", obs_mode="rgb+state")
-    episodes = demos_format.play_expert_episodes(cfg, [0], expert_for("maniskill"))
+    episodes = expert_play.play_expert_episodes(cfg, [0], expert_for("maniskill"))
     assert episodes[0].success
     assert episodes[0].instruction == "pick up the cube and move it to the goal"
     shard = demos_format.write_shard(tmp_path, 0, episodes)
