@@ -141,3 +141,18 @@ def ensemble_mlp(members: int, sizes: list[int], norm: str) -> nn.Sequential:
                 layers.append(make_norm(members, sizes[i + 1]))
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
+
+
+def ensemble_q_values(
+    critics: nn.Module, members: int, states: torch.Tensor, actions: torch.Tensor
+) -> torch.Tensor:
+    """Q-values ``[E, B]`` of every member of an ensemble critic ``Q(s, a)``.
+
+    Args:
+        critics: An :func:`ensemble_mlp` of ``members`` members with one output.
+        members: Its ensemble size ``E``.
+        states: Observations ``[B, D]``.
+        actions: Actions ``[B, A]``, as the critics take them.
+    """
+    inputs = torch.cat([states, actions], dim=-1)
+    return critics(inputs.unsqueeze(0).expand(members, -1, -1)).squeeze(-1)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rl_core.models.ensemble_layers import CRITIC_NORMS, ensemble_mlp
+from rl_core.models.ensemble_layers import CRITIC_NORMS, ensemble_mlp, ensemble_q_values
 from rl_core.models.mlp_actor_critic import MLPActorCritic
 from rl_core.models.registry import register_model
 
@@ -99,9 +99,8 @@ class MLPIQLPolicy(MLPActorCritic):
             **kwargs: Ignored (a common signature for every forward type).
         """
         unit = 2.0 * (actions - self.action_low) / (self.action_high - self.action_low) - 1.0
-        inputs = torch.cat([states, unit], dim=-1)
-        inputs = inputs.unsqueeze(0).expand(self.num_critics, -1, -1)
-        return (self.critics if critics is None else critics)(inputs).squeeze(-1)
+        chosen = self.critics if critics is None else critics
+        return ensemble_q_values(chosen, self.num_critics, states, unit)
 
     def v_forward(self, states: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         """The state value ``V(s)`` ``[B]`` of observations ``[B, D]``."""

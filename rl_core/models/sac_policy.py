@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from rl_core.models.base_policy import BasePolicy, flat_states, policy_device
-from rl_core.models.ensemble_layers import CRITIC_NORMS, ensemble_mlp
+from rl_core.models.ensemble_layers import CRITIC_NORMS, ensemble_mlp, ensemble_q_values
 from rl_core.models.registry import register_model
 from rl_core.models.sampling_noise import standard_normal_like
 
@@ -138,9 +138,8 @@ class MLPSACPolicy(BasePolicy):
                 target critics); default: this policy's critics.
             **kwargs: Ignored (a common signature for every forward type).
         """
-        inputs = torch.cat([states, actions], dim=-1)
-        inputs = inputs.unsqueeze(0).expand(self.num_critics, -1, -1)
-        return (self.critics if critics is None else critics)(inputs).squeeze(-1)
+        chosen = self.critics if critics is None else critics
+        return ensemble_q_values(chosen, self.num_critics, states, actions)
 
     def critic_parameters(self) -> list[nn.Parameter]:
         """Parameters of the critic ensemble."""

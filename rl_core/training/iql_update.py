@@ -50,6 +50,7 @@ from rl_core.training.optim import (
     learning_rate,
     set_learning_rate,
 )
+from rl_core.training.step_metrics import mean_step_metrics
 
 
 class IQLLearner:
@@ -212,15 +213,7 @@ class IQLLearner:
     def update(self, minibatches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         """Run :meth:`update_once` on each minibatch; metrics averaged over the steps."""
         self.policy.train()
-        sums: dict[str, float] = {}
-        counts: dict[str, int] = {}
-        for batch in minibatches:
-            for key, value in self.update_once(batch).items():
-                sums[key] = sums.get(key, 0.0) + value
-                counts[key] = counts.get(key, 0) + 1
-        metrics = {k: sums[k] / counts[k] for k in sums}
-        metrics["train/gradient_steps"] = float(len(minibatches))
-        return metrics
+        return mean_step_metrics(self.update_once, minibatches)
 
     # -- state ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

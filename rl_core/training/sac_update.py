@@ -33,6 +33,7 @@ from rl_core.training.optim import (
     learning_rate,
     set_learning_rate,
 )
+from rl_core.training.step_metrics import mean_step_metrics
 
 
 class SACLearner:
@@ -213,15 +214,8 @@ class SACLearner:
         (each optimizer clears its own gradients first).
         """
         self.policy.train()
-        sums: dict[str, float] = {}
-        counts: dict[str, int] = {}
-        for batch in minibatches:
-            for key, value in self.update_once(batch).items():
-                sums[key] = sums.get(key, 0.0) + value
-                counts[key] = counts.get(key, 0) + 1
-        metrics = {k: sums[k] / counts[k] for k in sums}
+        metrics = mean_step_metrics(self.update_once, minibatches)
         metrics["train/alpha"] = float(self.log_alpha.detach().exp())
-        metrics["train/gradient_steps"] = float(len(minibatches))
         return metrics
 
     # -- state ---------------------------------------------------------------------------
