@@ -46,8 +46,8 @@ from rl_core.data.replay_buffer import TRANSITION_KEYS
 from rl_core.training.optim import (
     OFF_POLICY_ADAM_EPS,
     build_optimizer,
-    clip_gradients,
     learning_rate,
+    minimize_step,
     set_learning_rate,
 )
 from rl_core.training.step_metrics import mean_step_metrics
@@ -149,13 +149,7 @@ class IQLLearner:
 
     # -- one gradient step ---------------------------------------------------------------
     def _step(self, name: str, loss: torch.Tensor) -> float:
-        optimizer = self.optimizers[name]
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        norm = clip_gradients(params, self.max_grad_norm)
-        optimizer.step()
-        return norm
+        return minimize_step(self.optimizers[name], loss, self.max_grad_norm)
 
     def update_once(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         """One step of ``V``, the actor (when due), the Q critics and the target critics.

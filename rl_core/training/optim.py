@@ -137,3 +137,23 @@ def clip_gradients(params: Iterable[torch.Tensor], max_norm: float | None) -> fl
     norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
     norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
     return float(norm)
+
+
+def minimize_step(
+    optimizer: torch.optim.Optimizer, loss: torch.Tensor, max_grad_norm: float | None
+) -> float:
+    """One step of ``optimizer`` down ``loss``, its gradients clipped to ``max_grad_norm``.
+
+    The optimizer's gradients are cleared first, so gradients that another loss left on
+    its parameters do not count.
+
+    Returns:
+        The global gradient norm before clipping (see :func:`clip_gradients`).
+    """
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = clip_gradients(
+        [p for group in optimizer.param_groups for p in group["params"]], max_grad_norm
+    )
+    optimizer.step()
+    return norm

@@ -29,8 +29,8 @@ from rl_core.models.base_policy import policy_device
 from rl_core.training.optim import (
     OFF_POLICY_ADAM_EPS,
     build_optimizer,
-    clip_gradients,
     learning_rate,
+    minimize_step,
     set_learning_rate,
 )
 from rl_core.training.step_metrics import mean_step_metrics
@@ -149,12 +149,7 @@ class SACLearner:
         return q, target
 
     def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> float:
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        norm = clip_gradients(params, self.max_grad_norm)
-        optimizer.step()
-        return norm
+        return minimize_step(optimizer, loss, self.max_grad_norm)
 
     def update_once(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         """One critic step on one minibatch (and an actor and temperature step when due).
