@@ -57,6 +57,33 @@ def checkpoint_and_resume(runtime: Any, cfg: Any, checkpoint_dir: Path, step: in
     return resumed
 
 
+def straight_then_resumed(
+    cfg: Any, checkpoint_dir: Path, step: int, total: int
+) -> tuple[
+    dict[str, np.ndarray], list[dict[str, Any]], dict[str, np.ndarray], list[dict[str, Any]]
+]:
+    """Train ``total`` iterations straight through, checkpointing after ``step`` of them;
+    then resume that checkpoint in a new runtime and train the rest.
+
+    Two runtimes instead of three: the checkpoint is written mid-run, so the straight run
+    also shows that writing one changes nothing.
+
+    Returns:
+        The straight run's final weights and step results, and the resumed run's.
+    """
+    runtime = make_runtime(cfg)
+    results = run_iterations(runtime, range(step))
+    runtime.save_checkpoint(str(checkpoint_dir), step)
+    results += run_iterations(runtime, range(step, total))
+    straight = runtime.actor.get_state_dict()[0]
+    runtime.shutdown()
+    resumed = make_runtime(cfg)
+    resumed.load_checkpoint(str(checkpoint_dir), step_dir_name(step), step)
+    weights, resumed_results, resumed = train_in_process(cfg, range(step, total), resumed)
+    resumed.shutdown()
+    return straight, results, weights, resumed_results
+
+
 def assert_same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
     """Assert that two state dicts hold the same tensors, bit for bit."""
     assert a.keys() == b.keys()

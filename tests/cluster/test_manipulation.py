@@ -17,7 +17,7 @@ from rl_core.data import demos as demos_format
 from rl_core.data import expert_play
 from rl_core.envs.experts import expert_for
 from rl_core.steps import Step
-from tests.in_process import assert_same_weights, checkpoint_and_resume, train_in_process
+from tests.in_process import assert_same_weights, straight_then_resumed, train_in_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 SMALL = [
@@ -77,15 +77,10 @@ def write_demos(cfg: RLPipeConfig, episodes: int = 4) -> Path:
 
 def test_ppo_on_metaworld_resumes_bit_for_bit_with_success_metrics(tmp_path: Path) -> None:
     cfg = state_config(tmp_path)
-    straight, results, rt = train_in_process(cfg, range(4))
-    rt.shutdown()
+    straight, results, weights, _ = straight_then_resumed(cfg, tmp_path / "ckpt", 2, 4)
     rollout = results[1]["rollout"].metrics
     assert rollout["env/episodes"] == 4.0  # 4 envs x 24 steps: one episode each by iteration 1
     assert 0.0 <= rollout["env/success_rate"] <= 1.0
-    _, _, rt = train_in_process(cfg, range(2))
-    resumed = checkpoint_and_resume(rt, cfg, tmp_path / "ckpt", 2)
-    weights, _, rt = train_in_process(cfg, range(2, 4), runtime=resumed)
-    rt.shutdown()
     assert_same_weights(straight, weights)
 
 
@@ -153,12 +148,7 @@ def test_vla_episode_grpo_from_pixels_and_instructions_resumes_bit_for_bit(
     tmp_path: Path, tiny_lm_one_layer: str
 ) -> None:
     cfg = vla_config(tmp_path, tiny_lm_one_layer)
-    straight, results, rt = train_in_process(cfg, range(3))
-    rt.shutdown()
+    straight, results, weights, _ = straight_then_resumed(cfg, tmp_path / "ckpt", 1, 3)
     assert results[0]["advantage"].metrics["train/advantage_mean"] == pytest.approx(0.0, abs=1e-6)
     assert "env/success_rate" in results[0]["rollout"].metrics
-    _, _, rt = train_in_process(cfg, range(1))
-    resumed = checkpoint_and_resume(rt, cfg, tmp_path / "ckpt", 1)
-    weights, _, rt = train_in_process(cfg, range(1, 3), runtime=resumed)
-    rt.shutdown()
     assert_same_weights(straight, weights)

@@ -15,7 +15,12 @@ from rl_core.data.offline_episodes import collect_transitions
 from rl_core.data.replay_buffer import save_transitions
 from rl_core.envs import VectorEnvAdapter
 from rl_core.models import get_model
-from tests.in_process import assert_same_weights, checkpoint_and_resume, train_in_process
+from tests.in_process import (
+    assert_same_weights,
+    checkpoint_and_resume,
+    straight_then_resumed,
+    train_in_process,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_local")]
 BASE = [
@@ -35,18 +40,13 @@ def config(preset: str = "sac_pendulum", *extra: str) -> RLPipeConfig:
 
 def test_resume_with_the_replay_buffer_continues_bit_for_bit(tmp_path: Path) -> None:
     cfg = config()
-    straight, results, rt = train_in_process(cfg, range(4))
-    rt.shutdown()
+    straight, results, weights, resumed = straight_then_resumed(cfg, tmp_path, 2, 4)
     sizes = [r["advantage"].metrics["replay/size"] for r in results]
     assert sizes == [32.0, 64.0, 96.0, 128.0]
     steps = [r["update"].metrics["train/gradient_steps"] for r in results]
     assert steps == [16.0] * 4  # utd 0.5 x 32 env steps; the buffer holds 32 from the start
-    _, _, rt = train_in_process(cfg, range(2))
-    resumed = checkpoint_and_resume(rt, cfg, tmp_path, 2)
-    weights, results, rt = train_in_process(cfg, range(2, 4), runtime=resumed)
-    rt.shutdown()
     assert_same_weights(straight, weights)
-    assert results[0]["advantage"].metrics["replay/size"] == 96.0
+    assert resumed[0]["advantage"].metrics["replay/size"] == 96.0
     assert (tmp_path / "step_000002" / "replay" / "transitions.safetensors").is_file()
 
 
