@@ -305,7 +305,7 @@ def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> 
 
 
 def scheduled_training(env: dict[str, str], out: Path) -> None:
-    """Two scheduled runs of train-ppo-cartpole, 40 s apart, whose ``run_name`` has
+    """Two scheduled runs of train-ppo-cartpole, 25 s apart, whose ``run_name`` has
     ``{scheduled_timestamp}`` and whose overrides start from the registry's ``best``
     (``run.init_from``): each trains a new run and registers a new version. (The runs are
     scheduled through the API, at fixed times: that Prefect's scheduler creates runs from
@@ -336,7 +336,7 @@ def scheduled_training(env: dict[str, str], out: Path) -> None:
             api.create_flow_run_from_deployment(
                 deployment.id,
                 parameters=parameters,
-                state=Scheduled(scheduled_time=start + timedelta(seconds=40 * k)),
+                state=Scheduled(scheduled_time=start + timedelta(seconds=25 * k)),
             ).id
             for k in range(2)
         ]
