@@ -8,7 +8,9 @@ one ``demos_shard`` task per part; the dataset is logged to MLflow as an input o
 ``demos-<env type>`` run. ``demos.action_noise`` adds Gaussian noise to the expert's
 actions (one std, or a list the episodes take in turn: data of mixed quality), recorded per
 episode in the shards and per std in ``demos.json``. ``rlpipe sft``, and ``rlpipe train`` of
-an offline algorithm (``iql``), run this flow first when their dataset is missing.
+an offline algorithm (``iql``), run this flow first when their dataset is missing. With
+``demos.import_from``, the flow converts LIBERO's HDF5 demonstration files instead
+(:mod:`flows.demos_import`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.demos_import import import_demos
 from infra.cluster import ray_cluster
 from infra.cluster.runtime_env import apply_base_env
 from infra.driver.session import default_artifact_location, resolve_tracking_uri
@@ -76,7 +79,10 @@ def demos_shard(
 
 @flow(name="demos", flow_run_name="demos-{preset}", persist_result=False, log_prints=False)
 def demos(preset: str = "sft_mlp_metaworld", overrides: list[str] | None = None) -> dict[str, Any]:
-    """Collect the preset's demonstration dataset with the env's scripted expert.
+    """Collect the preset's demonstration dataset (expert play, or LIBERO's files).
+
+    The env's scripted expert plays ``demos.episodes`` episodes; with
+    ``demos.import_from``, LIBERO's demonstration files are converted instead.
 
     Returns:
         ``{"path", "episodes", "steps", "successes", "seconds"}``.
@@ -84,22 +90,13 @@ def demos(preset: str = "sft_mlp_metaworld", overrides: list[str] | None = None)
     apply_base_env()
     cfg = load_config(preset, overrides or [])
     folder = cfg.demos_path()
-    ray_cluster.connect_cluster(cfg.cluster)
     start = time.perf_counter()
-    # the dataset's own seeds: not the training envs' nor the evaluation's
-    base = worker_seed(cfg.run.seed, "demos", 0)
-    seeds = [base + i for i in range(cfg.demos.episodes)]
-    noise = dict(
-        zip(seeds, expert_play.noise_levels(cfg.demos.action_noise, len(seeds)), strict=True)
-    )
-    parts = expert_play.split_seeds(seeds, cfg.demos.num_workers)
-    futures = [
-        demos_shard.submit(cfg, folder, i, part, [noise[s] for s in part])
-        for i, part in enumerate(parts)
-    ]
-    shards = [f.result() for f in futures]
+    if cfg.demos.import_from:  # LIBERO's files, converted: no env to play
+        shard_names, source = import_demos(cfg, folder), "libero_hdf5"
+    else:
+        shard_names, source = _play(cfg, folder), "scripted_expert"
     manifest = demos_format.write_manifest(
-        folder, [s["shard"] for s in shards], cfg.env.model_dump(mode="json"), "scripted_expert"
+        folder, shard_names, cfg.env.model_dump(mode="json"), source
     )
     seconds = time.perf_counter() - start
     summary = {
@@ -119,6 +116,23 @@ def demos(preset: str = "sft_mlp_metaworld", overrides: list[str] | None = None)
     )
     _track(cfg, manifest, summary)
     return summary
+
+
+def _play(cfg: RLPipeConfig, folder: str) -> list[str]:
+    """Play the env's scripted expert on the Ray cluster, one task per part; shard names."""
+    ray_cluster.connect_cluster(cfg.cluster)
+    # the dataset's own seeds: not the training envs' nor the evaluation's
+    base = worker_seed(cfg.run.seed, "demos", 0)
+    seeds = [base + i for i in range(cfg.demos.episodes)]
+    noise = dict(
+        zip(seeds, expert_play.noise_levels(cfg.demos.action_noise, len(seeds)), strict=True)
+    )
+    parts = expert_play.split_seeds(seeds, cfg.demos.num_workers)
+    futures = [
+        demos_shard.submit(cfg, folder, i, part, [noise[s] for s in part])
+        for i, part in enumerate(parts)
+    ]
+    return [f.result()["shard"] for f in futures]
 
 
 def dataset_digest(manifest: dict[str, Any]) -> str:

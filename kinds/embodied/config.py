@@ -71,6 +71,8 @@ class EmbodiedConfig(RLPipeConfig):
             return self.demos.path
         env = self.env.model_dump(mode="json", exclude={"num_envs", "num_workers", "group_size"})
         made = {"env": env, "episodes": self.demos.episodes, "noise": self.demos.action_noise}
+        if self.demos.import_from:  # (datasets made before the field keep their folder)
+            made["import_from"] = str(Path(self.demos.import_from).expanduser().resolve())
         digest = hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()[:8]
         return f"{self.run.output_dir}/demos/{self.env.env_type}-{digest}-seed{self.run.seed}"
 

@@ -29,6 +29,14 @@ class DemosConfig(Section):
         "<run.seed>. `rlpipe sft` (and `rlpipe train` of an offline algorithm) collects it "
         "first with the env's scripted expert when it is missing.",
     )
+    import_from: str | None = Field(
+        None,
+        min_length=1,
+        description="LIBERO demonstration files (HDF5, one per task, as LIBERO ships them): a "
+        "file or a folder of *.hdf5. `rlpipe demos` then converts all their episodes to the "
+        "dataset (env.env_type libero; obs_mode rgb or rgb+state) instead of playing an "
+        "expert; None: play the env's scripted expert.",
+    )
     episodes: int = Field(
         100, ge=1, le=MAX_EPISODES, description="Episodes to collect when the dataset is missing."
     )
