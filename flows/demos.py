@@ -119,7 +119,19 @@ def demos(preset: str = "sft_mlp_metaworld", overrides: list[str] | None = None)
 
 
 def _play(cfg: RLPipeConfig, folder: str) -> list[str]:
-    """Play the env's scripted expert on the Ray cluster, one task per part; shard names."""
+    """Play the env's scripted expert on the Ray cluster, one task per part; shard names.
+
+    Raises:
+        DemosError: The env type has no scripted expert (before any worker starts).
+    """
+    from rl_core.envs.experts import EXPERTS
+
+    if cfg.env.env_type not in EXPERTS:
+        raise demos_format.DemosError(
+            f"env type {cfg.env.env_type!r} has no scripted expert to play demonstrations "
+            f"(the types that have one: {', '.join(EXPERTS.names())}): set demos.import_from "
+            "to demonstration files to convert (LIBERO's HDF5), or demos.path to a dataset"
+        )
     ray_cluster.connect_cluster(cfg.cluster)
     # the dataset's own seeds: not the training envs' nor the evaluation's
     base = worker_seed(cfg.run.seed, "demos", 0)

@@ -157,3 +157,19 @@ def test_a_file_that_is_not_hdf5_is_named(tmp_path: Path) -> None:
 def test_frames_must_be_rgb_uint8() -> None:
     with pytest.raises(DemosError, match=r"\[T, H, W, 3\] uint8 expected"):
         upright_images(np.zeros((2, 4, 4, 3), np.float32), 4)
+
+
+def test_demos_without_files_or_expert_are_refused_before_any_worker(tmp_path: Path) -> None:
+    from flows.demos import _play
+    from flows.demos_import import check_importable
+    from rl_core.config import load_config
+
+    cartpole = load_config("ppo_cartpole", [f"run.output_dir={tmp_path}"])
+    with pytest.raises(DemosError, match="env type 'gym' has no scripted expert.*import_from"):
+        _play(cartpole, str(tmp_path / "ds"))
+    metaworld = load_config(
+        "sft_mlp_metaworld", [f"demos.import_from={tmp_path}", f"run.output_dir={tmp_path}"]
+    )
+    with pytest.raises(DemosError, match="env.env_type must be 'libero', got 'metaworld'"):
+        check_importable(metaworld)
+    assert not (tmp_path / "ds").exists()
