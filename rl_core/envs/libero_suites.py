@@ -9,9 +9,12 @@ registers in :mod:`rl_core.envs.libero_registration`; the env is
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
+import io
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from rl_core.envs.mujoco_rendering import default_to_headless_gl
+
+logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'rlpipe[libero]' (in a checkout: bash scripts/setup_venv.sh)"
 
@@ -88,7 +93,11 @@ def _suite(suite: str) -> Any:
     if suite not in SUITE_EPISODE_STEPS:
         raise ValueError(suite_message(suite))
     benchmark = import_libero("libero.libero.benchmark")
-    return benchmark.get_benchmark_dict()[suite]()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):  # LIBERO prints the suite's task order
+        made = benchmark.get_benchmark_dict()[suite]()
+    logger.debug("LIBERO suite %s: %s", suite, printed.getvalue().strip())
+    return made
 
 
 @functools.cache
