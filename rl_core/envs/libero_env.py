@@ -61,8 +61,9 @@ from rl_core.envs.manipulation_obs import observation, observation_space
 #: LIBERO's cameras: the scene camera and the one on the gripper.
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 DEFAULT_CAMERA = "agentview"
-#: Simulators of distinct tasks one env keeps built (building one takes ~1-2 s).
-_MAX_SIMS = 3
+#: Simulators of distinct tasks one env keeps built. Building one takes 1-3 s, but each holds
+#: ~0.5 GB (its meshes; ~0.9 GB with a camera, whose renderer keeps the textures): one.
+_MAX_SIMS = 1
 #: Seeds drawn for autoresets lie below this.
 _SEED_RANGE = 2**31 - 1
 
@@ -265,7 +266,7 @@ class LiberoEnv(gym.Env):
     # -- internals -----------------------------------------------------------------------
 
     def _sim(self) -> Any:
-        """The simulator of the current task (built on first use; the last few are kept)."""
+        """The simulator of the current task (built when the task changes: ``_MAX_SIMS``)."""
         key = self._task_pos
         if key in self._sims:
             self._sims.move_to_end(key)

@@ -87,7 +87,7 @@ def test_pixels_instruction_proprio_and_frames(rgb_env):
 def test_seeds_pick_task_and_fixed_initial_state(state_env):
     names = suite_task_names(SUITE)
     sim_state = None
-    for seed in (0, 1, 2, 5, 101):
+    for seed in (0, 2, 101, 1, 5):  # tasks 0, 0, 1, 1, 1: one simulator built in between
         obs, info = state_env.reset(seed=seed)
         assert info["task"] == names[seed % 2] == state_env.task
         assert state_env.init_state_index == (seed // 2) % 50
