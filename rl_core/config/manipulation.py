@@ -47,12 +47,13 @@ class ManipulationConfig(Section):
     camera: str | None = Field(
         None,
         description="Camera of the images; None: the simulator's default (Meta-World "
-        "`corner2`, ManiSkill3 `base_camera`).",
+        "`corner2`, ManiSkill3 `base_camera`, LIBERO `agentview`; LIBERO's other: "
+        "`robot0_eye_in_hand`).",
     )
     control_mode: str | None = Field(
         None,
         description="ManiSkill3's controller (`pd_ee_delta_pos`, `pd_joint_delta_pos`...); "
-        "None: `pd_ee_delta_pos`. Meta-World has one (hand motion and gripper): leave None.",
+        "None: `pd_ee_delta_pos`. Meta-World and LIBERO have one each: leave None.",
     )
     render_size: int | None = Field(
         None,
