@@ -39,7 +39,6 @@ for bit (tested, for states and images).
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from typing import Any, SupportsFloat
 
@@ -47,12 +46,13 @@ import gymnasium as gym
 import numpy as np
 
 from rl_core.envs.libero_suites import (
-    OBJECT_STATE_SIZE,
     PROPRIO_SIZE,
     SUITE_EPISODE_STEPS,
     import_libero,
     init_states,
+    quat_to_axis_angle,
     resolve_task,
+    state_size,
     suite_message,
     suite_task,
 )
@@ -66,15 +66,6 @@ DEFAULT_CAMERA = "agentview"
 _MAX_SIMS = 1
 #: Seeds drawn for autoresets lie below this.
 _SEED_RANGE = 2**31 - 1
-
-
-def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
-    """A unit quaternion ``(x, y, z, w)`` as an axis-angle (robosuite's convention)."""
-    w = min(max(float(quat[3]), -1.0), 1.0)
-    den = math.sqrt(1.0 - w * w)
-    if math.isclose(den, 0.0):
-        return np.zeros(3)
-    return np.asarray(quat[:3], np.float64) * 2.0 * math.acos(w) / den
 
 
 class LiberoEnv(gym.Env):
@@ -339,20 +330,3 @@ class LiberoEnv(gym.Env):
         for action in actions:
             self.step_without_observation(action)
         self._rng.bit_generator.state = rng_state
-
-
-def state_size(tasks: list[Any]) -> int:
-    """Length of the ``state`` observation of ``tasks`` (LiberoTask); one size for all.
-
-    Raises:
-        ValueError: The tasks' scenes hold different numbers of objects.
-    """
-    sizes = {PROPRIO_SIZE + OBJECT_STATE_SIZE * t.num_objects for t in tasks}
-    if len(sizes) > 1:
-        listing = ", ".join(f"{t.index} ({t.num_objects})" for t in tasks)
-        raise ValueError(
-            "obs_mode state needs tasks whose scenes have as many objects (the state's size "
-            f"depends on it); tasks (objects): {listing}. Play them in separate runs, or "
-            "observe rgb or rgb+state"
-        )
-    return sizes.pop()

@@ -10,12 +10,13 @@ from typing import Any
 
 import gymnasium as gym
 
-from rl_core.envs.libero_env import CAMERAS, DEFAULT_CAMERA, LiberoEnv, state_size
+from rl_core.envs.libero_env import CAMERAS, DEFAULT_CAMERA, LiberoEnv
 from rl_core.envs.libero_suites import (
     DEFAULT_SUITE,
     INSTALL_HINT,
     SUITE_EPISODE_STEPS,
     resolve_task,
+    state_size,
     suite_message,
     suite_task,
     suite_task_names,

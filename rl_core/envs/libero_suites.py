@@ -15,6 +15,7 @@ import functools
 import importlib
 import io
 import logging
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -162,3 +163,29 @@ def init_states(suite: str, index: int) -> np.ndarray:
     states = np.asarray(_suite(suite).get_task_init_states(index), dtype=np.float64)
     states.setflags(write=False)
     return states
+
+
+def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
+    """A unit quaternion ``(x, y, z, w)`` as an axis-angle (robosuite's convention)."""
+    w = min(max(float(quat[3]), -1.0), 1.0)
+    den = math.sqrt(1.0 - w * w)
+    if math.isclose(den, 0.0):
+        return np.zeros(3)
+    return np.asarray(quat[:3], np.float64) * 2.0 * math.acos(w) / den
+
+
+def state_size(tasks: list[LiberoTask]) -> int:
+    """Length of the ``state`` observation of ``tasks``: one size for all.
+
+    Raises:
+        ValueError: The tasks' scenes hold different numbers of objects.
+    """
+    sizes = {PROPRIO_SIZE + OBJECT_STATE_SIZE * t.num_objects for t in tasks}
+    if len(sizes) > 1:
+        listing = ", ".join(f"{t.index} ({t.num_objects})" for t in tasks)
+        raise ValueError(
+            "obs_mode state needs tasks whose scenes have as many objects (the state's size "
+            f"depends on it); tasks (objects): {listing}. Play them in separate runs, or "
+            "observe rgb or rgb+state"
+        )
+    return sizes.pop()
