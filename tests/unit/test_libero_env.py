@@ -16,9 +16,10 @@ pytest.importorskip("libero")
 from rl_core.config import load_config  # noqa: E402
 from rl_core.config.loader import ConfigError  # noqa: E402
 from rl_core.config.policy_sections import EnvConfig  # noqa: E402
-from rl_core.envs import (
-    libero_suites,  # noqa: E402
-    make_single_env,  # noqa: E402
+from rl_core.envs import (  # noqa: E402
+    VectorEnvAdapter,
+    libero_suites,
+    make_single_env,
 )
 from rl_core.envs.action_chunk import ActionChunk  # noqa: E402
 from rl_core.envs.libero_env import LiberoEnv  # noqa: E402
@@ -148,6 +149,18 @@ def test_a_pickled_camera_env_continues_bit_for_bit(rgb_env):
     assert_same_frames(play(rgb_env, actions(3, seed=2)), play(copy, actions(3, seed=2)))
     np.testing.assert_array_equal(rgb_env.render(), copy.render())
     copy.close()
+
+
+def test_vector_env_state_restores_through_the_adapter():
+    adapter = VectorEnvAdapter(env_cfg(obs_mode="state"), num_envs=2, seed=5)
+    adapter.step(actions(2))
+    state = adapter.get_state()
+    assert state is not None
+    expected = [adapter.step(a[None].repeat(2, 0))["env_obs"]["states"] for a in actions(3, 1)]
+    adapter.set_state(state)
+    got = [adapter.step(a[None].repeat(2, 0))["env_obs"]["states"] for a in actions(3, 1)]
+    np.testing.assert_array_equal(np.stack(expected), np.stack(got))
+    adapter.close()
 
 
 # -- config ----------------------------------------------------------------------------------
