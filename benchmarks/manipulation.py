@@ -3,8 +3,8 @@
 Parts (``--parts render,experts,pipeline,ppo,recipe``; all by default):
 
 * ``render``: milliseconds per step of one env of ``--ppo-preset``'s simulator on one core
-  (Meta-World: 64×64 and 128×128, with and without ``fast_render``; ManiSkill3: 64×64 and
-  128×128) against a state-only step (the bare loop: the simulator alone). Median of
+  (Meta-World: 64×64 and 128×128, with and without ``fast_render``; ManiSkill3 and LIBERO,
+  ``--ppo-preset grpo_vla_libero``: 64×64 and 128×128) against a state-only step (the bare loop: the simulator alone). Median of
   ``--repeats`` runs with the spread. ManiSkill's first camera image in a process (its
   renderer's start-up) is taken before the clock starts.
 * ``experts``: success rate and seconds of the ManiSkill3 scripted experts over 20 seeds.
@@ -21,7 +21,7 @@ Parts (``--parts render,experts,pipeline,ppo,recipe``; all by default):
   after RL, from the run's MLflow store.
 
 Usage: python benchmarks/manipulation.py [--parts render,pipeline] [--repeats 3]
-       [--seeds 0,1,2] [--ppo-preset ppo_metaworld|ppo_pushcube] [--target 0.9] [--out DIR]
+       [--seeds 0,1,2] [--ppo-preset ppo_metaworld|ppo_pushcube|grpo_vla_libero (render only)] [--target 0.9] [--out DIR]
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ RENDER_CASES = {
         ("rgb", 128, False),
     ],
     "maniskill": [("state", 64, None), ("rgb", 64, None), ("rgb", 128, None)],
+    "libero": [("state", 64, None), ("rgb", 64, None), ("rgb", 128, None)],
 }
 
 

@@ -1,4 +1,4 @@
-"""Observations shared by the manipulation env types (``metaworld``, ``maniskill``).
+"""Observations shared by the manipulation env types (``metaworld``, ``maniskill``, ``libero``).
 
 Every manipulation env observes in one of three modes (``env.manipulation.obs_mode``):
 
@@ -71,6 +71,22 @@ def refuse_kwargs(env_cfg: Any) -> None:
             ("kwargs",),
             env_cfg.kwargs,
             f"env_type {env_cfg.env_type} reads its settings from env.manipulation, not env.kwargs",
+        )
+
+
+def refuse_suite(env_cfg: Any) -> None:
+    """Config check: only ``env_type: libero`` has suites (``env.manipulation.suite``).
+
+    Raises:
+        EnvConfigError: Naming ``manipulation.suite``.
+    """
+    suite = env_cfg.manipulation.suite
+    if suite is not None:
+        raise EnvConfigError(
+            ("manipulation", "suite"),
+            suite,
+            f"suite is a LIBERO setting (env_type libero); env_type {env_cfg.env_type} has "
+            "none: leave it unset",
         )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from rl_core.envs.manipulation_obs import chunked, refuse_kwargs
+from rl_core.envs.manipulation_obs import chunked, refuse_kwargs, refuse_suite
 from rl_core.envs.maniskill_env import (
     DEFAULT_CAMERA,
     DEFAULT_CONTROL_MODE,
@@ -48,7 +48,7 @@ def make_maniskill_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
         image_size=m.image_size,
         camera=m.camera or DEFAULT_CAMERA,
         render_size=m.render_size,
-        reward=m.reward,
+        reward=m.reward or "dense",
         terminate_on_success=m.terminate_on_success,
         max_episode_steps=env_cfg.max_episode_steps,
         render_mode=render_mode,
@@ -65,6 +65,7 @@ def check_maniskill_config(env_cfg: Any) -> None:
     """
     m = env_cfg.manipulation
     refuse_kwargs(env_cfg)
+    refuse_suite(env_cfg)
     if len(m.tasks) != 1:
         raise EnvConfigError(
             ("manipulation", "tasks"),

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from rl_core.envs.experts import register_expert
-from rl_core.envs.manipulation_obs import chunked, refuse_kwargs
+from rl_core.envs.manipulation_obs import chunked, refuse_kwargs, refuse_suite
 from rl_core.envs.metaworld_benchmark import INSTALL_HINT, MAX_PATH_LENGTH, metaworld_task_names
 from rl_core.envs.metaworld_env import CAMERAS, DEFAULT_CAMERA, MetaWorldEnv
 from rl_core.envs.metaworld_instructions import unknown_task_message
@@ -38,7 +38,7 @@ def make_metaworld_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
         camera=m.camera or DEFAULT_CAMERA,
         render_size=m.render_size,
         fast_render=m.fast_render,
-        reward=m.reward,
+        reward=m.reward or "dense",
         terminate_on_success=m.terminate_on_success,
         max_episode_steps=env_cfg.max_episode_steps or MAX_PATH_LENGTH,
         render_mode=render_mode,
@@ -58,6 +58,7 @@ def check_metaworld_config(env_cfg: Any) -> None:
     """
     m = env_cfg.manipulation
     refuse_kwargs(env_cfg)
+    refuse_suite(env_cfg)
     try:
         known = metaworld_task_names()
     except ImportError:

@@ -2,7 +2,7 @@
 
 Built-in env types beyond ``gym`` live in modules the registry imports on first use
 (``metaworld``: :mod:`rl_core.envs.metaworld_registration`, which imports Meta-World
-itself only when an env is made or a config checked).
+itself only when an env is made or a config checked; ``maniskill`` and ``libero`` alike).
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ EnvFactory = Callable[..., gym.Env]
 EnvConfigCheck = Callable[[Any], None]
 
 #: Modules registering the built-in env types besides ``gym`` (imported on first use).
-BUILTIN_ENV_MODULES = ("rl_core.envs.metaworld_registration", "rl_core.envs.maniskill_registration")
+BUILTIN_ENV_MODULES = (
+    "rl_core.envs.metaworld_registration",
+    "rl_core.envs.maniskill_registration",
+    "rl_core.envs.libero_registration",
+)
 ENVS: Registry[EnvFactory] = Registry("env type", BUILTIN_ENV_MODULES)
 ENV_CONFIG_CHECKS: Registry[EnvConfigCheck] = Registry("env config check", BUILTIN_ENV_MODULES)
 

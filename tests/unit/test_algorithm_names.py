@@ -41,6 +41,7 @@ EXPECTED = {
     "grpo_vla_metaworld": "grpo",
     "sft_vla_pickcube": "sft",
     "grpo_vla_pickcube": "grpo",
+    "grpo_vla_libero": "grpo",
     "iql_metaworld": "iql",
     "sft_mlp_metaworld_mixed": "sft",
 }
