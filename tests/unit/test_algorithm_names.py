@@ -40,6 +40,7 @@ EXPECTED = {
     "sft_vla_metaworld": "sft",
     "grpo_vla_metaworld": "grpo",
     "sft_vla_pickcube": "sft",
+    "sft_vla_libero": "sft",
     "grpo_vla_pickcube": "grpo",
     "grpo_vla_libero": "grpo",
     "iql_metaworld": "iql",
