@@ -57,7 +57,11 @@ def demos_import(cfg: RLPipeConfig, folder: str, index: int, path: str) -> dict[
         batch.clear()
 
     episodes = read_libero_file(
-        path, manipulation.obs_mode, manipulation.image_size, first_seed=index * SHARDS_PER_FILE
+        path,
+        manipulation.obs_mode,
+        manipulation.image_size,
+        first_seed=index * SHARDS_PER_FILE,
+        action_chunk=manipulation.action_chunk,
     )
     for episode in episodes:
         batch.append(episode)

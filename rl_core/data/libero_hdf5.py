@@ -64,7 +64,7 @@ def task_name(path: Path) -> str:
 
 
 def read_libero_file(
-    path: str | Path, obs_mode: str, image_size: int, first_seed: int = 0
+    path: str | Path, obs_mode: str, image_size: int, first_seed: int = 0, action_chunk: int = 1
 ) -> Iterator[Episode]:
     """The episodes of one LIBERO demonstration file, one at a time (bounded memory).
 
@@ -75,6 +75,8 @@ def read_libero_file(
         image_size: The env's square image size; the camera is resized to it.
         first_seed: The ``seed`` recorded for the first demonstration (then counting up):
             LIBERO's demonstrations have no reset seed.
+        action_chunk: The env's ``env.manipulation.action_chunk``: every ``action_chunk``
+            steps become one env step (see :func:`chunk_episode`).
 
     Yields:
         One :class:`Episode` per ``data/demo_*`` group, in the order of their numbers.
@@ -107,10 +109,11 @@ def read_libero_file(
         if not names:
             raise DemosError(f"{file}: no data/demo_<n> groups")
         for offset, name in enumerate(names):
-            yield _episode(
+            episode = _episode(
                 data[name], f"{file}:data/{name}", obs_mode, image_size, instruction,
                 task_name(file), first_seed + offset,
             )  # fmt: skip
+            yield chunk_episode(episode, action_chunk)
 
 
 def _instruction(data: object, file: Path) -> str:
@@ -221,4 +224,30 @@ def upright_images(frames: np.ndarray, size: int, where: str = "") -> np.ndarray
             )
             for f in upright
         ]
+    )
+
+
+def chunk_episode(episode: Episode, chunk: int) -> Episode:
+    """An episode of single actions as the env steps of an ``action_chunk`` env.
+
+    Step ``k`` of the result is steps ``k*chunk .. k*chunk+chunk-1``: the observation of its
+    first step, the actions concatenated (``[chunk * A]``; a last, shorter chunk is padded
+    with its final action) and the rewards summed, as the env's chunk wrapper steps.
+    """
+    if chunk == 1:
+        return episode
+    steps = len(episode)
+    starts = np.arange(0, steps, chunk)
+    padded = np.concatenate(
+        [episode.actions, np.repeat(episode.actions[-1:], len(starts) * chunk - steps, axis=0)]
+    )
+    return Episode(
+        observations={k: v[starts] for k, v in episode.observations.items()},
+        actions=padded.reshape(len(starts), chunk * episode.actions.shape[1]),
+        rewards=np.add.reduceat(episode.rewards, starts).astype(np.float32),
+        seed=episode.seed,
+        success=episode.success,
+        instruction=episode.instruction,
+        task=episode.task,
+        terminated=episode.terminated,
     )

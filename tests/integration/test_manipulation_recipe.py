@@ -4,6 +4,8 @@ dataset), clones them (the ``sft`` flow) and continues with RL from the cloned p
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,14 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import find_run, run_train
+from tests.integration.conftest import (
+    ROOT,
+    find_run,
+    run_process,
+    run_train,
+    seed_mlflow_store,
+)
+from tests.libero_files import write_libero
 
 pytestmark = pytest.mark.integration
 ENV = {
@@ -73,3 +82,53 @@ def test_train_runs_demos_then_cloning_then_rl_from_the_cloned_policy(
     rl_run = find_run(client, "ppo-metaworld")
     assert rl_run.data.params["model.init_weights"].strip('"') == str(exported.resolve())
     assert np.isfinite(rl_run.data.metrics["train/policy_loss"])
+
+
+def test_sft_clones_libero_demonstration_files_converted_by_the_demos_flow(
+    tmp_path: Path, train_env: dict[str, str]
+) -> None:
+    """``rlpipe sft --config sft_vla_libero`` on LIBERO's own HDF5 files (written here in
+    LIBERO's layout, 16x16 frames resized to the env's 32x32): the ``demos`` flow converts
+    them (``demos.import_from``, an MLflow dataset), the run clones them, evaluates in LIBERO
+    and exports the policy ``grpo_vla_libero`` continues from (``run.init_from``)."""
+    files = tmp_path / "libero_files"
+    files.mkdir()
+    write_libero(files / "pick_up_the_black_bowl_demo.hdf5", lengths=(12, 9))
+    write_libero(files / "put_the_bowl_on_the_plate_demo.hdf5", lengths=(10,))
+    cmd = [sys.executable, str(ROOT / "flows" / "sft.py"), "--config", "sft_vla_libero"]
+    cmd += [
+        f"run.output_dir={tmp_path}",
+        "run.max_iterations=2",
+        "run.eval_interval=0",
+        "env.num_envs=1",
+        "env.max_episode_steps=8",
+        "env.manipulation.image_size=32",
+        "env.manipulation.tasks=[0]",  # one task: switching tasks builds another simulator
+        f"model.model_path={tmp_path / 'tiny-lm'}",
+        f"demos.import_from={files}",
+        "demos.batch_size=8",
+        "demos.steps_per_iteration=2",
+        "eval.num_episodes=1",  # a LIBERO camera step costs ~0.2 s
+        "eval.num_envs=1",
+        "tracking.learning_curve=false",
+        "tracking.registered_model_name=null",
+    ]
+    seed_mlflow_store(tmp_path)
+    proc = run_process(cmd, train_env, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    (dataset,) = (tmp_path / "demos").iterdir()
+    manifest = json.loads((dataset / "demos.json").read_text())
+    # 12, 9 and 10 steps in chunks of 8 (the preset's action_chunk): 2 env steps each
+    assert (manifest["source"], manifest["episodes"], manifest["steps"]) == ("libero_hdf5", 3, 6)
+    assert manifest["spaces"]["main_images"]["shape"] == [32, 32, 3]
+    assert manifest["spaces"]["actions"]["shape"] == [56]
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert find_run(client, "demos-libero").data.metrics["demos/success_rate"] == 1.0
+    bc_run = find_run(client, "sft-vla-libero")
+    inputs = {d.dataset.name: [t.value for t in d.tags] for d in bc_run.inputs.dataset_inputs}
+    assert inputs == {dataset.name: ["training"]}
+    losses = client.get_metric_history(bc_run.info.run_id, "train/bc_loss")
+    assert sorted(m.step for m in losses) == [0, 1]
+    assert bc_run.data.metrics["eval/success_rate"] == 0.0  # one 8-step episode
+    assert (tmp_path / "sft-vla-libero" / "model" / "model.safetensors").is_file()

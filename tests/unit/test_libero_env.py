@@ -217,3 +217,14 @@ def test_config_says_how_to_install_libero(monkeypatch):
 def test_only_libero_has_suites():
     with pytest.raises(ConfigError, match="env.manipulation.suite = 'libero_goal'.*LIBERO"):
         load_config("ppo_metaworld", ["env.manipulation.suite=libero_goal"])
+
+
+def test_the_cloning_preset_exports_what_the_rl_preset_loads():
+    """``grpo_vla_libero run.init_from=<sft_vla_libero's export>``: same model, same env."""
+    sft, rl = load_config("sft_vla_libero"), load_config("grpo_vla_libero")
+    for key in ("model_type", "action_chunk", "max_instruction_tokens", "hidden_sizes"):
+        assert getattr(sft.model, key, None) == getattr(rl.model, key, None), key
+    same_env = ("suite", "tasks", "obs_mode", "image_size", "action_chunk", "camera")
+    for key in same_env:
+        assert getattr(sft.env.manipulation, key) == getattr(rl.env.manipulation, key), key
+    assert sft.demos.import_from is None  # the user's files: no default

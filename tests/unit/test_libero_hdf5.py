@@ -142,3 +142,17 @@ def test_demos_without_files_or_expert_are_refused_before_any_worker(tmp_path: P
     with pytest.raises(DemosError, match="env.env_type must be 'libero', got 'metaworld'"):
         check_importable(metaworld)
     assert not (tmp_path / "ds").exists()
+
+
+def test_chunked_envs_get_chunks_of_actions_from_their_first_observation(tmp_path: Path) -> None:
+    path = write_libero(tmp_path / "task_demo.hdf5", lengths=(5,))
+    (single,) = read_libero_file(path, "rgb+state", 16)
+    (chunked,) = read_libero_file(path, "rgb+state", 16, action_chunk=2)
+    assert len(chunked) == 3 and chunked.actions.shape == (3, 14)
+    np.testing.assert_array_equal(chunked.actions[0], single.actions[:2].reshape(-1))
+    # the last chunk (one step left) is padded with the episode's final action
+    np.testing.assert_array_equal(chunked.actions[2], np.tile(single.actions[4], 2))
+    for key in ("main_images", "states"):
+        np.testing.assert_array_equal(chunked.observations[key], single.observations[key][::2])
+    assert chunked.rewards.tolist() == [0, 0, 1]  # summed per chunk
+    assert (chunked.success, chunked.instruction) == (single.success, single.instruction)
