@@ -79,17 +79,18 @@ def test_reasoning_agent_faults_end_bit_identical(
 
 
 def test_manipulation_faults_end_bit_identical(tmp_path: Path, train_env: dict[str, str]) -> None:
-    """Meta-World and ManiSkill3: a killed env worker is rebuilt with the simulators' state
-    of the last checkpoint (MuJoCo's state; ManiSkill's episode seeds and actions, replayed)
-    and the iterations since are replayed; a failed rollout puts the simulators back; a
-    killed trainer and a failed update come back to the same weights."""
+    """ManiSkill3: a killed env worker is rebuilt with the simulators of the last checkpoint
+    (each env's episode seed and actions, replayed, as LIBERO's envs are too) and the
+    iterations since are replayed; a failed rollout puts the simulators back; a killed
+    trainer and a failed update come back to the same weights. (Meta-World, whose MuJoCo
+    state goes into checkpoints, passes the same cases in ``benchmarks/chaos.py
+    --presets=metaworld``; its checkpoint restore is tested in tests/cluster.)"""
     rows = run_matrix(
         tmp_path,
         train_env,
-        "--presets=metaworld,maniskill",
+        "--presets=maniskill",
         "--cases=raise:rollout@1+kill:update@1+kill:rollout@2+raise:update@3",
     )
     assert [(r["preset"], r["fault"]) for r in rows] == [
-        (preset, "raise:rollout@1,kill:update@1,kill:rollout@2,raise:update@3")
-        for preset in ("metaworld", "maniskill")
+        ("maniskill", "raise:rollout@1,kill:update@1,kill:rollout@2,raise:update@3")
     ]
