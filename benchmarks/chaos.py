@@ -11,7 +11,7 @@ Prints a table: fault, step, completed, identical, extra seconds (against the re
 Usage:
   python benchmarks/chaos.py [--presets ppo_cartpole,async_cartpole,sac_pendulum,reasoning,
                                         async_reasoning,agent,reward_model,metaworld,
-                                        maniskill]
+                                        maniskill,libero]
                              [--kinds raise,kill,hang]
                              [--steps weight_sync,...] [--driver-kill] [--json FILE]
 """
@@ -101,6 +101,23 @@ PRESETS["maniskill"] = (
         "env.max_episode_steps=20",
         "rollout.num_steps=16",
         "model.hidden_sizes=[32,32]",
+    ],
+)
+#: LIBERO (libero_spatial, state) with PPO: its envs pickle as seeds and actions too.
+PRESETS["libero"] = (
+    "ppo_metaworld",
+    [
+        *PRESETS["ppo_cartpole"][1],
+        "env.env_type=libero",
+        "env.num_envs=2",
+        "env.max_episode_steps=12",
+        "env.manipulation.suite=libero_spatial",
+        "env.manipulation.tasks=[0]",
+        "env.manipulation.reward=success",
+        "rollout.num_steps=8",
+        "model.hidden_sizes=[32,32]",
+        "eval.num_episodes=2",
+        "eval.num_envs=2",
     ],
 )
 #: SAC on Pendulum: the replay buffer worker's adds, samples and checkpoints under faults.

@@ -74,6 +74,9 @@ def import_libero(module: str = "libero.libero") -> Any:
         ImportError: LIBERO is not installed (the message says how to install it).
     """
     default_to_headless_gl()  # robosuite picks its GL backend at import
+    quiet = logging.getLogger("robosuite_logs")  # robosuite's own logger
+    if quiet.level == logging.NOTSET:  # (unless you set its level): not its advice, at
+        quiet.setLevel(logging.ERROR)  # every import, to write a private macro file
     if os.environ.get("MUJOCO_GL") == "egl":
         os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
     try:
