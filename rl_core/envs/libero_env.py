@@ -57,6 +57,7 @@ from rl_core.envs.libero_suites import (
     suite_task,
 )
 from rl_core.envs.manipulation_obs import observation, observation_space
+from rl_core.envs.replay_pickling import SEED_RANGE, ReplayPickling
 
 #: LIBERO's cameras: the scene camera and the one on the gripper.
 CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -65,10 +66,9 @@ DEFAULT_CAMERA = "agentview"
 #: ~0.5 GB (its meshes; ~0.9 GB with a camera, whose renderer keeps the textures): one.
 _MAX_SIMS = 1
 #: Seeds drawn for autoresets lie below this.
-_SEED_RANGE = 2**31 - 1
 
 
-class LiberoEnv(gym.Env):
+class LiberoEnv(ReplayPickling, gym.Env):
     """LIBERO tasks with rlpipe's observations, seeding and pickling (module docstring).
 
     Args:
@@ -139,11 +139,9 @@ class LiberoEnv(gym.Env):
         self.action_space = gym.spaces.Box(-1.0, 1.0, (7,), np.float32)
         self.observation_space = observation_space(obs_mode, self._state_dim, self.image_size)
         self._sims: OrderedDict[int, Any] = OrderedDict()
-        self._rng = np.random.default_rng(0)
-        self._episode_seed: int | None = None
+        self._init_replay()
         self._task_pos = 0
         self._init_index = 0
-        self._actions: list[np.ndarray] = []
         self._raw: dict[str, Any] | None = None
         self._succeeded = False
 
@@ -164,16 +162,6 @@ class LiberoEnv(gym.Env):
         """Which of the task's fixed initial states the current episode started from."""
         return self._init_index
 
-    @property
-    def episode_seed(self) -> int | None:
-        """The seed of the current episode (None before the first reset)."""
-        return self._episode_seed
-
-    @property
-    def steps(self) -> int:
-        """Steps played in the current episode."""
-        return len(self._actions)
-
     # -- gymnasium API ---------------------------------------------------------------------
 
     def reset(
@@ -185,26 +173,21 @@ class LiberoEnv(gym.Env):
             seed: Reset seed; None draws from the generator of the last seeded reset.
             options: Not used (accepted for the gymnasium API).
         """
-        if seed is not None:
-            self._rng = np.random.default_rng(int(seed))
-            episode_seed = int(seed)
-        else:
-            episode_seed = int(self._rng.integers(_SEED_RANGE))
+        episode_seed = self._episode_seed_for(seed)
         n = len(self.tasks)
         self._task_pos = episode_seed % n
         task = self.tasks[self._task_pos]
         states = init_states(task.suite, task.index)
         self._init_index = (episode_seed // n) % len(states)
         sim = self._sim()
-        sim.seed(episode_seed % _SEED_RANGE)
+        sim.seed(episode_seed % SEED_RANGE)
         sim.reset()
         for robot in sim.robots:
             # the gripper's last command outlives a soft reset (a hard one rebuilds it): the
             # next episode would close the fingers differently than in a new env
             robot.gripper.current_action = np.zeros(robot.gripper.dof)
         self._raw = sim.set_init_state(np.array(states[self._init_index]))
-        self._episode_seed = episode_seed
-        self._actions = []
+        self._start_episode(episode_seed)
         self._succeeded = False
         return self._observation(), self._info(False)
 
@@ -305,28 +288,3 @@ class LiberoEnv(gym.Env):
         return {"success": float(success), "task": self.task, "instruction": self.instruction}
 
     # -- pickling: replay from the episode's seed ------------------------------------------
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "settings": dict(self._settings),
-            "rng": self._rng.bit_generator.state,
-            "episode_seed": self._episode_seed,
-            "actions": [a.copy() for a in self._actions],
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state["settings"])  # type: ignore[misc]
-        if state["episode_seed"] is not None:
-            self.replay(state["episode_seed"], state["actions"])
-        self._rng.bit_generator.state = state["rng"]
-
-    def replay(self, episode_seed: int, actions: list[np.ndarray]) -> None:
-        """Reset with ``episode_seed`` and play ``actions``: the episode's state again.
-
-        Keeps the autoreset generator as it is (unlike a seeded :meth:`reset`).
-        """
-        rng_state = self._rng.bit_generator.state
-        self.reset(seed=episode_seed)
-        for action in actions:
-            self.step_without_observation(action)
-        self._rng.bit_generator.state = rng_state

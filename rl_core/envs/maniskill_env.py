@@ -42,6 +42,7 @@ import numpy as np
 
 from rl_core.envs.manipulation_obs import MAX_INSTRUCTION_LENGTH, observation, observation_space
 from rl_core.envs.mujoco_rendering import default_to_headless_gl
+from rl_core.envs.replay_pickling import ReplayPickling
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,6 @@ DEFAULT_CAMERA = "base_camera"
 #: tool's position moves by up to 10 cm a step (3 numbers) and the gripper opens or closes.
 DEFAULT_CONTROL_MODE = "pd_ee_delta_pos"
 #: Seeds drawn for autoresets lie below this.
-_SEED_RANGE = 2**31 - 1
 
 #: Short English instructions of ManiSkill's table-top tasks (others: made from the id).
 INSTRUCTIONS: dict[str, str] = {
@@ -113,7 +113,7 @@ def unknown_task_message(task: str, known: list[str]) -> str:
     return f"unknown ManiSkill3 task {task!r}{hint} (ids such as PushCube-v1, PickCube-v1)"
 
 
-class ManiSkillEnv(gym.Env):
+class ManiSkillEnv(ReplayPickling, gym.Env):
     """One ManiSkill3 task with rlpipe's observations, seeding and pickling (module docs).
 
     Args:
@@ -189,9 +189,7 @@ class ManiSkillEnv(gym.Env):
             space = space["state"]
         self._state_dim = int(space.shape[-1])
         self.observation_space = self._observation_space()
-        self._rng = np.random.default_rng(0)
-        self._episode_seed: int | None = None
-        self._actions: list[np.ndarray] = []
+        self._init_replay()
         self._obs: dict[str, Any] | None = None
         self._succeeded = False
         self._planning_copy: ManiSkillEnv | None = None
@@ -238,16 +236,6 @@ class ManiSkillEnv(gym.Env):
     def _observation_space(self) -> gym.spaces.Space:
         return observation_space(self.obs_mode, self._state_dim, self.image_size)
 
-    @property
-    def episode_seed(self) -> int | None:
-        """The seed ManiSkill was reset with for the current episode."""
-        return self._episode_seed
-
-    @property
-    def steps(self) -> int:
-        """Steps played in the current episode."""
-        return len(self._actions)
-
     # -- gymnasium API ---------------------------------------------------------------------
 
     def reset(
@@ -259,14 +247,9 @@ class ManiSkillEnv(gym.Env):
             seed: Reset seed; None draws from the generator of the last seeded reset.
             options: Not used (accepted for the gymnasium API).
         """
-        if seed is not None:
-            self._rng = np.random.default_rng(int(seed))
-            episode_seed = int(seed)
-        else:
-            episode_seed = int(self._rng.integers(_SEED_RANGE))
+        episode_seed = self._episode_seed_for(seed)
         obs, info = self.sim.reset(seed=episode_seed)
-        self._episode_seed = episode_seed
-        self._actions = []
+        self._start_episode(episode_seed)
         self._obs = obs
         self._succeeded = False
         return self._observation(), self._info(info)
@@ -347,20 +330,6 @@ class ManiSkillEnv(gym.Env):
 
     # -- pickling: replay from the episode's seed ------------------------------------------
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "settings": dict(self._settings),
-            "rng": self._rng.bit_generator.state,
-            "episode_seed": self._episode_seed,
-            "actions": [a.copy() for a in self._actions],
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state["settings"])  # type: ignore[misc]
-        if state["episode_seed"] is not None:
-            self.replay(state["episode_seed"], state["actions"])
-        self._rng.bit_generator.state = state["rng"]
-
     def planning_copy(self) -> ManiSkillEnv:
         """A state-only env in this env's current state, to play ahead on (made once).
 
@@ -376,17 +345,6 @@ class ManiSkillEnv(gym.Env):
             )
         self._planning_copy.replay(self._episode_seed, self._actions)
         return self._planning_copy
-
-    def replay(self, episode_seed: int, actions: list[np.ndarray]) -> None:
-        """Reset with ``episode_seed`` and play ``actions``: the episode's state again.
-
-        Keeps the autoreset generator as it is (unlike a seeded :meth:`reset`).
-        """
-        rng_state = self._rng.bit_generator.state
-        self.reset(seed=episode_seed)
-        for action in actions:
-            self.step_without_observation(action)
-        self._rng.bit_generator.state = rng_state
 
 
 def _has_cuda() -> bool:
