@@ -40,7 +40,7 @@ for bit (tested, for states and images).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, SupportsFloat
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -191,19 +191,13 @@ class LiberoEnv(ReplayPickling, gym.Env):
         self._succeeded = False
         return self._observation(), self._info(False)
 
-    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        """Play one action (7 numbers in [-1, 1]: module docstring)."""
-        reward, terminated, truncated, info = self.step_without_observation(action)
-        return self._observation(), reward, terminated, truncated, info
-
     def step_without_observation(self, action: Any) -> tuple[float, bool, bool, dict[str, Any]]:
         """:meth:`step` that leaves the observation to :meth:`current_observation`.
 
         LIBERO makes the observation on every step; the method exists so that
         :class:`~rl_core.envs.action_chunk.ActionChunk` treats every simulator alike.
         """
-        if self._episode_seed is None:
-            raise RuntimeError("call reset() before step()")
+        self._require_episode("step")
         action = np.clip(np.asarray(action, dtype=np.float32).reshape(7), -1.0, 1.0)
         self._actions.append(action)
         sim = self._sim()
@@ -215,17 +209,12 @@ class LiberoEnv(ReplayPickling, gym.Env):
         truncated = len(self._actions) >= self.max_episode_steps
         return float(first), terminated, truncated, self._info(success)
 
-    def current_observation(self) -> Any:
-        """The observation of the current simulator state."""
-        return self._observation()
-
     def render(self) -> np.ndarray | None:
         """The camera's frame at ``render_size`` (upright), with ``render_mode="rgb_array"``."""
         if self.render_mode != "rgb_array":
             gym.logger.warn("LiberoEnv.render() needs render_mode='rgb_array'")
             return None
-        if self._episode_seed is None:
-            raise RuntimeError("call reset() before render()")
+        self._require_episode("render")
         size = self.render_size
         frame = self._sim().sim.render(width=size, height=size, camera_name=self.camera)
         return np.ascontiguousarray(frame[::-1, ::-1], dtype=np.uint8)

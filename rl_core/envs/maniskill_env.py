@@ -35,7 +35,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import logging
-from typing import Any, SupportsFloat
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -254,19 +254,13 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
         self._succeeded = False
         return self._observation(), self._info(info)
 
-    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        """Play one action (ManiSkill's action of the control mode, clipped to its box)."""
-        reward, terminated, truncated, info = self.step_without_observation(action)
-        return self._observation(), reward, terminated, truncated, info
-
     def step_without_observation(self, action: Any) -> tuple[float, bool, bool, dict[str, Any]]:
         """:meth:`step` that leaves the observation to :meth:`current_observation`.
 
         ManiSkill makes the observation on every step; the method exists so that
         :class:`~rl_core.envs.action_chunk.ActionChunk` treats every simulator alike.
         """
-        if self._episode_seed is None:
-            raise RuntimeError("call reset() before step()")
+        self._require_episode("step")
         action = np.clip(
             np.asarray(action, dtype=np.float32).reshape(self.action_space.shape),
             self.action_space.low,
@@ -284,17 +278,12 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
         truncated = len(self._actions) >= self.max_episode_steps
         return value, terminated, truncated, self._info(info)
 
-    def current_observation(self) -> Any:
-        """The observation of the current simulator state."""
-        return self._observation()
-
     def render(self) -> np.ndarray | None:
         """The render camera's frame at ``render_size``, with ``render_mode="rgb_array"``."""
         if self.render_mode != "rgb_array":
             gym.logger.warn("ManiSkillEnv.render() needs render_mode='rgb_array'")
             return None
-        if self._episode_seed is None:
-            raise RuntimeError("call reset() before render()")
+        self._require_episode("render")
         frame = _numpy(self.sim.render())
         return np.ascontiguousarray(frame.reshape(frame.shape[-3:]).astype(np.uint8))
 

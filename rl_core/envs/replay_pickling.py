@@ -9,7 +9,7 @@ simulator is deterministic.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, SupportsFloat
 
 import numpy as np
 
@@ -20,9 +20,11 @@ SEED_RANGE = 2**31 - 1
 class ReplayPickling:
     """Mixin: pickling by replay, and the episode seeds it needs.
 
-    The env sets ``_settings`` (its constructor's keyword arguments) and calls
-    :meth:`_start_episode` in ``reset`` and :meth:`_record` in each step; it has
-    ``reset(seed=...)`` and ``step_without_observation(action)``.
+    The env sets ``_settings`` (its constructor's keyword arguments), calls
+    :meth:`_init_replay` when built and :meth:`_start_episode` in ``reset``, appends each
+    action it plays to ``_actions``, and has ``reset(seed=...)``,
+    ``step_without_observation(action)`` and ``_observation()``: the mixin's ``step`` is
+    that step followed by the observation.
     """
 
     _settings: dict[str, Any]
@@ -85,3 +87,16 @@ class ReplayPickling:
         for action in actions:
             self.step_without_observation(action)  # type: ignore[attr-defined]
         self._rng.bit_generator.state = rng_state
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Play one action: :meth:`step_without_observation`, then the observation."""
+        reward, terminated, truncated, info = self.step_without_observation(action)  # type: ignore[attr-defined]
+        return self.current_observation(), reward, terminated, truncated, info
+
+    def current_observation(self) -> Any:
+        """The observation of the current simulator state."""
+        return self._observation()  # type: ignore[attr-defined]
+
+    def _require_episode(self, call: str) -> None:
+        if self._episode_seed is None:
+            raise RuntimeError(f"call reset() before {call}()")
