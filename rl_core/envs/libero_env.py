@@ -65,7 +65,6 @@ DEFAULT_CAMERA = "agentview"
 #: Simulators of distinct tasks one env keeps built. Building one takes 1-3 s, but each holds
 #: ~0.5 GB (its meshes; ~0.9 GB with a camera, whose renderer keeps the textures): one.
 _MAX_SIMS = 1
-#: Seeds drawn for autoresets lie below this.
 
 
 class LiberoEnv(ReplayPickling, gym.Env):

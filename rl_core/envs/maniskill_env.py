@@ -52,7 +52,6 @@ DEFAULT_CAMERA = "base_camera"
 #: The control mode of ManiSkill's table-top tasks rlpipe uses when none is set: the
 #: tool's position moves by up to 10 cm a step (3 numbers) and the gripper opens or closes.
 DEFAULT_CONTROL_MODE = "pd_ee_delta_pos"
-#: Seeds drawn for autoresets lie below this.
 
 #: Short English instructions of ManiSkill's table-top tasks (others: made from the id).
 INSTRUCTIONS: dict[str, str] = {
