@@ -43,12 +43,21 @@ def env_fingerprint(obj: Any, depth: int = 0) -> Any:
         return [env_fingerprint(v, depth + 1) for v in obj if not _is_function(v)]
     if type(obj).__module__.startswith("mujoco"):
         return _mujoco_fingerprint(obj)
-    if type(obj).__module__.startswith("rl_core.") and "__getstate__" in vars(type(obj)):
-        # rlpipe's simulators pickle their state themselves (ManiSkill: seed and actions)
+    if type(obj).__module__.startswith("rl_core.") and _pickles_itself(type(obj)):
+        # rlpipe's simulators pickle their state themselves (ManiSkill, LIBERO: seed and
+        # actions)
         return {type(obj).__name__: env_fingerprint(obj.__getstate__(), depth + 1)}
     if hasattr(obj, "__dict__"):
         return {type(obj).__name__: env_fingerprint(vars(obj), depth + 1)}
     return re.sub(r" at 0x[0-9a-f]+", "", repr(obj))  # not where it sits in memory
+
+
+def _pickles_itself(cls: type) -> bool:
+    """``cls`` or an rlpipe class it derives from defines ``__getstate__`` (a mixin may)."""
+    return any(
+        "__getstate__" in vars(base) and base.__module__.startswith("rl_core.")
+        for base in cls.__mro__
+    )
 
 
 #: What a MuJoCo simulation's data holds of its state (the rest follows from it).
