@@ -133,12 +133,12 @@ def _gl_context_class() -> type:
 
 def _thread_gl_context() -> Any:
     """The GL context of the calling thread (made on first use)."""
-    gl_context_class = _gl_context_class()
     key = threading.get_ident()
     with _GL_LOCK:
         if key not in _GL_CONTEXTS:
             first = not _GL_CONTEXTS
-            _GL_CONTEXTS[key] = gl_context_class(64, 64)  # envs render into their own buffers
+            # envs render into their own buffers
+            _GL_CONTEXTS[key] = _gl_context_class()(64, 64)
             if first:
                 # registered after EGL's own exit hook (the first context registers it), so
                 # it runs before EGL is shut down
