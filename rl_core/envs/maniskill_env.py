@@ -6,7 +6,9 @@ with ``env_type: maniskill`` is validated, never when this module is imported. I
 CPU Vulkan driver (Mesa 25's lavapipe: ``bash scripts/setup_vulkan.sh``).
 
 One env is one ManiSkill env on its CPU physics backend (``num_envs=1``); rlpipe's env
-workers run several side by side, as for every env type. The first of ``tasks`` is played
+workers run several side by side, as for every env type. An env worker with a GPU runs its
+envs in one simulator on ManiSkill's GPU backend instead
+(:mod:`rl_core.envs.maniskill_batched`, ``env.vectorization``). The first of ``tasks`` is played
 (ManiSkill's tasks differ in their state size, so one env plays one task).
 
 Seeds: a reset with seed ``s`` resets ManiSkill with ``s``, which places the objects and the
@@ -32,7 +34,6 @@ the episodes played before a reset, so the copy continues bit for bit (tested).
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import logging
 from typing import Any
@@ -41,17 +42,19 @@ import gymnasium as gym
 import numpy as np
 
 from rl_core.envs.manipulation_obs import MAX_INSTRUCTION_LENGTH, observation, observation_space
-from rl_core.envs.mujoco_rendering import default_to_headless_gl
+from rl_core.envs.maniskill_sim import (
+    DEFAULT_CAMERA,
+    DEFAULT_CONTROL_MODE,
+    flags,
+    import_maniskill,
+    make_sim,
+    score_steps,
+    state_dim,
+    to_numpy,
+)
 from rl_core.envs.replay_pickling import ReplayPickling
 
 logger = logging.getLogger(__name__)
-
-INSTALL_HINT = "pip install 'rlpipe[maniskill]' (in a checkout: bash scripts/setup_venv.sh)"
-#: The camera of ManiSkill's table-top tasks.
-DEFAULT_CAMERA = "base_camera"
-#: The control mode of ManiSkill's table-top tasks rlpipe uses when none is set: the
-#: tool's position moves by up to 10 cm a step (3 numbers) and the gripper opens or closes.
-DEFAULT_CONTROL_MODE = "pd_ee_delta_pos"
 
 #: Short English instructions of ManiSkill's table-top tasks (others: made from the id).
 INSTRUCTIONS: dict[str, str] = {
@@ -73,21 +76,6 @@ INSTRUCTIONS: dict[str, str] = {
 }
 
 
-def _import(module: str = "mani_skill.envs") -> Any:
-    default_to_headless_gl()  # ManiSkill imports MuJoCo (pytorch_kinematics)
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(f"env_type maniskill needs ManiSkill3: {INSTALL_HINT}") from exc
-
-
-def maniskill_task_names() -> list[str]:
-    """Ids of every registered ManiSkill3 task (imports ManiSkill)."""
-    _import()
-    registration = importlib.import_module("mani_skill.utils.registration")
-    return sorted(registration.REGISTERED_ENVS)
-
-
 def maniskill_instruction(task: str) -> str:
     """The instruction of ``task``: from :data:`INSTRUCTIONS`, else made from the task id."""
     if task in INSTRUCTIONS:
@@ -99,17 +87,10 @@ def maniskill_instruction(task: str) -> str:
 
 def maniskill_episode_steps(task: str) -> int:
     """ManiSkill's episode length of ``task`` (the default of ``env.max_episode_steps``)."""
-    _import()
+    import_maniskill()
     registration = importlib.import_module("mani_skill.utils.registration")
     steps = registration.REGISTERED_ENVS[task].max_episode_steps
     return int(steps) if steps else 100
-
-
-def unknown_task_message(task: str, known: list[str]) -> str:
-    """The error message of an unknown task id, with the closest known ids."""
-    close = difflib.get_close_matches(task, known, n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"unknown ManiSkill3 task {task!r}{hint} (ids such as PushCube-v1, PickCube-v1)"
 
 
 class ManiSkillEnv(ReplayPickling, gym.Env):
@@ -183,10 +164,7 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
         self.action_space = gym.spaces.Box(
             np.asarray(action.low, np.float32), np.asarray(action.high, np.float32)
         )
-        space = self.sim.single_observation_space
-        if isinstance(space, gym.spaces.Dict):
-            space = space["state"]
-        self._state_dim = int(space.shape[-1])
+        self._state_dim = state_dim(self.sim)
         self.observation_space = self._observation_space()
         self._init_replay()
         self._obs: dict[str, Any] | None = None
@@ -196,41 +174,14 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
     # -- spaces and properties -----------------------------------------------------------
 
     def _make_sim(self) -> Any:
-        _import()
-        sensors = {"width": self.image_size, "height": self.image_size}
-        kwargs: dict[str, Any] = {
-            "obs_mode": "state" if self.obs_mode == "state" else "rgb+state",
-            "control_mode": self.control_mode,
-            "reward_mode": "normalized_dense",
-            "sim_backend": "physx_cpu",
-            # the GPU renderer where there is one (else ManiSkill warns and falls back)
-            "render_backend": "gpu" if _has_cuda() else "cpu",
-            "num_envs": 1,
-            "sensor_configs": sensors,
-        }
-        if self.render_mode == "rgb_array":
-            kwargs["render_mode"] = "rgb_array"
-            kwargs["human_render_camera_configs"] = {
-                "width": self.render_size,
-                "height": self.render_size,
-            }
-        try:
-            sim = gym.make(self.task, **kwargs).unwrapped
-        except gym.error.Error as exc:
-            raise ValueError(unknown_task_message(self.task, maniskill_task_names())) from exc
-        except AssertionError as exc:  # ManiSkill asserts on unknown control modes
-            raise ValueError(
-                f"ManiSkill3 task {self.task} refused control_mode {self.control_mode!r}: {exc}"
-            ) from exc
-        if self.obs_mode != "state":
-            cameras = list(sim.unwrapped._sensors)  # noqa: SLF001 - ManiSkill's sensor table
-            if self.camera not in cameras:
-                sim.close()
-                raise ValueError(
-                    f"ManiSkill3 task {self.task} has no camera {self.camera!r}; "
-                    f"allowed: {', '.join(cameras)}"
-                )
-        return sim
+        return make_sim(
+            self.task,
+            obs_mode=self.obs_mode,
+            control_mode=self.control_mode,
+            image_size=self.image_size,
+            camera=self.camera,
+            render_size=self.render_size if self.render_mode == "rgb_array" else None,
+        )
 
     def _observation_space(self) -> gym.spaces.Space:
         return observation_space(self.obs_mode, self._state_dim, self.image_size)
@@ -268,14 +219,18 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
         self._actions.append(action)
         obs, reward, _, _, info = self.sim.step(action[None])
         self._obs = obs
-        success = bool(_scalar(info.get("success", False)))
-        fail = bool(_scalar(info.get("fail", False)))
-        first = success and not self._succeeded
-        self._succeeded = self._succeeded or success
-        value = float(first) if self.reward_mode == "success" else float(_scalar(reward))
-        terminated = fail or (self.terminate_on_success and success)
-        truncated = len(self._actions) >= self.max_episode_steps
-        return value, terminated, truncated, self._info(info)
+        rewards, terminated, truncated, succeeded = score_steps(
+            to_numpy(reward).reshape(1),
+            flags(info, "success", 1),
+            flags(info, "fail", 1),
+            np.array([self._succeeded]),
+            np.array([len(self._actions)]),
+            reward_mode=self.reward_mode,
+            terminate_on_success=self.terminate_on_success,
+            max_episode_steps=self.max_episode_steps,
+        )
+        self._succeeded = bool(succeeded[0])
+        return float(rewards[0]), bool(terminated[0]), bool(truncated[0]), self._info(info)
 
     def render(self) -> np.ndarray | None:
         """The render camera's frame at ``render_size``, with ``render_mode="rgb_array"``."""
@@ -283,7 +238,7 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
             gym.logger.warn("ManiSkillEnv.render() needs render_mode='rgb_array'")
             return None
         self._require_episode("render")
-        frame = _numpy(self.sim.render())
+        frame = to_numpy(self.sim.render())
         return np.ascontiguousarray(frame.reshape(frame.shape[-3:]).astype(np.uint8))
 
     def close(self) -> None:
@@ -301,17 +256,17 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
     def _observation(self) -> Any:
         assert self._obs is not None
         raw = self._obs if self.obs_mode == "state" else self._obs["state"]
-        state = _numpy(raw).reshape(-1).astype(np.float32)
+        state = to_numpy(raw).reshape(-1).astype(np.float32)
         return observation(self.obs_mode, state, self._camera_image, self.instruction)
 
     def _camera_image(self) -> np.ndarray:
         assert self._obs is not None
-        image = _numpy(self._obs["sensor_data"][self.camera]["rgb"])
+        image = to_numpy(self._obs["sensor_data"][self.camera]["rgb"])
         return np.ascontiguousarray(image.reshape(image.shape[-3:]), np.uint8)
 
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         return {
-            "success": float(bool(_scalar(info.get("success", False)))),
+            "success": float(flags(info, "success", 1)[0]),
             "task": self.task,
             "instruction": self.instruction,
         }
@@ -333,21 +288,3 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
             )
         self._planning_copy.replay(self._episode_seed, self._actions)
         return self._planning_copy
-
-
-def _has_cuda() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
-def _numpy(value: Any) -> np.ndarray:
-    """A ManiSkill tensor (or array) as a numpy array."""
-    if hasattr(value, "detach"):
-        return value.detach().cpu().numpy()
-    return np.asarray(value)
-
-
-def _scalar(value: Any) -> Any:
-    """The single value of ManiSkill's batch of one."""
-    return _numpy(value).reshape(-1)[0]

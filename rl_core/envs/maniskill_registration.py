@@ -13,11 +13,11 @@ from typing import Any
 import gymnasium as gym
 
 from rl_core.envs.manipulation_obs import chunked, refuse_kwargs, refuse_suite
-from rl_core.envs.maniskill_env import (
+from rl_core.envs.maniskill_env import ManiSkillEnv
+from rl_core.envs.maniskill_sim import (
     DEFAULT_CAMERA,
     DEFAULT_CONTROL_MODE,
     INSTALL_HINT,
-    ManiSkillEnv,
     maniskill_task_names,
     unknown_task_message,
 )
