@@ -142,6 +142,10 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "needs `reward.model`."
     ),
     ("EnvConfig", "_groups_fit"): "`env.num_envs` must be a multiple of `env.group_size`.",
+    ("EnvConfig", "_batched_exists"): (
+        "`env.vectorization: batched` needs an env type with a batched simulator "
+        "(`maniskill`: ManiSkill3's GPU backend)."
+    ),
     ("EnvConfig", "_env_type_accepts_settings"): (
         "The env type checks its own settings: `env_type: metaworld` needs Meta-World "
         "installed (`pip install 'rlpipe[metaworld]'`), Meta-World task names in "
@@ -210,6 +214,10 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("EmbodiedConfig", "_stages_divide"): (
         "`rollout.pipeline_stages` must divide `env.num_envs` into slices that are multiples "
         "of `env.group_size`."
+    ),
+    ("EmbodiedConfig", "_batched_in_one_stage"): (
+        "`env.vectorization: batched` holds an env worker's envs in one simulator: "
+        "`rollout.pipeline_stages` must be 1."
     ),
     ("EmbodiedConfig", "_batch_divides"): (
         "Embodied: the batch `env.num_workers × env.num_envs × rollout.num_steps` must divide "

@@ -3,6 +3,7 @@ checkpoints resumed in a new runtime, and the comparison of the weights they tra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,11 @@ def checkpoint_and_resume(runtime: Any, cfg: Any, checkpoint_dir: Path, step: in
 
 
 def straight_then_resumed(
-    cfg: Any, checkpoint_dir: Path, step: int, total: int
+    cfg: Any,
+    checkpoint_dir: Path,
+    step: int,
+    total: int,
+    on_start: Callable[[Any], None] | None = None,
 ) -> tuple[
     dict[str, np.ndarray], list[dict[str, Any]], dict[str, np.ndarray], list[dict[str, Any]]
 ]:
@@ -68,10 +73,19 @@ def straight_then_resumed(
     Two runtimes instead of three: the checkpoint is written mid-run, so the straight run
     also shows that writing one changes nothing.
 
+    Args:
+        cfg: The run's config.
+        checkpoint_dir: Where the checkpoint goes.
+        step: Iterations before the checkpoint.
+        total: Iterations of the run.
+        on_start: Called with the straight run's runtime before it trains (to inspect it).
+
     Returns:
         The straight run's final weights and step results, and the resumed run's.
     """
     runtime = make_runtime(cfg)
+    if on_start is not None:
+        on_start(runtime)
     results = run_iterations(runtime, range(step))
     runtime.save_checkpoint(str(checkpoint_dir), step)
     results += run_iterations(runtime, range(step, total))

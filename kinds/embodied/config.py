@@ -160,6 +160,17 @@ class EmbodiedConfig(RLPipeConfig):
         return self
 
     @model_validator(mode="after")
+    def _batched_in_one_stage(self) -> EmbodiedConfig:
+        if self.env.vectorization == "batched" and self.rollout.pipeline_stages > 1:
+            raise ValueError(
+                f"env.vectorization = 'batched' holds an env worker's envs in one simulator, "
+                f"which cannot be split into rollout.pipeline_stages = "
+                f"{self.rollout.pipeline_stages}: set rollout.pipeline_stages=1 (or "
+                "env.vectorization=sync to pipeline single envs)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _batch_divides(self) -> EmbodiedConfig:
         from rl_core.algorithms.actor_critic_family import actor_critic_spec
 

@@ -32,7 +32,14 @@ class EnvConfig(Section):
         le=MAX_ENVS,
         description="Consecutive envs sharing a reset seed (GRPO-style groups).",
     )
-    vectorization: Literal["sync", "async"] = "sync"
+    vectorization: Literal["sync", "async", "batched", "auto"] = Field(
+        "auto",
+        description="How an env worker runs its envs: `sync` (in its own process), `async` "
+        "(a subprocess each), `batched` (the env type's own batched simulator in the worker: "
+        "ManiSkill3's GPU backend, which needs a GPU in every env worker) or `auto` (`batched` "
+        "where the env type has it, the env worker has a GPU and rollout.pipeline_stages is 1; "
+        "else `sync`).",
+    )
     step_latency_ms: float = Field(
         0.0,
         ge=0.0,
@@ -70,6 +77,20 @@ class EnvConfig(Section):
         if self.num_envs % self.group_size:
             raise ValueError(
                 f"env.num_envs ({self.num_envs}) must be a multiple of env.group_size ({self.group_size})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _batched_exists(self) -> EnvConfig:
+        from rl_core.envs.registry import BATCHED_ENVS, has_batched_env
+
+        if self.vectorization == "batched" and not has_batched_env(self.env_type):
+            raise field_error(
+                "EnvConfig",
+                ("vectorization",),
+                self.vectorization,
+                f"env_type {self.env_type} has no batched simulator (env types that do: "
+                f"{', '.join(BATCHED_ENVS.names())}); allowed: sync, async, auto",
             )
         return self
 

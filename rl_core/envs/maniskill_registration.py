@@ -21,7 +21,7 @@ from rl_core.envs.maniskill_sim import (
     maniskill_task_names,
     unknown_task_message,
 )
-from rl_core.envs.registry import EnvConfigError, register_env
+from rl_core.envs.registry import EnvConfigError, register_batched_env, register_env
 
 VULKAN_HINT = (
     "ManiSkill3 needs a Vulkan driver, even for state observations; without a GPU install "
@@ -54,6 +54,48 @@ def make_maniskill_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
         render_mode=render_mode,
     )
     return chunked(env, m.action_chunk)
+
+
+def make_maniskill_batched(env_cfg: Any, num_envs: int, device: str) -> gym.vector.VectorEnv:
+    """Batched factory of ``env_type: maniskill``: the env worker's envs in one simulator.
+
+    On a CUDA ``device``, ManiSkill3's GPU backend on that GPU; on the CPU only one env
+    (ManiSkill's CPU backend holds one per simulator).
+
+    Raises:
+        ValueError: Several envs on a CPU device.
+    """
+    import torch
+
+    from rl_core.envs.maniskill_batched import ManiSkillBatchedEnvs
+
+    torch_device = torch.device(device)
+    if torch_device.type == "cuda":
+        index = "" if torch_device.index is None else f":{torch_device.index}"
+        backends = (f"physx_cuda{index}", f"sapien_cuda{index}")
+    elif num_envs == 1:
+        backends = ("physx_cpu", None)
+    else:
+        raise ValueError(
+            f"env.vectorization = 'batched' runs ManiSkill3's GPU simulator, but this env "
+            f"worker computes on {device}: give env workers GPUs (cluster.component_placement) "
+            "or set env.vectorization=sync (one simulator per env on the CPU)"
+        )
+    m = env_cfg.manipulation
+    return ManiSkillBatchedEnvs(
+        num_envs,
+        task=m.tasks[0],
+        obs_mode=m.obs_mode,
+        control_mode=m.control_mode or DEFAULT_CONTROL_MODE,
+        image_size=m.image_size,
+        camera=m.camera or DEFAULT_CAMERA,
+        reward=m.reward or "dense",
+        terminate_on_success=m.terminate_on_success,
+        max_episode_steps=env_cfg.max_episode_steps,
+        action_chunk=m.action_chunk,
+        sim_backend=backends[0],
+        render_backend=backends[1],
+    )
 
 
 def check_maniskill_config(env_cfg: Any) -> None:
@@ -94,3 +136,4 @@ def check_maniskill_config(env_cfg: Any) -> None:
 
 
 register_env("maniskill", make_maniskill_env, check=check_maniskill_config)
+register_batched_env("maniskill", make_maniskill_batched)

@@ -27,7 +27,11 @@ BUILTIN_ENV_MODULES = (
     "rl_core.envs.maniskill_registration",
     "rl_core.envs.libero_registration",
 )
+#: Batched factory signature: ``factory(env_cfg, num_envs, device) -> gymnasium VectorEnv``
+#: (the simulator's own vectorization, e.g. ManiSkill3's GPU backend).
+BatchedEnvFactory = Callable[..., gym.vector.VectorEnv]
 ENVS: Registry[EnvFactory] = Registry("env type", BUILTIN_ENV_MODULES)
+BATCHED_ENVS: Registry[BatchedEnvFactory] = Registry("batched env type", BUILTIN_ENV_MODULES)
 ENV_CONFIG_CHECKS: Registry[EnvConfigCheck] = Registry("env config check", BUILTIN_ENV_MODULES)
 
 
@@ -77,6 +81,32 @@ def register_env(
     if factory is None:
         return ENVS.decorator(env_type, force=force)
     return ENVS.register(env_type, factory, force=force)
+
+
+def register_batched_env(
+    env_type: str, factory: BatchedEnvFactory, *, force: bool = False
+) -> BatchedEnvFactory:
+    """Register the simulator's own vectorization of ``env_type`` (``env.vectorization``).
+
+    Args:
+        env_type: A registered env type.
+        factory: ``factory(env_cfg, num_envs, device) -> gymnasium.vector.VectorEnv`` with
+            same-step autoreset, the spaces of the env type's single envs and gymnasium's
+            ``info`` layout; ``device`` is the env worker's torch device (``cuda:0``,
+            ``cpu``). Raise ``ValueError`` when the device cannot run it.
+        force: Replace an existing registration.
+    """
+    return BATCHED_ENVS.register(env_type, factory, force=force)
+
+
+def has_batched_env(env_type: str) -> bool:
+    """Whether ``env_type`` registered its own vectorization (:func:`register_batched_env`)."""
+    return env_type in BATCHED_ENVS
+
+
+def make_batched_envs(env_cfg: Any, num_envs: int, device: str) -> gym.vector.VectorEnv:
+    """``num_envs`` envs of ``env_cfg`` in the env type's own vectorization on ``device``."""
+    return BATCHED_ENVS.get(env_cfg.env_type)(env_cfg, num_envs, device)
 
 
 def check_env_config(env_cfg: Any) -> None:

@@ -12,7 +12,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
-from rl_core.envs.registry import EnvSpaces, make_single_env
+from rl_core.envs.registry import (
+    EnvSpaces,
+    has_batched_env,
+    make_batched_envs,
+    make_single_env,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +47,11 @@ class VectorEnvAdapter:
         num_envs: Number of envs.
         seed: Base seed: env ``i`` is reset with ``seed + i // group_size`` the first time.
         group_size: Consecutive envs sharing a reset seed.
-        vectorization: ``sync`` (one process) or ``async`` (subprocesses).
-        render_mode: Passed to each env (e.g. ``rgb_array`` for videos).
+        vectorization: ``sync`` (one process), ``async`` (subprocesses), ``batched`` (the
+            env type's own vectorization, e.g. ManiSkill3's GPU simulator) or ``auto``
+            (:func:`resolve_vectorization`).
+        render_mode: Passed to each env (e.g. ``rgb_array`` for videos; not ``batched``).
+        device: The torch device of the process holding the envs (``batched`` runs there).
         sleep: How :meth:`step` waits out ``env_cfg.step_latency_ms`` (tests replace it).
     """
 
@@ -56,15 +64,15 @@ class VectorEnvAdapter:
         vectorization: str = "sync",
         render_mode: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        device: str = "cpu",
     ) -> None:
         self.num_envs = num_envs
         self.group_size = group_size
         # a remote simulator or robot: every step of the batch waits one round trip
         self.step_latency_s = float(getattr(env_cfg, "step_latency_ms", 0.0)) / 1000.0
         self._sleep = sleep
-        fns = [lambda: make_single_env(env_cfg, render_mode=render_mode) for _ in range(num_envs)]
-        cls = AsyncVectorEnv if vectorization == "async" else SyncVectorEnv
-        self.vec = cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+        self.vectorization = resolve_vectorization(vectorization, env_cfg.env_type, device)
+        self.vec = _vector_env(env_cfg, num_envs, self.vectorization, render_mode, device)
         self.spaces = EnvSpaces(self.vec.single_observation_space, self.vec.single_action_space)
         self._obs: Any = None
         self._returns = np.zeros(num_envs, dtype=np.float64)
@@ -195,6 +203,30 @@ class VectorEnvAdapter:
     def close(self) -> None:
         """Close the envs."""
         self.vec.close()
+
+
+def resolve_vectorization(vectorization: str, env_type: str, device: str) -> str:
+    """The vectorization a process with ``device`` runs ``env.vectorization`` as.
+
+    ``auto`` stands for ``batched`` where the env type has its own batched simulator and the
+    process computes on a GPU, else ``sync``; other values are returned as they are.
+    """
+    if vectorization != "auto":
+        return vectorization
+    on_gpu = str(device).startswith("cuda")
+    return "batched" if on_gpu and has_batched_env(env_type) else "sync"
+
+
+def _vector_env(
+    env_cfg: Any, num_envs: int, vectorization: str, render_mode: str | None, device: str
+) -> gym.vector.VectorEnv:
+    if vectorization == "batched":
+        if render_mode is not None:
+            raise ValueError("batched envs do not render frames; evaluation videos use sync envs")
+        return make_batched_envs(env_cfg, num_envs, str(device))
+    fns = [lambda: make_single_env(env_cfg, render_mode=render_mode) for _ in range(num_envs)]
+    cls = AsyncVectorEnv if vectorization == "async" else SyncVectorEnv
+    return cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
 
 
 def _info_flags(info: dict[str, Any], done: np.ndarray, rows: np.ndarray) -> np.ndarray | None:

@@ -152,3 +152,34 @@ def test_vla_episode_grpo_from_pixels_and_instructions_resumes_bit_for_bit(
     assert results[0]["advantage"].metrics["train/advantage_mean"] == pytest.approx(0.0, abs=1e-6)
     assert "env/success_rate" in results[0]["rollout"].metrics
     assert_same_weights(straight, weights)
+
+
+def test_an_env_worker_runs_maniskill_batched_and_resumes_within_the_restore_error(
+    tmp_path: Path,
+) -> None:
+    # the batched simulator of a GPU env worker, with the one env ManiSkill's CPU backend holds
+    cfg = load_config(
+        "ppo_pushcube",
+        [
+            "env.num_envs=1",
+            "env.vectorization=batched",
+            "env.max_episode_steps=6",
+            "rollout.num_steps=8",
+            "actor.num_minibatches=2",
+            "model.hidden_sizes=[16,16]",
+            "tracking.enabled=false",
+            f"run.output_dir={tmp_path}",
+        ],
+    )
+    seen = []
+
+    def vectorization(runtime) -> None:
+        seen.append(ray.get(runtime.env[0].__ray_call__.remote(lambda w: w.vectorization)))
+
+    straight, results, weights, _ = straight_then_resumed(
+        cfg, tmp_path / "ckpt", 1, 2, on_start=vectorization
+    )
+    assert seen == ["batched"]
+    assert [r["rollout"].metrics["env/episodes"] for r in results] == [1.0, 1.0]
+    for name, value in straight.items():
+        np.testing.assert_allclose(weights[name], value, atol=1e-3, err_msg=name)

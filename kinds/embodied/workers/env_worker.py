@@ -28,16 +28,22 @@ class EnvWorker(WorkerBase[EmbodiedConfig]):
         self.seed = env_base_seed(self.cfg.run.seed, rank, env.num_envs)
         width = env.num_envs // self.stages
         # One vectorized env per pipeline stage; env i keeps seed + i // group_size.
+        # ``auto`` pipelines single envs: a batched simulator is one slice
+        vectorization = env.vectorization
+        if vectorization == "auto" and self.stages > 1:
+            vectorization = "sync"
         self.slices = [
             VectorEnvAdapter(
                 env,
                 width,
                 self.seed + (k * width) // env.group_size,
                 env.group_size,
-                env.vectorization,
+                vectorization,
+                device=str(self.device),
             )
             for k in range(self.stages)
         ]
+        self.vectorization = self.slices[0].vectorization
         # async mode: env and sampling state before each batch still in the pipeline
         self._before: dict[int, tuple[list[Any], Any]] = {}
         self.keep_batches = self.cfg.algorithm.max_staleness + 2
