@@ -172,8 +172,8 @@ def loaded(registry: dict) -> dict:
         "prompts": PROMPTS,
         "ids": tokens,
     }
-    env = {**os.environ, "MLFLOW_TRACKING_URI": registry["uri"]}
-    env["MLFLOW_REGISTRY_URI"] = registry["uri"]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_REGISTRY_URI"}
+    env["MLFLOW_TRACKING_URI"] = registry["uri"]  # the registry is the tracking store's
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(
         [sys.executable, "-c", LOADER, json.dumps(spec)],
