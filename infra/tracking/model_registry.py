@@ -3,7 +3,9 @@
 A registered version's source is a model folder in its run's artifacts (rlpipe logs them
 as ``model/step_<checkpoint step>``): an rlpipe model
 directory (see :mod:`infra.checkpoint.export`; for language models it is also a Hugging
-Face ``from_pretrained`` directory). Version tags record the evaluation score of the
+Face ``from_pretrained`` directory) and, where a flavor fits, an MLflow model that
+``mlflow.transformers.load_model`` / ``mlflow.pyfunc.load_model`` load
+(:mod:`infra.tracking.mlflow_flavor`). Version tags record the evaluation score of the
 registered weights; the alias ``best`` points at the version with the highest score and
 ``newest`` at the most recently registered one (MLflow reserves the alias ``latest``; the
 URI ``models:/<name>/latest`` resolves to the highest version number).

@@ -1,9 +1,10 @@
 """Register a training run's policy: export the checkpoint, log it, register it.
 
 A checkpoint of the run (its best, or its latest: ``tracking.register_checkpoint``) is
-exported as an rlpipe model directory (model config with secrets masked), logged to the
-MLflow run as ``model/step_<step>`` (a resumed run that registers again keeps its earlier
-versions' files) and registered as a new version (see
+exported as an rlpipe model directory (model config with secrets masked; also an MLflow
+model where a flavor fits, :mod:`infra.tracking.mlflow_flavor`), logged to the MLflow run
+as ``model/step_<step>`` (a resumed run that registers again keeps its earlier versions'
+files) and registered as a new version (see
 :mod:`infra.tracking.model_registry`). The version is scored with the run's evaluation of
 exactly these weights (the evaluation logged at the checkpoint's step - 1); without one it
 gets no score and cannot take the ``best`` alias.
@@ -44,12 +45,17 @@ def last_metric(client: Any, run_id: str, key: str) -> tuple[float, int] | None:
 def export_checkpoint_model(ref: Any, out_dir: Path, source: dict[str, Any]) -> dict[str, str]:
     """Export the checkpoint ``ref`` (a ``CheckpointRef``) as a model directory ``out_dir``.
 
+    The directory is also an MLflow model where a flavor fits (see
+    :mod:`infra.tracking.mlflow_flavor`).
+
     Returns:
         Version tags saying what the directory holds: ``weights`` (``full``, or ``merged``
-        for a LoRA run, whose adapter alone is in ``adapter/``) and, for LoRA, the base
-        model's fingerprint.
+        for a LoRA run, whose adapter alone is in ``adapter/``), for LoRA the base model's
+        fingerprint, and ``mlflow_flavor`` (``transformers``, ``python_function`` or
+        ``none``).
     """
     from infra.checkpoint.export import export_policy, policy_from_checkpoint, read_export_meta
+    from infra.tracking.mlflow_flavor import FLAVOR_TAG, add_mlflow_flavor
 
     policy, config, spaces = policy_from_checkpoint(ref)
     export_policy(
@@ -59,11 +65,13 @@ def export_checkpoint_model(ref: Any, out_dir: Path, source: dict[str, Any]) -> 
         out_dir,
         source={**source, "step": ref.step, "checkpoint": ref.location},
     )
+    del policy  # a language model's flavor loads the exported weights again
     meta = read_export_meta(out_dir)
     tags = {"weights": str(meta.get("weights", "full"))}
     if "adapter" in meta:
         tags["adapter"] = f"{meta['adapter']['dir']}/ ({meta['adapter']['format']})"
         tags["base_model_fingerprint"] = str(meta["base_model"]["fingerprint"])
+    tags[FLAVOR_TAG] = add_mlflow_flavor(out_dir, config)
     return tags
 
 
