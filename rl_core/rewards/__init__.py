@@ -1,12 +1,14 @@
 """Reward functions applied to collected rollouts.
 
 Importing this package registers the built-in rewards: ``env`` (embodied) and the reasoning
-rewards ``math_verify``, ``format``, ``composite``, ``code_tests`` (unit tests in a sandbox)
-and ``reward_model`` (the model of ``reward.model``, scored by reward-model workers).
+rewards ``math_verify``, ``format``, ``composite``, ``code_tests`` (unit tests in a sandbox),
+``humaneval`` (HumanEval's unit tests in the sandbox) and ``reward_model`` (the model of
+``reward.model``, scored by reward-model workers).
 """
 
 import rl_core.rewards.builtin  # noqa: F401 - registers the embodied reward
 import rl_core.rewards.code_tests  # noqa: F401 - registers code_tests
+import rl_core.rewards.humaneval  # noqa: F401 - registers humaneval
 import rl_core.rewards.model_reward  # noqa: F401 - registers reward_model and judge parsers
 import rl_core.rewards.reasoning  # noqa: F401 - registers the reasoning rewards
 from rl_core.rewards.registry import REWARDS, build_reward, get_reward, register_reward
