@@ -26,14 +26,16 @@ from rl_core.algorithms.registry import (
     register_advantage,
     register_policy_loss,
 )
-from rl_core.data.sources import PromptSource, register_prompt_source
-from rl_core.envs.registry import EnvFactory, EnvSpaces, register_env
+from rl_core.data.prompts import PromptSample
+from rl_core.data.sources import PromptSource, register_prompt_source, source_options
+from rl_core.envs.registry import EnvFactory, EnvSpaces, register_batched_env, register_env
 from rl_core.envs.spaces import register_space_codec
 from rl_core.models.base_policy import BasePolicy, flat_states, obs_tensor, policy_device
 from rl_core.models.registry import CATEGORIES, ModelBuilder, register_model
 from rl_core.models.sampling_noise import multinomial_on_device, standard_normal_like
 from rl_core.registries import load_builtins
 from rl_core.registry import RegistryError
+from rl_core.rewards.data_source import register_data_source
 from rl_core.rewards.model_reward import register_judge_parser
 from rl_core.rewards.registry import register_reward
 
@@ -53,6 +55,7 @@ __all__ = [
     "Outcome",
     "ParseError",
     "PolicyLossFn",
+    "PromptSample",
     "PromptSource",
     "RegistryError",
     "Tool",
@@ -67,6 +70,8 @@ __all__ = [
     "register_advantage",
     "register_agent_context",
     "register_agent_loop",
+    "register_batched_env",
+    "register_data_source",
     "register_env",
     "register_judge_parser",
     "register_model",
@@ -76,5 +81,6 @@ __all__ = [
     "register_space_codec",
     "register_tool",
     "register_tool_parser",
+    "source_options",
     "standard_normal_like",
 ]

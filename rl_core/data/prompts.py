@@ -6,6 +6,12 @@ GSM8K rows (``question`` and ``answer`` with a worked solution ending in ``#### 
 recognised when the row has no prompt column: the question becomes the prompt, the text
 after the last ``####`` the answer, and the full solution is kept in ``fields["solution"]``.
 
+verl's prepared rows are read as they are: a prompt that is a list of chat messages
+(``{"role": ..., "content": ...}``) is kept in :attr:`PromptSample.messages` (its last user
+message is the ``prompt``), and a row without an answer column takes its answer from
+``reward_model.ground_truth``; ``data_source``, ``extra_info`` and the other columns stay in
+the fields.
+
 Unusable rows are reported as :class:`RowProblem` s with their location (``path:line`` for
 JSON Lines, ``path:row N`` for Parquet, both 1-based); ``on_bad_row`` chooses between
 failing on the first file that has any and skipping them with a warning.
@@ -18,7 +24,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -41,12 +47,15 @@ class PromptSample:
         answer: The reference answer the reward is computed against.
         fields: The row's other columns (JSON-able values), e.g. ``{"solution": ...}``.
         source: Where the sample came from, e.g. ``"train.jsonl:17"``.
+        messages: The chat messages of a row whose prompt is a conversation (verl's
+            format); empty for a text prompt.
     """
 
     prompt: str
     answer: str
     fields: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    messages: tuple[dict[str, str], ...] = ()
 
 
 class DataFileError(ValueError):
@@ -107,6 +116,22 @@ def load_prompt_file(
         raise DataFileError(f"{name}: no such file")
     rows = _parquet_rows(file, name) if suffix == ".parquet" else _jsonl_rows(file, name)
 
+    samples, problems = rows_to_samples(rows, prompt_key, answer_key)
+    check_problems(name, len(samples), problems, on_bad_row)
+    return samples, problems
+
+
+def rows_to_samples(
+    rows: Iterable[tuple[str, Any]], prompt_key: str = "prompt", answer_key: str = "answer"
+) -> tuple[list[PromptSample], list[RowProblem]]:
+    """Turn ``(location, row)`` pairs into samples and the problems of the unusable rows.
+
+    Args:
+        rows: Each row's location and the row (a dict), or a reason string for a row that
+            could not even be read.
+        prompt_key: Column holding the prompt (text, or chat messages).
+        answer_key: Column holding the reference answer.
+    """
     samples: list[PromptSample] = []
     problems: list[RowProblem] = []
     for location, row in rows:
@@ -114,9 +139,8 @@ def load_prompt_file(
         if isinstance(result, str):
             problems.append(RowProblem(location, result))
         else:
-            samples.append(PromptSample(result[0], result[1], result[2], location))
-
-    check_problems(name, len(samples), problems, on_bad_row)
+            prompt, answer, fields, messages = result
+            samples.append(PromptSample(prompt, answer, fields, location, messages))
     return samples, problems
 
 
@@ -228,33 +252,64 @@ def _parquet_rows(file: Path, name: str) -> Iterator[tuple[str, Any]]:
         yield f"{name}:row {number}", row
 
 
-def _to_sample(
-    row: dict[str, Any], prompt_key: str, answer_key: str
-) -> tuple[str, str, dict[str, Any]] | str:
-    """Return ``(prompt, answer, fields)`` for a good row, else the reason it is bad."""
+Row = tuple[str, str, dict[str, Any], tuple[dict[str, str], ...]]
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+def _to_sample(row: dict[str, Any], prompt_key: str, answer_key: str) -> Row | str:
+    """Return ``(prompt, answer, fields, messages)`` for a good row, else why it is bad."""
     if prompt_key not in row and "question" in row and "answer" in row:
         return _gsm8k_sample(row)
     if prompt_key not in row:
         return f"missing prompt column {prompt_key!r}"
+    messages: tuple[dict[str, str], ...] = ()
     prompt = row[prompt_key]
+    if isinstance(prompt, (list, tuple)):
+        parsed = _chat_messages(prompt, prompt_key)
+        if isinstance(parsed, str):
+            return parsed
+        messages = parsed
+        users = [m["content"] for m in messages if m["role"] == "user"]
+        prompt = users[-1] if users else messages[-1]["content"]
     if not isinstance(prompt, str):
-        return f"prompt {prompt_key!r} must be a string, got {_type_name(prompt)}"
+        return f"prompt {prompt_key!r} must be a string or chat messages, got {_type_name(prompt)}"
     if not prompt.strip():
         return f"prompt {prompt_key!r} is empty"
-    if answer_key not in row:
-        return f"missing answer column {answer_key!r}"
-    answer = _answer_text(row[answer_key])
+    used = {prompt_key, answer_key}
+    if answer_key in row:
+        raw_answer = row[answer_key]
+    elif isinstance(row.get("reward_model"), dict) and "ground_truth" in row["reward_model"]:
+        raw_answer = row["reward_model"]["ground_truth"]  # verl's column
+    else:
+        return f"missing answer column {answer_key!r} (or verl's reward_model.ground_truth)"
+    answer = _answer_text(raw_answer)
     if answer is None:
-        return (
-            f"answer {answer_key!r} must be a string or a number, got {_type_name(row[answer_key])}"
-        )
+        return f"answer {answer_key!r} must be a string or a number, got {_type_name(raw_answer)}"
     if not answer.strip():
         return f"answer {answer_key!r} is empty"
-    fields = {k: v for k, v in row.items() if k not in (prompt_key, answer_key)}
-    return _check_fields(prompt, answer, fields)
+    fields = {k: v for k, v in row.items() if k not in used}
+    checked = _check_fields(prompt, answer, fields)
+    return checked if isinstance(checked, str) else (*checked, messages)
 
 
-def _gsm8k_sample(row: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | str:
+def _chat_messages(value: Sequence[Any], key: str) -> tuple[dict[str, str], ...] | str:
+    """Chat messages of a prompt column, or why they are unusable."""
+    if not value:
+        return f"prompt {key!r} has no chat messages"
+    messages = []
+    for i, message in enumerate(value):
+        if not isinstance(message, dict):
+            return f"prompt {key!r} message {i} must be an object, got {_type_name(message)}"
+        role, content = message.get("role"), message.get("content")
+        if role not in _ROLES:
+            return f"prompt {key!r} message {i} has role {role!r}; allowed: {', '.join(_ROLES)}"
+        if not isinstance(content, str):
+            return f"prompt {key!r} message {i} content must be a string, got {_type_name(content)}"
+        messages.append({"role": role, "content": content})
+    return tuple(messages)
+
+
+def _gsm8k_sample(row: dict[str, Any]) -> Row | str:
     question, solution = row["question"], row["answer"]
     if not isinstance(question, str):
         return f"GSM8K question must be a string, got {_type_name(question)}"
@@ -269,7 +324,8 @@ def _gsm8k_sample(row: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | str:
         return "GSM8K answer is empty after '####'"
     fields = {k: v for k, v in row.items() if k not in ("question", "answer")}
     fields["solution"] = solution
-    return _check_fields(question, final, fields)
+    checked = _check_fields(question, final, fields)
+    return checked if isinstance(checked, str) else (*checked, ())
 
 
 def _answer_text(value: Any) -> str | None:

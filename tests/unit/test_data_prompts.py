@@ -73,7 +73,9 @@ def test_blank_lines_ignored_but_counted(tmp_path):
     )
     samples, problems = load_prompt_file(path, on_bad_row="skip")
     assert [s.source for s in samples] == [f"{path}:2"]
-    assert [str(p) for p in problems] == [f"{path}:4: missing answer column 'answer'"]
+    assert [str(p) for p in problems] == [
+        f"{path}:4: missing answer column 'answer' (or verl's reward_model.ground_truth)"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -85,13 +87,20 @@ def test_blank_lines_ignored_but_counted(tmp_path):
         ('{"answer": "1"}', "missing prompt column 'prompt'"),
         ('{"prompt": "", "answer": "1"}', "prompt 'prompt' is empty"),
         ('{"prompt": "   ", "answer": "1"}', "prompt 'prompt' is empty"),
-        ('{"prompt": 5, "answer": "1"}', "prompt 'prompt' must be a string, got int"),
+        (
+            '{"prompt": 5, "answer": "1"}',
+            "prompt 'prompt' must be a string or chat messages, got int",
+        ),
         ('{"prompt": "x"}', "missing answer column 'answer'"),
         ('{"prompt": "x", "answer": null}', "must be a string or a number, got null"),
         ('{"prompt": "x", "answer": true}', "must be a string or a number, got bool"),
         ('{"prompt": "x", "answer": [1]}', "must be a string or a number, got list"),
         ('{"prompt": "x", "answer": ""}', "answer 'answer' is empty"),
         ('{"question": "x", "answer": 3}', "GSM8K answer must be a string, got int"),
+        ('{"prompt": [], "answer": "1"}', "prompt 'prompt' has no chat messages"),
+        ('{"prompt": ["hi"], "answer": "1"}', "message 0 must be an object, got str"),
+        ('{"prompt": [{"role": "bot", "content": "x"}], "answer": "1"}', "has role 'bot'"),
+        ('{"prompt": [{"role": "user", "content": 1}], "answer": "1"}', "content must be a string"),
         ('{"question": "x", "answer": "####  "}', "GSM8K answer is empty after '####'"),
     ],
 )
@@ -203,7 +212,7 @@ def test_parquet_good_and_bad_rows(tmp_path):
     samples, problems = load_prompt_file(path, on_bad_row="skip")
     assert samples == [PromptSample("a", "1", {"difficulty": 1}, f"{path}:row 1")]
     assert [str(p) for p in problems] == [
-        f"{path}:row 2: prompt 'prompt' must be a string, got null",
+        f"{path}:row 2: prompt 'prompt' must be a string or chat messages, got null",
         f"{path}:row 3: answer 'answer' must be a string or a number, got null",
         f"{path}:row 4: prompt 'prompt' is empty",
     ]
