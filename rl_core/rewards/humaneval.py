@@ -21,7 +21,8 @@ does not (a failed assert, an exception, a syntax error, a limit such as an endl
 and NaN (not scored) when the sandbox itself kept failing.
 
 A prompt row needs the fields ``prompt``, ``entry_point`` and ``test``
-(:mod:`rl_core.data.humaneval` writes them).
+(:mod:`rl_core.data.humaneval` writes them, with ``data_source: openai/openai_humaneval``,
+which the ``data_source`` reward, the reasoning default, scores with this one).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rl_core.data.humaneval import DATA_SOURCE
 from rl_core.rewards.code_tests import CodeTestsReward, harness_program
+from rl_core.rewards.data_source import register_data_source
 from rl_core.rewards.registry import register_reward
 
 #: The fields a prompt row needs.
@@ -96,3 +99,6 @@ class HumanEvalReward(CodeTestsReward):
     def program(self, completion: str, fields: dict[str, Any]) -> tuple[str, int]:
         """The program running the problem's ``check`` on the completed function."""
         return humaneval_program(completion, fields)
+
+
+register_data_source(DATA_SOURCE, "humaneval")

@@ -206,3 +206,14 @@ def test_the_evaluation_logs_greedy_accuracy_and_unbiased_pass_at_1_and_k():
         "eval/pass_at_4",
     ]
     assert [r["correct"] for r in rows] == [True, False]
+
+
+def test_the_default_data_source_reward_scores_humaneval_rows_with_the_unit_tests(rows):
+    from kinds.reasoning.sections import ReasoningRewardConfig
+    from rl_core.rewards.data_source import DataSourceReward
+
+    reward = DataSourceReward(ReasoningRewardConfig(reward_type="data_source", **vars(CFG)))
+    completions = [rows[2]["solution"], "    return None\n"]
+    scores = reward(completions=completions, fields=[rows[2], rows[2]], scale=1.0)
+    assert rows[2]["data_source"] == "openai/openai_humaneval"
+    np.testing.assert_array_equal(scores, [1.0, 0.0])
