@@ -34,7 +34,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup_venv.
   fi
   exec 9> build/.editable-install.lock
   flock 9
-  .venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode -e ".[dev,metaworld,maniskill,libero]"
+  .venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode -e ".[dev,metaworld,maniskill,libero,humaneval]"
   flock -u 9
   touch "$stamp"
 fi

@@ -1,4 +1,4 @@
-"""Held-out evaluation of a reasoning run: greedy accuracy, pass@k, sample completions."""
+"""Held-out evaluation of a reasoning run: greedy accuracy, pass@k (unbiased), sample rows."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import numpy as np
 from kinds.reasoning.responses import ResponseBatch
 from kinds.reasoning.reward_scoring import score_chunk
 from rl_core.agents.metrics import trajectory_metrics_by_kind
+from rl_core.pass_at_k import mean_pass_at_k
 
 if TYPE_CHECKING:
     from kinds.reasoning.runtime import ReasoningRuntime
@@ -42,7 +43,9 @@ def evaluate_heldout(
     Greedy responses give ``eval/accuracy`` (completions the ``eval.correct_when`` reward,
     ``math_verify`` by default, scores in full: :func:`correctness`) and ``eval/return_mean``
     (the configured reward); ``eval.pass_k`` sampled responses per prompt give
-    ``eval/pass_at_<k>``.
+    ``eval/pass_at_1`` and ``eval/pass_at_<k>``, the unbiased estimates of
+    :mod:`rl_core.pass_at_k` (pass@k with k = ``eval.pass_k``: the share of prompts with a
+    correct sampled response; pass@1: the mean share of correct sampled responses).
 
     Args:
         runtime: The :class:`~kinds.reasoning.runtime.ReasoningRuntime` (weights synced).
@@ -79,15 +82,16 @@ def evaluate_heldout(
         trajectories=sampled.get("trajectories", []),
     )
     hits = correctness(runtime, runtime.reward_chunk(sampled_batch, list(range(len(rows)))))
-    hits = hits.reshape(n, k)
+    counts = hits.reshape(n, k).sum(axis=1)
     metrics = {
         "seconds": time.perf_counter() - start,
         "eval/return_mean": float(np.nanmean(scores)) if np.isfinite(scores).any() else 0.0,
         "eval/accuracy": float(np.mean(correct)),
-        f"eval/pass_at_{k}": float((hits.max(axis=1) > 0).mean()),
         "eval/response_length_mean": float(np.mean([len(r) for r in greedy["response_ids"]])),
         "eval/prompts": float(n),
     }
+    for at in sorted({1, k}):  # unbiased estimates from the k samples of each prompt
+        metrics[f"eval/pass_at_{at}"] = mean_pass_at_k(counts, k, at)
     kinds = [sample.fields.get("kind") for sample in runtime.eval_samples]
     for kind in sorted({k for k in kinds if k is not None}, key=str):  # e.g. mul and add
         metrics[f"eval/accuracy/{kind}"] = float(

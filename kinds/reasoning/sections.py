@@ -256,7 +256,7 @@ class ReasoningEvalConfig(EvalConfig):
         "math_verify",
         description="Reasoning: the registered reward whose full score makes a completion "
         "correct (eval/accuracy, pass@k): math_verify compares final answers; code_tests "
-        "needs every unit test passed.",
+        "needs every unit test passed; humaneval needs the problem's check to pass.",
     )
 
     @field_validator("correct_when")
@@ -298,20 +298,26 @@ class ReasoningRewardConfig(RewardConfig):
     )
     sandbox: str = Field(
         "subprocess",
-        description="code_tests: the registered sandbox that runs completions' code.",
+        description="code_tests, humaneval: the registered sandbox that runs completions' code.",
     )
     sandbox_retries: int = Field(
         2,
         ge=0,
         le=100,
-        description="code_tests: retries of a sandbox run that failed through the machinery; "
+        description="code_tests, humaneval: retries of a sandbox run that failed through the machinery; "
         "a row still failing is not scored (left out of training, never a silent 0).",
     )
     code_wall_seconds: float = Field(
-        5.0, gt=0.0, le=3600.0, description="code_tests: wall-clock limit of one test program."
+        5.0,
+        gt=0.0,
+        le=3600.0,
+        description="code_tests, humaneval: wall-clock limit of one test program.",
     )
     code_workers: int = Field(
-        4, ge=1, le=MAX_WORKERS, description="code_tests: test programs run at once per task."
+        4,
+        ge=1,
+        le=MAX_WORKERS,
+        description="code_tests, humaneval: test programs run at once per task.",
     )
     format_pattern: Annotated[str, AfterValidator(check_regex)] = Field(
         r"\\boxed\{.+?\}|####\s*\S+",

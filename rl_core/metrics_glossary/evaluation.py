@@ -99,8 +99,10 @@ EVALUATION_METRICS: tuple[MetricEntry, ...] = (
         "eval/pass_at_<k>",
         "fraction",
         "reasoning",
-        "Share of held-out prompts with at least one correct response among `eval.pass_k` "
-        "sampled ones.",
+        "Unbiased pass@k estimate (the Codex paper's 1 - C(n-c,k)/C(n,k), averaged over the "
+        "held-out prompts) from n = `eval.pass_k` responses sampled per prompt, c of them "
+        "correct: for k = `eval.pass_k` the share of prompts with at least one correct "
+        "sampled response, for k = 1 the mean share of correct sampled responses.",
     ),
     MetricEntry(
         "eval/response_length_mean",

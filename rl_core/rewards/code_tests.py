@@ -89,6 +89,9 @@ class CodeTestsReward:
             once).
     """
 
+    #: The name its log lines go by.
+    name = "code_tests"
+
     def __init__(self, reward_cfg: Any) -> None:
         self.sandbox_name = str(getattr(reward_cfg, "sandbox", "subprocess"))
         self.retries = int(getattr(reward_cfg, "sandbox_retries", 2))
@@ -97,18 +100,27 @@ class CodeTestsReward:
         self.limits = SandboxLimits(wall_seconds=wall, cpu_seconds=max(1, int(wall)))
         self._sandbox = LazySandbox(self.sandbox_name)
 
+    def program(self, completion: str, fields: dict[str, Any]) -> tuple[str, int]:
+        """The sandboxed program testing ``completion`` and its number of tests.
+
+        Subclasses change how a completion and a prompt row become the program (the
+        ``humaneval`` reward); the running and scoring stay here.
+        """
+        return harness_program(final_code(completion), fields)
+
     def score_one(self, completion: str, fields: dict[str, Any]) -> float:
         """The passed fraction of one completion (NaN: the sandbox kept failing)."""
-        program, total = harness_program(final_code(completion), fields)
+        program, total = self.program(completion, fields)
         for attempt in range(self.retries + 1):
             try:
                 run = self._sandbox.get().run(program, limits=self.limits)
             except Exception as exc:  # the sandbox's own machinery, not the code
-                logger.warning("code_tests: sandbox %r failed: %s", self.sandbox_name, exc)
+                logger.warning("%s: sandbox %r failed: %s", self.name, self.sandbox_name, exc)
                 continue
             if run.outcome is Outcome.INFRA_FAILURE:
                 logger.info(
-                    "code_tests: sandbox infrastructure failure (attempt %d): %s",
+                    "%s: sandbox infrastructure failure (attempt %d): %s",
+                    self.name,
                     attempt + 1,
                     run.detail,
                 )

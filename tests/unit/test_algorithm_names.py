@@ -30,6 +30,7 @@ EXPECTED = {
     "sft_arith": "sft",
     "agent_calc": "grpo",
     "code_tests": "grpo",
+    "code_humaneval": "grpo",
     "sft_agent_calc": "sft",
     "sft_code_tests": "sft",
     "rm_arith": "bradley_terry",

@@ -32,7 +32,12 @@ SCRIPT = ROOT / "scripts" / "gen_metric_docs.py"
 KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9_{}/-]*$")
 _PLACEHOLDER = re.compile(r"<([a-z_]+)>")
 #: Strings shaped like metric keys that are not metric keys, and why.
-NOT_METRIC_KEYS = {"application/json": "a MIME type (the S3 run lease)"}
+NOT_METRIC_KEYS = {
+    "application/json": "a MIME type (the S3 run lease)",
+    "openai/gsm8k": "a dataset's hub id (a data_source of the data_source reward)",
+    "lighteval/MATH": "a dataset's hub id (a data_source of the data_source reward)",
+    "openai/openai_humaneval": "a dataset's hub id (HumanEval rows' data_source)",
+}
 #: ``(file, function, variable, prefixes)``: the names ``variable`` takes in ``function``
 #: (keys of the dict assigned to it, keys stored into it, or the strings a ``for`` loop gives
 #: it; ``None``: keys of the dicts the function returns) become the keys ``prefix + name``.
