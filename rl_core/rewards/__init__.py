@@ -2,13 +2,14 @@
 
 Importing this package registers the built-in rewards: ``env`` (embodied) and the reasoning
 rewards ``math_verify``, ``format``, ``composite``, ``code_tests`` (unit tests in a sandbox),
-``humaneval`` (HumanEval's unit tests in the sandbox), ``reward_model`` (the model of
+``code_io`` (input/output test cases in the sandbox, verl's code rows), ``humaneval`` (HumanEval's unit tests in the sandbox), ``reward_model`` (the model of
 ``reward.model``, scored by reward-model workers), ``function`` (your function,
 ``reward.function``) and ``data_source`` (the built-in reward each row's ``data_source``
 names, verl's convention).
 """
 
 import rl_core.rewards.builtin  # noqa: F401 - registers the embodied reward
+import rl_core.rewards.code_io  # noqa: F401 - registers code_io
 import rl_core.rewards.code_tests  # noqa: F401 - registers code_tests
 import rl_core.rewards.data_source  # noqa: F401 - registers data_source
 import rl_core.rewards.humaneval  # noqa: F401 - registers humaneval
