@@ -55,7 +55,7 @@ def export_checkpoint_model(ref: Any, out_dir: Path, source: dict[str, Any]) -> 
         ``none``).
     """
     from infra.checkpoint.export import export_policy, policy_from_checkpoint, read_export_meta
-    from infra.tracking.mlflow_flavor import FLAVOR_TAG, add_mlflow_flavor
+    from infra.tracking.mlflow_flavor import FLAVOR_TAG, NO_FLAVOR, add_mlflow_flavor
 
     policy, config, spaces = policy_from_checkpoint(ref)
     export_policy(
@@ -71,7 +71,8 @@ def export_checkpoint_model(ref: Any, out_dir: Path, source: dict[str, Any]) -> 
     if "adapter" in meta:
         tags["adapter"] = f"{meta['adapter']['dir']}/ ({meta['adapter']['format']})"
         tags["base_model_fingerprint"] = str(meta["base_model"]["fingerprint"])
-    tags[FLAVOR_TAG] = add_mlflow_flavor(out_dir, config)
+    wanted = bool((config.get("tracking") or {}).get("mlflow_flavor", True))
+    tags[FLAVOR_TAG] = add_mlflow_flavor(out_dir, config) if wanted else NO_FLAVOR
     return tags
 
 

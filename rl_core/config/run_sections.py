@@ -210,6 +210,13 @@ class TrackingConfig(Section):
     """MLflow tracking."""
 
     enabled: bool = True
+    mlflow_flavor: bool = Field(
+        True,
+        description="Registered models are MLflow models too (mlflow.transformers / "
+        "mlflow.pyfunc load them). A language model's flavor loads and saves its weights "
+        "once more when it is registered (minutes and its size in CPU memory for a 7B "
+        "model); false registers rlpipe's model folder alone.",
+    )
     tracking_uri: str | None = Field(
         None,
         description="None: MLFLOW_TRACKING_URI if set, else a sqlite file under run.output_dir.",

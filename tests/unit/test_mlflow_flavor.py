@@ -306,3 +306,22 @@ def test_flavor_choice_and_observation_input(tmp_path: Path) -> None:
     assert observations_array(np.zeros((3, 4)), 4).dtype == np.float32
     with pytest.raises(ValueError, match=r"takes \[batch, 4\]"):
         observations_array(np.zeros((3, 5)), 4)
+
+
+def test_without_tracking_mlflow_flavor_the_rlpipe_folder_is_registered_alone(
+    tmp_path: Path,
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    cfg = load_config("ppo_cartpole", [*CONTROL["cartpole"], "tracking.mlflow_flavor=false"])
+    spaces = probe_spaces(cfg.env)
+    policy = get_model(cfg.model, spaces).eval()
+    store = _write_checkpoint(tmp_path / "ckpt", cfg, policy, policy.state_dict(), spaces)
+    _register(tmp_path, store, "rlpipe-no-flavor", "embodied")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    version = MlflowClient(uri, registry_uri=uri).get_model_version_by_alias(
+        "rlpipe-no-flavor", BEST_ALIAS
+    )
+    assert version.tags[FLAVOR_TAG] == "none"
+    folder = download_registered_model("models:/rlpipe-no-flavor@best", uri, tmp_path / "m")
+    assert (folder / META_FILE).is_file() and not (folder / MLMODEL_FILE).exists()
