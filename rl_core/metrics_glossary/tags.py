@@ -167,6 +167,15 @@ TAGS: tuple[TagEntry, ...] = (
         "base model).",
     ),
     TagEntry(
+        "mlflow_flavor",
+        "model version",
+        "`transformers`, `python_function` or `none`",
+        "The MLflow flavor the version's folder also is: `mlflow.transformers.load_model` "
+        "(language models) or `mlflow.pyfunc.load_model` (control policies) load it; `none`: "
+        "rlpipe's loaders only (other policies, `tracking.mlflow_flavor: false`, or a flavor "
+        "that could not be written).",
+    ),
+    TagEntry(
         "base_model_fingerprint",
         "model version",
         "12 hex digits",
