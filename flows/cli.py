@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flows.cli_args import (  # noqa: F401 - re-exported for the other CLIs
+    TRAIN_DESCRIPTION,
     add_trust_checkpoint_flag,
     build_parser,
     cli_overrides,
@@ -66,15 +67,20 @@ def run_cli(
     argv: list[str] | None = None,
     default_preset: str = DEFAULT_PRESET,
     prog: str = "python flows/train.py",
+    description: str = TRAIN_DESCRIPTION,
+    presets: list[str] | None = None,
 ) -> int:
     """Validate the config, make sure a Prefect API exists, run the flow.
+
+    ``description`` and ``presets`` are what ``--help`` says the command does and which
+    presets it lists (see :func:`~flows.cli_args.build_parser`).
 
     Returns:
         The exit code: 0 finished, 1 failed, 2 bad input, 130 stopped by Ctrl-C (SIGINT) or
         the run's budget, 143 stopped by SIGTERM.
     """
     # intermixed: overrides may come before and after options (`a.b=1 --config X c.d=2`)
-    args = build_parser(default_preset, prog).parse_intermixed_args(argv)
+    args = build_parser(default_preset, prog, description, presets).parse_intermixed_args(argv)
     apply_base_env()
     terminal = Terminal(console, verbose=args.verbose)
     replay_early_logs()

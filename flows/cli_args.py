@@ -10,19 +10,37 @@ import argparse
 from rl_core.config import available_presets, check_run_name
 from rl_core.config.loader import DEFAULT_PRESET
 
+#: ``--help`` description of the train CLI.
+TRAIN_DESCRIPTION = "Train a policy with rlpipe (Prefect flows over Ray workers, MLflow tracking)."
+#: Presets named with this prefix are supervised warm starts (``rlpipe sft``).
+SFT_PREFIX = "sft_"
+
+
+def sft_presets() -> list[str]:
+    """The shipped presets of supervised warm starts (``rlpipe sft``)."""
+    return [name for name in available_presets() if name.startswith(SFT_PREFIX)]
+
 
 def build_parser(
-    default_preset: str = DEFAULT_PRESET, prog: str = "python flows/train.py"
+    default_preset: str = DEFAULT_PRESET,
+    prog: str = "python flows/train.py",
+    description: str = TRAIN_DESCRIPTION,
+    presets: list[str] | None = None,
 ) -> argparse.ArgumentParser:
-    """Arguments of the train (and SFT) CLI."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Train a policy with rlpipe (Prefect flows over Ray workers, MLflow tracking).",
-    )
+    """Arguments of the train CLI (and of the SFT and demos CLIs, which share them).
+
+    Args:
+        default_preset: ``--config``'s default.
+        prog: The program name ``--help`` shows.
+        description: What ``--help`` says the command does.
+        presets: The presets ``--help`` lists (default: every shipped preset).
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    listed = available_presets() if presets is None else presets
     parser.add_argument(
         "--config",
         default=default_preset,
-        help=f"preset name or YAML path (presets: {', '.join(available_presets())})",
+        help=f"preset name or YAML path (presets: {', '.join(listed)})",
     )
     parser.add_argument(
         "--run-name", type=run_name_arg, help="run name (resume key); same as run.name=..."

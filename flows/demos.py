@@ -207,7 +207,16 @@ def main(argv: list[str] | None = None, prog: str = "rlpipe demos") -> int:
     """CLI entry point (the train CLI's arguments)."""
     from flows.cli import run_cli
 
-    return run_cli(_demos_cli, argv, default_preset="sft_mlp_metaworld", prog=prog)
+    return run_cli(
+        _demos_cli,
+        argv,
+        default_preset="sft_mlp_metaworld",
+        prog=prog,
+        description="Collect a preset's demonstration dataset with rlpipe: its env's scripted "
+        "expert plays demos.episodes episodes (or, with demos.import_from, LIBERO's "
+        "demonstration files are converted) into demos.path (default: a folder under "
+        "<run.output_dir>/demos/).",
+    )
 
 
 def _demos_cli(preset: str, overrides: list[str] | None = None) -> dict[str, Any]:

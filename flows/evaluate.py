@@ -127,11 +127,34 @@ def main(argv: list[str] | None = None, prog: str = "python flows/evaluate.py") 
     """CLI entry point."""
     from flows.cli import add_trust_checkpoint_flag, prefect_api, print_error, run_name_arg
 
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
-    parser.add_argument("--run-name", required=True, type=run_name_arg)
-    parser.add_argument("--output-dir", default="outputs")
-    parser.add_argument("--episodes", type=int, default=10)
-    parser.add_argument("--step", type=int, default=None)
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Evaluate a run's checkpoint: loads the latest committed checkpoint (or "
+        "--step) and logs eval/* to MLflow as a child run of the training run. Embodied runs: "
+        "--episodes episodes with deterministic actions on the run's fixed evaluation seeds; "
+        "reasoning runs: greedy accuracy, pass@k and sample rows on the run's held-out "
+        "prompts.",
+    )
+    parser.add_argument(
+        "--run-name", required=True, type=run_name_arg, help="the run to evaluate (its run.name)"
+    )
+    parser.add_argument(
+        "--output-dir",
+        default="outputs",
+        help="the run's run.output_dir, where its checkpoints are (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=10,
+        help="episodes to play (embodied runs; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--step",
+        type=int,
+        default=None,
+        help="evaluate the checkpoint of this step (default: the latest committed one)",
+    )
     parser.add_argument(
         "--checkpoint-uri",
         default=None,

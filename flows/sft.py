@@ -149,8 +149,18 @@ def log_demonstrations(session: Any, supervised: bool = True) -> None:
 def main(argv: list[str] | None = None, prog: str = "python flows/sft.py") -> int:
     """CLI entry point (the train CLI's arguments)."""
     from flows.cli import run_cli
+    from flows.cli_args import sft_presets
 
-    return run_cli(sft, argv, default_preset="sft_arith", prog=prog)
+    return run_cli(
+        sft,
+        argv,
+        default_preset="sft_arith",
+        prog=prog,
+        description="Supervised warm start with rlpipe: a language model trained on answers, "
+        "a control policy on demonstrations (collected first when missing); its model is "
+        "exported to <run.output_dir>/<run.name>/model for an RL run to start from.",
+        presets=sft_presets(),
+    )
 
 
 if __name__ == "__main__":
