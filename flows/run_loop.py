@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ def scheduled_run_name(run_name: str) -> str:
     The time is the flow run's scheduled start (a deployment's schedule), else now; see
     :mod:`rl_core.config.run_name_template`.
     """
-    when = flow_run.scheduled_start_time or datetime.now(timezone.utc)
+    when = flow_run.scheduled_start_time or datetime.now(UTC)
     return expand_run_name(run_name, when)
 
 

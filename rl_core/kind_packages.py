@@ -20,9 +20,8 @@ import importlib.metadata
 import logging
 import sys
 import threading
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import psutil
@@ -20,7 +20,7 @@ START_TIME_TOLERANCE_S = 1.0
 
 def utc_now_iso() -> str:
     """The current UTC time as ISO 8601 with milliseconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def process_start_time(pid: int) -> float | None:
@@ -100,7 +100,7 @@ def stale_reason(holder: dict[str, Any], age_s: float | None, default_ttl_s: flo
         renewed = _parse_time(holder.get("renewed_at"))
         if renewed is None:
             return None
-        age_s = (datetime.now(timezone.utc) - renewed).total_seconds()
+        age_s = (datetime.now(UTC) - renewed).total_seconds()
     if age_s > ttl:
         return f"not renewed for {age_s:.0f}s (TTL {ttl:.0f}s)"
     return None
@@ -111,4 +111,4 @@ def _parse_time(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(str(value))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -9,7 +9,7 @@ scheduled time instead.
 from __future__ import annotations
 
 import string
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from rl_core.config.loader import ConfigError
 
@@ -47,5 +47,5 @@ def expand_run_name(template: str, when: datetime) -> str:
             f"run_name {template!r}: unknown placeholder {{{unknown[0]}}}; "
             f"placeholders: {_ALLOWED}, the scheduled start of the flow run in UTC"
         )
-    utc = when.astimezone(timezone.utc) if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    utc = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
     return template.format(**{k: utc.strftime(f) for k, f in RUN_NAME_PLACEHOLDERS.items()})

@@ -15,7 +15,7 @@ import json
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -283,7 +283,7 @@ def scheduled_evaluation(env: dict[str, str], out: Path, parent_run_id: str) -> 
     params = {"run_name": "deploy-retry", "output_dir": str(out), "episodes": 2}
     # the scheduler only creates runs after now: the anchor must still lie ahead when the
     # deploy command (10-20 s on a loaded 2-core machine) has registered the deployment
-    anchor = datetime.now(timezone.utc) + timedelta(seconds=25)
+    anchor = datetime.now(UTC) + timedelta(seconds=25)
     prefect_cli(
         [
             *("--no-prompt", "deploy", "--name", "evaluate-latest"),
@@ -326,7 +326,7 @@ def scheduled_training(env: dict[str, str], out: Path) -> None:
             f"run.init_from={init_from}",
         ],
     }
-    start = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=5)
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=5)
     with (
         temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}),
         get_client(sync_client=True) as api,

@@ -7,11 +7,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from rl_core.config import available_presets, load_config
 from rl_core.config.loader import PRESET_DIR, load_raw_config, resolve_preset_path

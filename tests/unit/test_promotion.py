@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -181,7 +181,7 @@ def test_the_promote_trigger_takes_the_model_name_from_the_registration_event() 
     (trigger,) = deployment["triggers"]
     assert trigger["expect"] == [REGISTERED_EVENT]
     event = ReceivedEvent(
-        occurred=datetime.now(timezone.utc),
+        occurred=datetime.now(UTC),
         event=REGISTERED_EVENT,
         resource={"prefect.resource.id": f"mlflow.model.{NAME}", "rlpipe.model": NAME},
         id=uuid.uuid4(),

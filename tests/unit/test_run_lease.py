@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psutil
 import pytest
@@ -41,7 +41,7 @@ def store_uri(request: pytest.FixtureRequest, tmp_path) -> str:
 def foreign_record(renewed_ago_s: float, ttl_s: float = 60.0) -> dict:
     """A lease record of a process on another host, last renewed ``renewed_ago_s`` ago."""
     record = holder_record(RUN, "f" * 32, ttl_s)
-    renewed = datetime.now(timezone.utc) - timedelta(seconds=renewed_ago_s)
+    renewed = datetime.now(UTC) - timedelta(seconds=renewed_ago_s)
     record.update(
         host="trainer-elsewhere",
         pid=4242,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from rl_core.config import ConfigError
 from rl_core.config.run_name_template import expand_run_name
 
-NIGHT = datetime(2026, 11, 28, 2, 30, tzinfo=timezone.utc)
+NIGHT = datetime(2026, 11, 28, 2, 30, tzinfo=UTC)
 
 
 def test_placeholders_take_the_scheduled_start_in_utc() -> None:
