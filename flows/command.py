@@ -11,8 +11,8 @@
     rlpipe runs [--output-dir outputs]                         # local runs and their state
     rlpipe stack [up|down|status|env]                          # = bash scripts/stack.sh
 
-``rlpipe <command> --help`` shows a command's options. Each command keeps its own exit
-codes (``docs/faq.md``, "Exit codes").
+``rlpipe <command> --help`` shows a command's options; ``rlpipe --version`` the installed
+version. Each command keeps its own exit codes (``docs/faq.md``, "Exit codes").
 """
 
 from __future__ import annotations
@@ -83,13 +83,28 @@ def usage() -> str:
     return (
         "usage: rlpipe <command> [options]\n\ncommands:\n"
         + "\n".join(lines)
-        + "\n\n`rlpipe <command> --help` shows a command's options."
+        + "\n\n`rlpipe <command> --help` shows a command's options; `rlpipe --version` the "
+        "installed version."
     )
+
+
+def version() -> str:
+    """The installed rlpipe's version (its package metadata; ``CHANGELOG.md`` per version)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    try:
+        return package_version("rlpipe")
+    except PackageNotFoundError:  # a checkout run without installing it
+        return "unknown (not installed: pip install -e .)"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``rlpipe``; returns the exit code (2: no or unknown command)."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] in ("-V", "--version"):
+        sys.stdout.write(f"rlpipe {version()}\n")
+        return 0
     if not args or args[0] in ("-h", "--help"):
         sys.stdout.write(usage() + "\n")
         return 0 if args else 2

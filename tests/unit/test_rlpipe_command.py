@@ -24,6 +24,17 @@ def test_help_lists_every_command_and_unknown_ones_fail(capsys):
     assert "unknown command 'trian'" in capsys.readouterr().err
 
 
+def test_version_is_the_package_version_with_a_changelog_section(capsys):
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    assert command.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"rlpipe {declared}\n"
+    assert f"\n## {declared} " in (root / "CHANGELOG.md").read_text()
+
+
 @pytest.mark.parametrize("name", sorted(command.COMMANDS))
 def test_each_command_answers_help_under_its_rlpipe_name(name, capsys):
     with pytest.raises(SystemExit) as exit_info:
