@@ -85,7 +85,7 @@ def _load_split(options: HFOptions, split: str) -> Any:
         datasets = importlib.import_module("datasets")
     except ImportError as exc:
         raise ImportError(f"data.source hf needs Hugging Face datasets: {INSTALL_HINT}") from exc
-    folder = Path(options.path)
+    folder = Path(options.path).expanduser()
     try:
         if folder.is_dir() and _saved_to_disk(folder):
             loaded = datasets.load_from_disk(str(folder))
