@@ -105,7 +105,7 @@ def load_prompt_file(
     if on_bad_row not in ("skip", "error"):
         raise ValueError(f"on_bad_row must be 'skip' or 'error', got {on_bad_row!r}")
     name = os.fspath(path)
-    file = Path(name)
+    file = Path(name).expanduser()
     suffix = file.suffix.lower()
     if suffix not in SUPPORTED_EXTENSIONS:
         raise DataFileError(
