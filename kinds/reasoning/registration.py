@@ -38,6 +38,10 @@ def protocol(cfg: ReasoningConfig) -> dict[str, Any]:
             data.prompt_template,
             data.apply_chat_template,
             data.system_prompt,
+            # a source's own settings (hf: the dataset and its held-out split) and the
+            # over-long prompts left out of the held-out set
+            data.options,
+            data.max_prompt_length if data.filter_overlong_prompts else None,
         ],
         # the score is greedy (pass_k does not count), judged by the correct_when reward
         "eval": [cfg.rollout.max_new_tokens, cfg.eval.correct_when],
@@ -50,7 +54,7 @@ def data_fingerprint(cfg: ReasoningConfig, digest: Any) -> None:
     if PROMPT_SOURCES.get(cfg.data.source).reads_files:
         for path in [*cfg.data.train_files, *cfg.data.eval_files]:
             digest.update(Path(path).name.encode())
-            with open(path, "rb") as handle:
+            with open(Path(path).expanduser(), "rb") as handle:
                 while chunk := handle.read(_CHUNK):
                     digest.update(chunk)
         return

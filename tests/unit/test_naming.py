@@ -61,6 +61,12 @@ def test_off_policy_and_reasoning_tasks():
     harder = load_config("grpo_arith", ["data.arithmetic_max_operand=999"])
     assert task_name(harder) == "arith-add-999"
     assert eval_protocol(harder) != eval_protocol(grpo)
+    # a Hugging Face dataset's held-out split is part of the protocol
+    test = ["data.source=hf", "data.options={path: data/ds, eval_split: test}"]
+    dev = ["data.source=hf", "data.options={path: data/ds, eval_split: dev}"]
+    assert eval_protocol(load_config("grpo_arith", test)) != eval_protocol(
+        load_config("grpo_arith", dev)
+    )
 
 
 def test_protocol_ignores_training_settings_and_counts_evaluation_ones():
