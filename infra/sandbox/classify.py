@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 from dataclasses import dataclass
 
@@ -105,6 +106,9 @@ def parse_report(data: bytes) -> LauncherReport:
     return report
 
 
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b")
+
+
 def limit_from_stderr(stderr: str) -> str | None:
     """The limit a Python program's last error line names, if any.
 
@@ -117,7 +121,10 @@ def limit_from_stderr(stderr: str) -> str | None:
     lines = [line for line in stderr.splitlines() if line.strip()]
     if not lines:
         return None
-    last = lines[-1]
+    # the last exception line: processes the code forked write their tracebacks to the
+    # same stream, so the last line may be a fragment of another one's traceback
+    errors = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    last = errors[-1] if errors else lines[-1]
     if last.startswith("MemoryError") or f"[Errno {errno.ENOMEM}]" in last:
         return "memory"
     if f"[Errno {errno.EFBIG}]" in last:

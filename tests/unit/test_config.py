@@ -177,7 +177,7 @@ def test_unknown_section_lists_sections():
         (
             "reward.reward_type=nope",
             "reward.reward_type",
-            "code_tests, composite, data_source, env, format, function, humaneval",
+            "code_io, code_tests, composite, data_source, env, format, function",
         ),
     ],
 )

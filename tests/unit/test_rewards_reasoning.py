@@ -314,7 +314,7 @@ def test_unknown_component_lists_known_rewards():
     msg = error_of("reward.components={math_verify: 1.0, nope: 0.5}")
     line = next(x for x in msg.splitlines() if "reward.components" in x)
     assert "unknown reward 'nope'" in line
-    assert "known: code_tests, composite, data_source, env, format, function, humaneval" in line
+    assert "known: code_io, code_tests, composite, data_source, env, format, function" in line
 
 
 @pytest.mark.parametrize(
