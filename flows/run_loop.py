@@ -132,7 +132,9 @@ def prepare_model_files(cfg: RLPipeConfig) -> RLPipeConfig:
 
     A Hugging Face hub id becomes its snapshot folder in the local Hugging Face cache
     (downloaded first with ``model.hub_download``; :mod:`infra.hub_models`).
-    ``model.tiny_init`` creates the tiny test model at ``model.model_path`` if it is missing.
+    ``model.tiny_init`` creates the tiny test model at ``model.model_path`` if it is missing;
+    a relative path of a tiny model is under ``run.output_dir`` (it is the run's own output,
+    like its checkpoints), any other relative path under the working directory.
     Kinds whose model has no ``model_path`` (control policies) are returned unchanged.
 
     Raises:
@@ -145,8 +147,9 @@ def prepare_model_files(cfg: RLPipeConfig) -> RLPipeConfig:
         cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"model_path": cached})})
     elif cfg.model.model_path and not Path(cfg.model.model_path).is_absolute():
         # workers may run elsewhere than the driver's working directory
+        base = Path(cfg.run.output_dir) if cfg.model.tiny_init else Path()
         model = cfg.model.model_copy(
-            update={"model_path": str(Path(cfg.model.model_path).resolve())}
+            update={"model_path": str((base / cfg.model.model_path).resolve())}
         )
         cfg = cfg.model_copy(update={"model": model})
     if cfg.model.tiny_init and cfg.model.model_path:

@@ -96,9 +96,9 @@ def _index_sets(
         bad = [i for i in indices if i >= total]
         if bad:
             raise PlacementError(
-                f"cluster.component_placement.{name} uses GPU {bad[0]} "
-                f"(of {format_indices(indices)}) but the cluster has {cluster.describe()}; "
-                f"allowed 0-{total - 1}"
+                f"cluster.component_placement.{name}: GPU index {bad[0]} (in "
+                f"{format_indices(indices)}) does not exist: the cluster has "
+                f"{cluster.describe()}; allowed GPU indices 0-{total - 1}"
             )
         sets[name] = (indices, spec == "all")
     return sets

@@ -81,7 +81,8 @@ class EmbodiedModelConfig(ModelConfig):
     tiny_init: bool = Field(
         False,
         description="vla_oft: create the tiny byte-level test backbone at model_path when it "
-        "does not exist (nothing is downloaded; for CPU runs and tests).",
+        "does not exist (nothing is downloaded; for CPU runs and tests); a relative "
+        "model_path is then under run.output_dir.",
     )
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
         "float32", description="vla_oft: weight dtype of the backbone (bfloat16 on GPU)."

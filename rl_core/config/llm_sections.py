@@ -44,7 +44,7 @@ class HuggingFaceModelConfig(ModelConfig):
     tiny_init: bool = Field(
         False,
         description="Create the tiny byte-level test model at model_path when it does not "
-        "exist (nothing is downloaded).",
+        "exist (nothing is downloaded); a relative model_path is then under run.output_dir.",
     )
 
 

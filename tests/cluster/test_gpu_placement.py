@@ -150,7 +150,7 @@ def test_a_placement_beyond_the_cluster_fails_before_any_worker_starts(four_gpus
     with pytest.raises(PlacementError) as info:
         place(cfg, {"env": 1, "rollout": 1, "actor": 4})
     message = str(info.value)
-    assert "cluster.component_placement.actor uses GPU 4 (of 2-5)" in message
+    assert "cluster.component_placement.actor: GPU index 4 (in 2-5) does not exist" in message
     assert "4 GPUs (1 node(s) x 4)" in message
     assert live_placement_groups() == before  # nothing reserved
 

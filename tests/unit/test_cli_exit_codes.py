@@ -119,8 +119,8 @@ def test_a_placement_the_cluster_cannot_host_is_bad_input(cli, capsys) -> None:
     """(That ``place`` refuses it before any worker starts, naming the allowed GPUs, is
     ``tests/cluster/test_gpu_placement.py``.)"""
     message = (
-        "cluster.component_placement.actor uses GPU 1 (of 1) but the cluster has 1 GPU "
-        "(1 node(s) x 1); allowed 0-0"
+        "cluster.component_placement.actor: GPU index 1 (in 1) does not exist: the cluster "
+        "has 1 GPU (1 node(s) x 1); allowed GPU indices 0-0"
     )
 
     def refused(**kwargs: Any) -> dict[str, Any]:

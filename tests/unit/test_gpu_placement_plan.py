@@ -104,8 +104,8 @@ def test_a_gpu_the_cluster_lacks_is_refused_naming_component_indices_and_cluster
             TWO_BY_TWO,
         )
     message = str(info.value)
-    assert "cluster.component_placement.actor uses GPU 4 (of 2-5)" in message
-    assert "4 GPUs (2 node(s) x 2)" in message and "allowed 0-3" in message
+    assert "cluster.component_placement.actor: GPU index 4 (in 2-5) does not exist" in message
+    assert "4 GPUs (2 node(s) x 2)" in message and "allowed GPU indices 0-3" in message
 
 
 def test_workers_that_do_not_divide_over_their_gpus_are_refused():

@@ -80,3 +80,46 @@ def test_without_an_export_sft_runs_first(tmp_path: Path, monkeypatch) -> None:
 
     monkeypatch.setattr(train_module, "sft", finishing_sft)
     assert prepare_model(cfg).model.model_path == str(model_dir.resolve())
+
+
+@pytest.mark.parametrize("preset", ["sft_agent_calc", "sft_arith", "sft_vla_metaworld"])
+def test_a_preset_creates_its_tiny_model_under_the_runs_output_dir(
+    preset: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not under ``./outputs`` of the working directory: a run with ``run.output_dir`` set
+    writes nothing outside it."""
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    created: list[str] = []
+    monkeypatch.setattr(
+        "rl_core.models.tiny_lm.create_tiny_lm", lambda path, seed=0: created.append(path)
+    )
+    out = tmp_path / "runs"
+    cfg = train_module.prepare_model_files(load_config(preset, [f"run.output_dir={out}"]))
+    relative = load_config(preset).model.model_path
+    assert not Path(relative).is_absolute()
+    assert cfg.model.model_path == str((out / relative).resolve())
+    assert created == [cfg.model.model_path] and list(workdir.iterdir()) == []
+    absolute = tmp_path / "elsewhere" / "lm"
+    cfg = train_module.prepare_model_files(
+        load_config(preset, [f"run.output_dir={out}", f"model.model_path={absolute}"])
+    )
+    assert cfg.model.model_path == str(absolute)
+
+
+def test_a_warm_start_registers_under_another_name_than_the_run_it_feeds() -> None:
+    """Under one name, the SFT version and the RL versions would compete for ``best`` (and
+    where their evaluation protocols differ, each registration of the RL run warns)."""
+    from rl_core.config.loader import available_presets
+    from rl_core.config.naming import registered_model_name
+
+    pairs = []
+    for name in available_presets():
+        cfg = load_config(name)
+        if cfg.run.warm_start and registered_model_name(cfg):
+            sft = load_config(cfg.run.warm_start)
+            pairs.append(name)
+            assert registered_model_name(sft) != registered_model_name(cfg), name
+            assert registered_model_name(sft).endswith("-sft"), cfg.run.warm_start
+    assert {"grpo_arith", "agent_calc", "code_tests", "grpo_vla_metaworld"} <= set(pairs)
