@@ -4,7 +4,9 @@ Prefect logs a line per task run and per flow run state (7–9 per iteration); o
 CLI shows instead one progress display (iteration bar, ETA and the iteration's figures)
 plus rlpipe's own messages, warnings and errors. Everything, Prefect's lines included,
 goes to the run's log file, ``<run.output_dir>/<run.name>/rlpipe.log``; ``-v`` shows it
-all on screen too. When the terminal is not interactive (a pipe, a CI log) the display is
+all on screen too. Ray workers' output comes through logging: a worker that dies leaves
+its traceback and crash dump in the log file, not on screen
+(:mod:`infra.cluster.worker_output`). When the terminal is not interactive (a pipe, a CI log) the display is
 one plain progress line per iteration.
 """
 
@@ -21,6 +23,7 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from flows import PROJECT_LOGGERS
+from infra.cluster import worker_output
 from infra.log_detail import DETAIL_FIELD
 
 #: Logger of the per-iteration progress records (their ``rlpipe_progress`` attribute holds
@@ -153,6 +156,7 @@ class Terminal:
         if not verbose:  # MLflow's own INFO lines (database set-up, system metrics)
             logging.getLogger("mlflow").setLevel(logging.WARNING)
         quiet_worker_consoles(verbose)
+        worker_output.route_worker_output()  # a dead worker's dump: to the log file
         if self._display is not None:
             logging.getLogger(PROGRESS_LOGGER).addHandler(self._display)
         self._screen: logging.Handler | None = screen
@@ -191,6 +195,7 @@ class Terminal:
 
     def close(self) -> None:
         """Stop the live display and close the log file."""
+        worker_output.restore()
         if self._display is not None:
             logging.getLogger(PROGRESS_LOGGER).removeHandler(self._display)
             self._display.close()

@@ -11,6 +11,7 @@ from typing import Any
 
 import ray
 
+from infra.cluster import worker_output
 from infra.cluster.runtime_env import (
     all_store_access_vars,
     apply_base_env,
@@ -108,6 +109,7 @@ def connect(
             ray.init(**kwargs)
         if callable(previous_sigterm):  # Ray replaces it; keep the application's own handler
             signal.signal(signal.SIGTERM, previous_sigterm)
+        worker_output.install()  # (when the CLI routes workers' output through logging)
     return ray.cluster_resources()
 
 

@@ -143,3 +143,11 @@ def test_module_failing_inside_workers_stops_the_run_clearly(
         "inside Ray workers"
     ) in text
     assert not (tmp_path / "ppo-cartpole" / "checkpoints" / "latest.json").exists()
+    # the terminal: rlpipe's few start-up lines and the error with the log's path; the dead
+    # worker's traceback, abort stack and module list are in the run's log only
+    log = tmp_path / "ppo-cartpole" / "rlpipe.log"
+    lines = text.strip().splitlines()
+    assert len(lines) <= 10 and f"(full log: {log})" in lines[-1], text[-3000:]
+    assert "(EnvWorker pid=" not in text, text[-3000:]
+    logged = log.read_text()
+    assert "(EnvWorker pid=" in logged and "Extension modules:" in logged
