@@ -25,6 +25,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from infra.provenance import short_commit  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 VLLM_PY = str(ROOT / ".venv-vllm" / "bin" / "python")
@@ -90,20 +94,6 @@ MEASUREMENTS: tuple[Measurement, ...] = (
 )
 
 
-def commit() -> str:
-    """The checkout's short commit, with ``+dirty`` when it has uncommitted changes."""
-    rev = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return f"{rev}+dirty" if dirty else rev
-
-
 def stack_start(log: Path) -> None:
     """Time ``scripts/stack.py up`` in a temporary home until it writes ``stack.json``."""
     with tempfile.TemporaryDirectory(prefix="rlpipe-headline-stack-") as tmp:
@@ -146,7 +136,7 @@ def main() -> int:
     known = {m.name for m in MEASUREMENTS}
     if unknown := (only | skip) - known:
         parser.error(f"unknown measurement(s) {sorted(unknown)}; known: {sorted(known)}")
-    out = ROOT / "outputs" / "headline" / commit()
+    out = ROOT / "outputs" / "headline" / short_commit(ROOT)
     out.mkdir(parents=True, exist_ok=True)
     times_file = out / "times.json"
     times = json.loads(times_file.read_text()) if times_file.is_file() else {}

@@ -31,3 +31,11 @@ def git_commit(root: Path = ROOT) -> str | None:
         return None
     commit = head.stdout.strip()
     return f"{commit}-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else commit
+
+
+def short_commit(root: Path = ROOT) -> str:
+    """:func:`git_commit` in 7 hex digits (``abc1234``, ``abc1234-dirty``; ``unknown``)."""
+    commit = git_commit(root)
+    if commit is None:
+        return "unknown"
+    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")

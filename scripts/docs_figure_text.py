@@ -1,8 +1,8 @@
 """The text of the docs' figure blocks, from the results of the documented runs.
 
 Used by ``scripts/make_docs_figures.py``; a result is any object with the fields of its
-``RunResult`` (``command``, ``seconds``, ``summary``, ``last_line``, ``summary_text``,
-``metrics``, ``curve``).
+``RunResult`` (``command``, ``commit``, ``seconds``, ``summary``, ``last_line``,
+``summary_text``, ``metrics``, ``curve``).
 """
 
 from __future__ import annotations
@@ -69,10 +69,14 @@ def iteration_seconds(result: Any) -> float:
     return sum(value for _, value in result.metrics.get("time/iteration", []))
 
 
+def measured_by(result: Any) -> str:
+    """``Measured by `python scripts/make_docs_figures.py` at commit `abc1234```."""
+    return f"Measured by `{REPRODUCE}` at commit `{result.commit}`"
+
+
 def _measured(result: Any, cores: int) -> str:
     return (
-        f"Measured by `{REPRODUCE}` (a fresh `{result.command}`, seed 0, on {cores} CPU "
-        f"cores, no GPU)"
+        f"{measured_by(result)} (a fresh `{result.command}`, seed 0, on {cores} CPU cores, no GPU)"
     )
 
 
@@ -174,7 +178,7 @@ def rl_arith(results: dict[str, Any], sft: Any, cores: int) -> str:
         for preset, r in results.items()
     )
     return (
-        f"Measured by `{REPRODUCE}` on {cores} CPU cores, no GPU, seed 0: right after the "
+        f"{measured_by(next(iter(results.values())))} on {cores} CPU cores, no GPU, seed 0: right after the "
         f"`sft_arith` run above, each preset ran fresh (`python flows/train.py --config "
         "PRESET`) and warm-started from that run's export, whose held-out accuracy is the "
         '"before" column (each run evaluates it before training). Held-out accuracy on 200 '
@@ -196,7 +200,7 @@ def grpo_arith_learning(results: dict[str, Any], cores: int) -> str:
     )
     gain = 100 * ((last or before) - before)
     return (
-        f"Measured by `{REPRODUCE}` (seed 0, {cores} CPU cores, no GPU): from the `sft_arith` "
+        f"{measured_by(r)} (seed 0, {cores} CPU cores, no GPU): from the `sft_arith` "
         f"export ({_percent(before)} held-out accuracy, evaluated before training), "
         f"`grpo_arith` reaches {_percent(accuracy.get(10))} after 10 iterations and "
         f"{_percent(last)} after {max(accuracy) if accuracy else 0} (best {cells[-1]}), "
@@ -213,7 +217,7 @@ def megatron_learning(results: dict[str, Any], cores: int) -> str:
         for preset, label in (("grpo_arith", "FSDP2, 1 rank"), ("grpo_arith_megatron", "TP 2"))
     )
     return (
-        f"Measured by `{REPRODUCE}` on {cores} CPU cores, seed 0: both from the same "
+        f"{measured_by(results['grpo_arith'])} on {cores} CPU cores, seed 0: both from the same "
         "`sft_arith` export, held-out accuracy on 200 prompts, greedy, after iteration k, and "
         "the sum of the iteration times:\n\n"
         f"{_rl_header(('iterations',))}{rows}"

@@ -31,9 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 import docs_figure_text as text  # noqa: E402
 from docs_blocks import rewrite_file  # noqa: E402
+
+from infra.provenance import short_commit  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "docs" / "images"
@@ -55,6 +58,7 @@ class RunResult:
     """What one documented command printed and logged."""
 
     command: str
+    commit: str
     seconds: float
     summary: dict[str, str]
     last_line: str
@@ -96,6 +100,7 @@ def run_command(script: str, workdir: Path, *args: str) -> RunResult:
     summary_text, summary = text.parse_summary(output)
     return RunResult(
         command=" ".join(("python", script, *args)),
+        commit=short_commit(ROOT),
         seconds=seconds,
         summary=summary,
         last_line=text.last_iteration_line(output),

@@ -105,6 +105,7 @@ def test_block_texts_carry_the_run_numbers():
     shown, fields = text.parse_summary(SAMPLE_OUTPUT)
     result = SimpleNamespace(
         command="python flows/train.py",
+        commit="abc1234",
         seconds=75.4,
         summary=fields,
         last_line=text.last_iteration_line(SAMPLE_OUTPUT),
@@ -116,8 +117,10 @@ def test_block_texts_carry_the_run_numbers():
     assert "solved at iteration 12 (evaluation return 500.0)" in body
     assert "4 s of iterations, 1 min 15 s for the whole command" in body
     assert blocks.REPRODUCE in body and "iter 12/60" in body
+    assert f"`{blocks.REPRODUCE}` at commit `abc1234`" in body
     sft = SimpleNamespace(
         command="python flows/sft.py",
+        commit="abc1234",
         seconds=110,
         summary={"iterations": "7", "last_eval_return": "0.725"},
         metrics={"accuracy": [(i, i / 10) for i in range(1, 8)]},
@@ -144,6 +147,7 @@ def test_rl_tables_read_before_each_column_and_the_best():
     def result(command: str) -> SimpleNamespace:
         return SimpleNamespace(
             command=command,
+            commit="def5678",
             seconds=130.0,
             output=RL_OUTPUT,
             metrics={
@@ -165,3 +169,4 @@ def test_rl_tables_read_before_each_column_and_the_best():
     megatron = text.megatron_learning(results, 2)
     assert "| `grpo_arith_megatron` (TP 2) | 66.0% | 79.5%" in megatron
     assert blocks.REPRODUCE in paragraph and blocks.REPRODUCE in megatron
+    assert all("at commit `def5678`" in body for body in (table, paragraph, megatron))
