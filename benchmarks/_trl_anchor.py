@@ -183,16 +183,12 @@ def grpo_config(cfg: Any, output_dir: str, max_steps: int) -> Any:
 def _evaluator(cfg: Any, model: Any, tokenizer: Any) -> Any:
     """rlpipe's in-process held-out evaluation, on the TRL model being trained."""
     from kinds.reasoning.checkpoint_eval import CheckpointEvaluator
-    from rl_core.llm.prompting import encode_prompts, load_task_samples
 
     class TrainingModelEvaluator(CheckpointEvaluator):
         """:class:`CheckpointEvaluator` over a live model instead of a checkpoint."""
 
         def __init__(self) -> None:
-            self.cfg, self.config_dict = cfg, cfg.model_dump(mode="json")
-            self.model, self.tokenizer = model, tokenizer
-            _, self.eval_samples = load_task_samples(cfg.data)
-            self.eval_prompts = encode_prompts(self.eval_samples, cfg.data, tokenizer)
+            self.prepare(cfg, model, tokenizer)
 
     return TrainingModelEvaluator()
 

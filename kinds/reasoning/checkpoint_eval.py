@@ -34,10 +34,20 @@ class CheckpointEvaluator:
 
     def __init__(self, ref: CheckpointRef) -> None:
         policy, config, _ = policy_from_checkpoint(ref)
-        self.cfg = validate_config(config, source=f"{ref.location} config.json")
-        self.config_dict = self.cfg.model_dump(mode="json")
-        self.model = policy.pretrained_model()
-        self.tokenizer = policy.pretrained_tokenizer()
+        cfg = validate_config(config, source=f"{ref.location} config.json")
+        self.prepare(cfg, policy.pretrained_model(), policy.pretrained_tokenizer())
+
+    def prepare(self, cfg: Any, model: Any, tokenizer: Any) -> None:
+        """Evaluate ``model`` (a Hugging Face causal LM) as the run of ``cfg`` evaluates.
+
+        Args:
+            cfg: The run's validated config.
+            model: The model to evaluate (the checkpoint's, or one being trained).
+            tokenizer: Its tokenizer.
+        """
+        self.cfg = cfg
+        self.config_dict = cfg.model_dump(mode="json")
+        self.model, self.tokenizer = model, tokenizer
         _, held = load_task_samples(self.cfg.data)
         self.eval_samples, self.eval_prompts = fit_prompts(held, self.cfg.data, self.tokenizer)
         self.reward_plan = reward_plan(self.cfg.reward)
