@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 mkdir -p build
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
-  echo "creating .venv (first run installs about 3 GB, a few minutes)" >&2
+  echo "creating .venv (first run installs about 5 GB, a few minutes)" >&2
   "$PY" -m venv .venv
 fi
 

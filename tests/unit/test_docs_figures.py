@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -69,6 +70,7 @@ def test_every_figure_block_exists_once_and_says_how_to_reproduce():
             assert page.count(start) == 1 and page.count(end) == 1, (name, block)
             body = page.split(start, 1)[1].split(end, 1)[0]
             assert blocks.REPRODUCE in body, (name, block)
+            assert re.search(r"at commit `[0-9a-f]{7}`", body), (name, block, "no commit")
             declared.add((name, block))
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     found = {
