@@ -39,6 +39,16 @@ class RewindLimitError(RuntimeError):
     """Workers died at the same iteration more often than the retry budget allows."""
 
 
+class StoppedBeforeRetryError(RuntimeError):
+    """A stop was requested: a retried iteration does not rebuild workers, the run stops.
+
+    Prefect cancels a deployment run by signalling its process group, which holds a local
+    Ray cluster's processes too: the workers stop with the same signal, and rebuilding them
+    (with Ray's own processes gone) would outlive the cancellation's grace period. The run
+    stops at its last committed checkpoint instead, releasing its lease.
+    """
+
+
 @dataclass
 class IterationJournal:
     """Which steps of one iteration started and completed (with their results)."""
@@ -75,6 +85,13 @@ class IterationGuard:
         self.journal.attempts += 1
         if attempt <= 1:
             return None
+        from infra.driver.session import STOP_REQUESTED  # (session imports this module)
+
+        if STOP_REQUESTED.is_set():
+            raise StoppedBeforeRetryError(
+                f"iteration {iteration}: a stop was requested; its retry does not rebuild "
+                "workers (the run stops at its last committed checkpoint)"
+            )
         rebuilt = self.session.runtime.repair()
         if not rebuilt:
             done = ", ".join(self.journal.completed) or "none"

@@ -4,7 +4,8 @@ dead workers rewind (counted against the retry budget)."""
 import pytest
 
 from infra.driver.faults import FaultInjector
-from infra.driver.guard import IterationGuard, RewindLimitError
+from infra.driver.guard import IterationGuard, RewindLimitError, StoppedBeforeRetryError
+from infra.driver.session import STOP_REQUESTED
 from infra.driver.step_runtime import StepResult
 
 
@@ -121,3 +122,19 @@ def test_an_iteration_that_failed_for_good_rewinds_only_if_workers_died():
     session.runtime.dead = {"env": [0]}
     with pytest.raises(RewindLimitError, match="iteration 3: workers died 2 times"):
         guard.recover(3)  # the same budget as the iteration flow's retries
+
+
+def test_after_a_stop_request_a_retry_rebuilds_nothing_and_fails_at_once():
+    """The signal that asked for the stop may have stopped the workers (Prefect signals a
+    deployment run's process group, local Ray cluster included): no respawn, no hang."""
+    session = Session()
+    session.runtime.dead = {"env": [0]}
+    guard = IterationGuard(session, max_rewinds=2)
+    assert guard.begin(3, attempt=1) is None
+    STOP_REQUESTED.set()
+    try:
+        with pytest.raises(StoppedBeforeRetryError, match="iteration 3: a stop was requested"):
+            guard.begin(3, attempt=2)
+    finally:
+        STOP_REQUESTED.clear()
+    assert session.runtime.dead == {"env": [0]} and session.rewinds == 0  # not repaired
