@@ -69,10 +69,7 @@ class WorkerOutputLogger:
                 if any(marker in line for marker in CRASH_MARKERS):
                     self._crashed.add(pid)
                 crashed = pid in self._crashed
-            if crashed:
-                logger.info("%s%s", prefix, line, extra=DETAIL)
-            else:
-                logger.info("%s%s", prefix, line)
+            logger.info("%s%s", prefix, line, extra=DETAIL if crashed else None)
 
 
 def worker_label(data: dict[str, Any]) -> str:
