@@ -44,7 +44,8 @@ def start_mlflow(folder: Path, port: int) -> subprocess.Popen:
         )
 
 
-def wait_until(check, what: str, timeout: float = 180.0, proc=None) -> None:
+def wait_until(check, what: str, timeout: float = 180.0, proc=None, detail=None) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` (and ``detail()``, if given)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -52,7 +53,7 @@ def wait_until(check, what: str, timeout: float = 180.0, proc=None) -> None:
         if check():
             return
         time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}" + (f"\n{detail()}" if detail else ""))
 
 
 def answers(url: str) -> bool:
@@ -67,6 +68,14 @@ def iterations_done(log: Path) -> int:
     """How many iteration flow runs the soak's output reports finished."""
     done = re.findall(r"Flow run 'iteration-(\d+)' - Finished in state", log.read_text())
     return 1 + max(map(int, done), default=-1)
+
+
+def timeline(log: Path, tail: int = 40) -> str:
+    """Iterations finished per 10 s of the soak's output, and its last lines (for failures)."""
+    lines = log.read_text().splitlines()
+    ends = [ln[:7] for ln in lines if re.search(r"Flow run 'iteration-\d+' - Finished", ln)]
+    counts = [f"{at}x: {ends.count(at)}" for at in dict.fromkeys(ends)]
+    return "iterations finished per 10 s: " + ", ".join(counts) + "\n" + "\n".join(lines[-tail:])
 
 
 def test_200_iterations_ride_out_a_prefect_restart_and_a_minute_without_mlflow(tmp_path):
@@ -109,12 +118,21 @@ def test_200_iterations_ride_out_a_prefect_restart_and_a_minute_without_mlflow(t
 
         wait_until(lambda: iterations_done(log) >= MLFLOW_DOWN_AT, "iteration 20", proc=soak)
         kill_process_group(mlflow, signal.SIGTERM)
-        down_at = iterations_done(log)
-        time.sleep(MLFLOW_DOWN_S)
-        assert iterations_done(log) > down_at + 5, "training stopped while MLflow was down"
+        down_since, down_at = time.monotonic(), iterations_done(log)
+        # training goes on without MLflow (an iteration takes ~0.5 s; the bound leaves room
+        # for the CI machine's other lane), and MLflow stays down for at least a minute
+        wait_until(
+            lambda: iterations_done(log) > down_at + 5,
+            "5 iterations while MLflow is down (training stopped?)",
+            timeout=240,
+            proc=soak,
+            detail=lambda: timeline(log),
+        )
+        time.sleep(max(0.0, MLFLOW_DOWN_S - (time.monotonic() - down_since)))
         mlflow = start_mlflow(tmp_path / "mlflow", mlflow_port)
 
         assert soak.wait(timeout=900) == 0, log.read_text()[-6000:]
+        since_outage_s = time.monotonic() - down_since
     finally:
         if soak is not None and soak.poll() is None:
             kill_process_group(soak)
@@ -125,7 +143,7 @@ def test_200_iterations_ride_out_a_prefect_restart_and_a_minute_without_mlflow(t
         assert figures["logged_steps"] == list(range(ITERATIONS))  # each once, none lost
         # one line a minute while MLflow was down, not urllib3's line per retried request
         notices = output.count(f"127.0.0.1:{mlflow_port} does not answer")
-        assert 1 <= notices <= 3, output[-6000:]
+        assert 1 <= notices <= 1 + since_outage_s // 60, (since_outage_s, output[-6000:])
         assert "Retrying (Retry(" not in output
         # the server's SQLite writes waited for each other: no 503 and 2 s client retry
         # (the first server is left out: requests cut by its stop may log retryable errors)
