@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
@@ -64,17 +65,20 @@ def answers(url: str) -> bool:
         return False
 
 
+#: The line of the soak's output that reports an iteration finished (its index in group 1).
+ITERATION_END = re.compile(r"Flow run 'iteration-(\d+)' - Finished in state")
+
+
 def iterations_done(log: Path) -> int:
     """How many iteration flow runs the soak's output reports finished."""
-    done = re.findall(r"Flow run 'iteration-(\d+)' - Finished in state", log.read_text())
-    return 1 + max(map(int, done), default=-1)
+    return 1 + max(map(int, ITERATION_END.findall(log.read_text())), default=-1)
 
 
 def timeline(log: Path, tail: int = 40) -> str:
     """Iterations finished per 10 s of the soak's output, and its last lines (for failures)."""
     lines = log.read_text().splitlines()
-    ends = [ln[:7] for ln in lines if re.search(r"Flow run 'iteration-\d+' - Finished", ln)]
-    counts = [f"{at}x: {ends.count(at)}" for at in dict.fromkeys(ends)]
+    ends = Counter(ln[:7] for ln in lines if ITERATION_END.search(ln))  # HH:MM:S of HH:MM:SS
+    counts = [f"{at}x: {n}" for at, n in ends.items()]
     return "iterations finished per 10 s: " + ", ".join(counts) + "\n" + "\n".join(lines[-tail:])
 
 
