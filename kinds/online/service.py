@@ -29,6 +29,7 @@ import torch
 from kinds.online.store import FeedbackStore, Generation
 from rl_core.llm import SamplingParams, hf_generate
 from rl_core.online import FeedbackError, parse_feedback
+from rl_core.online.ab_test import ShareSplit
 
 logger = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 32_000
@@ -121,6 +122,7 @@ class OnlineService:
         self.main = model
         self.candidate: ServedModel | None = None
         self.candidate_share = 0.0
+        self._split: ShareSplit | None = None
         self.store = store
         self.model_name = model_name
         self.token_sha256 = token_sha256
@@ -141,17 +143,18 @@ class OnlineService:
 
     def split(self, candidate: ServedModel | None, share: float) -> None:
         """Serve ``candidate`` to ``share`` of the requests (A/B), or stop (None)."""
-        if candidate is not None and not 0.0 < share < 1.0:
-            raise ValueError(f"an A/B share must be in (0, 1), got {share}")
+        splitter = ShareSplit(share) if candidate is not None else None
         with self._lock:
             self.candidate, self.candidate_share = candidate, share if candidate else 0.0
+            self._split = splitter
 
-    def _pick(self, request_id: str) -> tuple[ServedModel, str]:
-        if self.candidate is None:
+    def _pick(self) -> tuple[ServedModel, str]:
+        if self.candidate is None or self._split is None:
             return self.main, "main"
-        bucket = int(hashlib.sha256(request_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
         return (
-            (self.candidate, "candidate") if bucket < self.candidate_share else (self.main, "main")
+            (self.candidate, "candidate")
+            if self._split.next_is_candidate()
+            else (self.main, "main")
         )
 
     # -- checks ---------------------------------------------------------------------------
@@ -267,7 +270,7 @@ class OnlineService:
     ) -> Generation:
         request_id = new_request_id()
         with self._lock:
-            served, variant = self._pick(request_id)
+            served, variant = self._pick()
             tokenizer = served.tokenizer
             prompt_ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"])
             if not prompt_ids:

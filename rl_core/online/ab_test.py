@@ -99,3 +99,34 @@ class ABComparison:
 def _describe(name: str, feedback: VersionFeedback) -> str:
     rate = "no feedback" if feedback.rate is None else f"{feedback.rate:.3f}"
     return f"{name} v{feedback.version} {rate} ({feedback.accepted}/{feedback.judged})"
+
+
+class ShareSplit:
+    """Which requests the candidate answers: exactly ``share`` of them, spread evenly.
+
+    A running credit grows by ``share`` per request and the candidate answers whenever it
+    reaches one, so after ``n`` requests the candidate has answered ``floor(n * share)``
+    of them (0.5: every second one). Unlike a random or hashed split, a small batch of
+    requests can never all land on one version, and the shares of both versions' feedback
+    are known in advance.
+
+    Args:
+        share: The candidate's share of the requests, in (0, 1).
+
+    Raises:
+        ValueError: If ``share`` is outside (0, 1).
+    """
+
+    def __init__(self, share: float) -> None:
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"an A/B share must be in (0, 1), got {share}")
+        self.share = share
+        self._credit = 0.0
+
+    def next_is_candidate(self) -> bool:
+        """Whether the next request goes to the candidate (advances the split)."""
+        self._credit += self.share
+        if self._credit >= 1.0 - 1e-9:
+            self._credit -= 1.0
+            return True
+        return False

@@ -145,8 +145,10 @@ def test_gated_promotion_serves_new_versions_as_candidates_until_the_users_prefe
     assert (served.version, served.candidate_version, served.candidate_share) == (0, 2, 0.5)
     db = tmp_path / RUN / "feedback.db"
     with sqlite3.connect(db) as con:
-        variants = set(con.execute("select variant, weight_version from generations"))
-    assert variants == {("main", 0), ("candidate", 1)}
+        query = "select variant, weight_version, count(*) from generations group by 1, 2"
+        answered = {(variant, v): n for variant, v, n in con.execute(query)}
+    # iteration 1's batch all by main; iteration 2's split evenly, every second one candidate
+    assert answered == {("main", 0): BATCH + BATCH // 2, ("candidate", 1): BATCH // 2}
     assert metric(tmp_path, "online/ab_candidate_version") == [1.0]
     assert metric(tmp_path, "online/ab_main_version") == [0.0, 0.0]
     # users clearly prefer the candidate: 30 more verdicts on each version's answers

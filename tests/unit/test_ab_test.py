@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl_core.online.ab_test import ABComparison, VersionFeedback
+from rl_core.online.ab_test import ABComparison, ShareSplit, VersionFeedback
 
 
 def test_the_candidate_wins_by_more_than_the_margin_with_enough_feedback() -> None:
@@ -38,3 +38,19 @@ def test_the_candidate_does_not_win(
 def test_a_version_nobody_judged_has_no_rate() -> None:
     assert VersionFeedback(0, 0, 0).rate is None
     assert "no feedback" in ABComparison(VersionFeedback(0, 0, 0), None).summary()
+
+
+@pytest.mark.parametrize("share", [0.5, 0.1, 0.3, 2 / 3, 0.9])
+def test_a_share_split_gives_the_candidate_exactly_its_share_of_every_prefix(share) -> None:
+    split = ShareSplit(share)
+    picks = [split.next_is_candidate() for _ in range(200)]
+    for n in range(1, 201):
+        assert sum(picks[:n]) == int(n * share + 1e-9), (n, share)
+
+
+def test_a_half_split_alternates_and_bad_shares_are_refused() -> None:
+    split = ShareSplit(0.5)
+    assert [split.next_is_candidate() for _ in range(6)] == [False, True] * 3
+    for bad in (0.0, 1.0, -0.2, 1.5):
+        with pytest.raises(ValueError, match=r"A/B share must be in \(0, 1\)"):
+            ShareSplit(bad)
