@@ -17,11 +17,12 @@ Parts (``--parts render,experts,pipeline,ppo,recipe``; all by default):
   the wall time. With ``--target R`` both stop at the first evaluation with a success rate
   of at least ``R`` and the env steps to get there are printed.
 * ``recipe``: ``grpo_vla_metaworld`` (demonstrations, behaviour cloning, then GRPO) with an
-  evaluation before RL: ``eval/success_rate`` of the cloned policy, and the best and last
-  after RL, from the run's MLflow store.
+  evaluation before RL, once per seed (``--jobs`` of them at once): ``eval/success_rate``
+  of the cloned policy, and the best and last after RL, from the run's MLflow store; the
+  medians over seeds with their range.
 
 Usage: python benchmarks/manipulation.py [--parts render,pipeline] [--repeats 3]
-       [--seeds 0,1,2] [--ppo-preset ppo_metaworld|ppo_pushcube|grpo_vla_libero (render only)] [--target 0.9] [--out DIR]
+       [--seeds 0,1,2] [--jobs 2] [--ppo-preset ppo_metaworld|ppo_pushcube|grpo_vla_libero (render only)] [--target 0.9] [--out DIR]
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -307,21 +309,43 @@ def sb3_run(preset: str, seed: int, budget: int, target: float | None) -> None:
     print("SB3 " + json.dumps(result))
 
 
-def recipe(out: Path) -> None:
-    """grpo_vla_metaworld from zero, with an evaluation before RL."""
-    seconds, folder = rlpipe_train(
-        "grpo_vla_metaworld", out / "recipe", "eval.before_training=true"
-    )
-    sft = metric_history(folder, "sft-vla-metaworld", "eval/success_rate")
-    rl = metric_history(folder, "grpo-vla-metaworld", "eval/success_rate")
-    print(f"whole recipe (demos, SFT, GRPO): {seconds:.0f} s")
-    print(f"SFT: success rate by iteration {sft}")
-    print(f"GRPO: success rate by iteration (-1: before RL) {rl}")
-    before = rl[0][1]
-    print(
-        f"held-out success: {before:.2f} cloned -> {rl[-1][1]:.2f} after RL "
-        f"(best {max(v for _, v in rl):.2f})"
-    )
+def recipe(out: Path, seeds: list[int], jobs: int = 1) -> None:
+    """grpo_vla_metaworld from zero for each seed, with an evaluation before RL.
+
+    ``jobs`` seeds run at once (each its own train CLI); their wall times then share the
+    cores and are not comparable with a run alone.
+    """
+
+    def one(seed: int) -> tuple[int, float, list, list]:
+        seconds, folder = rlpipe_train(
+            "grpo_vla_metaworld",
+            out / f"recipe-{seed}",
+            f"run.seed={seed}",
+            "eval.before_training=true",
+        )
+        sft = metric_history(folder, "sft-vla-metaworld", "eval/success_rate")
+        rl = metric_history(folder, "grpo-vla-metaworld", "eval/success_rate")
+        return seed, seconds, sft, rl
+
+    with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
+        runs = list(pool.map(one, seeds))
+    print(f"grpo_vla_metaworld recipe (demos, SFT, GRPO), {jobs} at a time")
+    print("| seed | wall s | SFT last | cloned (before RL) | after RL | best | gain |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    gains, befores, afters = [], [], []
+    for seed, seconds, sft, rl in runs:
+        before, after = rl[0][1], rl[-1][1]
+        best = max(v for step, v in rl if step >= 0)
+        befores.append(before)
+        afters.append(after)
+        gains.append(after - before)
+        print(
+            f"| {seed} | {seconds:.0f} | {sft[-1][1]:.2f} | {before:.2f} | {after:.2f} | "
+            f"{best:.2f} | {after - before:+.2f} |"
+        )
+    for seed, _, _, rl in runs:
+        print(f"seed {seed}, GRPO success rate by iteration (-1: before RL): {rl}")
+    print(f"median: cloned {spread(befores)} -> after RL {spread(afters)}; gain {spread(gains)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=None)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--jobs", type=int, default=1, help="recipe: seeds run at once")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--sb3-run", nargs=4, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -350,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     if "ppo" in parts:
         ppo_against_sb3(args.ppo_preset, seeds, out, args.target)
     if "recipe" in parts:
-        recipe(out)
+        recipe(out, seeds, args.jobs)
     return 0
 
 
