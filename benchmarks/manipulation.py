@@ -335,7 +335,7 @@ def recipe(out: Path, seeds: list[int], jobs: int = 1) -> None:
     gains, befores, afters = [], [], []
     for seed, seconds, sft, rl in runs:
         before, after = rl[0][1], rl[-1][1]
-        best = max(v for step, v in rl if step >= 0)
+        best = max(v for _, v in rl[1:])  # (the first evaluation is before RL)
         befores.append(before)
         afters.append(after)
         gains.append(after - before)
@@ -344,7 +344,7 @@ def recipe(out: Path, seeds: list[int], jobs: int = 1) -> None:
             f"{best:.2f} | {after - before:+.2f} |"
         )
     for seed, _, _, rl in runs:
-        print(f"seed {seed}, GRPO success rate by iteration (-1: before RL): {rl}")
+        print(f"seed {seed}, GRPO success rate by step (the first: before RL): {rl}")
     print(f"median: cloned {spread(befores)} -> after RL {spread(afters)}; gain {spread(gains)}")
 
 
