@@ -121,8 +121,7 @@ class OnlineService:
     ) -> None:
         self.main = model
         self.candidate: ServedModel | None = None
-        self.candidate_share = 0.0
-        self._split: ShareSplit | None = None
+        self._split: ShareSplit | None = None  # which requests the candidate answers
         self.store = store
         self.model_name = model_name
         self.token_sha256 = token_sha256
@@ -145,8 +144,7 @@ class OnlineService:
         """Serve ``candidate`` to ``share`` of the requests (A/B), or stop (None)."""
         splitter = ShareSplit(share) if candidate is not None else None
         with self._lock:
-            self.candidate, self.candidate_share = candidate, share if candidate else 0.0
-            self._split = splitter
+            self.candidate, self._split = candidate, splitter
 
     def _pick(self) -> tuple[ServedModel, str]:
         if self.candidate is None or self._split is None:
