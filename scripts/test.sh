@@ -39,7 +39,7 @@ bash scripts/setup_venv.sh
 # Integration modules the second lane runs after the vLLM stage: it keeps the lanes even.
 second_lane=(tests/integration/test_exactly_once.py tests/integration/test_sweep.py
   tests/integration/test_ray_cluster_attach.py tests/integration/test_soak.py
-  tests/integration/test_online_automation.py tests/integration/test_manipulation_recipe.py)
+  tests/integration/test_online_automation.py)
 RLPIPE_VLLM_SETUP_PID=$vllm_setup_pid setsid bash scripts/test_unit_and_vllm.sh \
   "${second_lane[@]}" > outputs/tests-unit-and-vllm.log 2>&1 &
 lane_pid=$!
