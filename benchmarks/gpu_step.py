@@ -38,6 +38,7 @@ from pathlib import Path
 
 import torch
 from _runs import flow_run_metrics  # sets up the path and env first
+from _spread import spread
 from _step_bare import BareStep
 from _step_long_batch import long_batch
 from _step_model import QWEN2_05B, TINY, build_model_dir, count_parameters, model_dtype, peak_tflops
@@ -103,12 +104,6 @@ def run_flow(ovr: list[str], device: torch.device, iterations: int, out: Path) -
     except Exception as exc:  # noqa: BLE001 - the bare figures are still printed
         return f"train flow failed: {type(exc).__name__}: {str(exc)[:400]}"
     return {k: v[1:] if len(v) > 1 else v for k, v in run["series"].items()}
-
-
-def spread(values: list[float], fmt: str = "{:.2f}") -> str:
-    """``median [min-max]``."""
-    med = statistics.median(values)
-    return f"{fmt.format(med)} [{fmt.format(min(values))}-{fmt.format(max(values))}]"
 
 
 def report(args, device, params, bare: list[dict], flow: dict | str) -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import _runs  # noqa: F401 - sets up the path and env first
 import torch
+from _spread import spread
 from _step_long_batch import long_batch
 from _step_model import build_model_dir, count_parameters
 from _trainer_step import timed_steps
@@ -77,14 +78,6 @@ def run_trl(model, tokenizer, batch, micro, repeats) -> list[dict[str, float]] |
     return [trl_step(trainer, batch, micro) for _ in range(repeats + 1)][1:]
 
 
-def spread(values: list[float], fmt: str = "{:.0f}") -> str:
-    """``median [min-max]``."""
-    return (
-        f"{fmt.format(statistics.median(values))} "
-        f"[{fmt.format(min(values))}-{fmt.format(max(values))}]"
-    )
-
-
 def report(args, long, params, results) -> None:
     """The table: tokens/s of each pass, step seconds, ratios."""
     real = long.real_tokens
@@ -97,7 +90,7 @@ def report(args, long, params, results) -> None:
     names = [n for n in ("padded", "packed", "TRL") if results.get(n)]
     print(f"{'':22}" + "".join(f"{n:>24}" for n in names))
     for label, key in (("log-prob tokens/s", "logprob_s"), ("update tokens/s", "update_s")):
-        cells = [spread([real / r[key] for r in results[n]]) for n in names]
+        cells = [spread([real / r[key] for r in results[n]], "{:.0f}") for n in names]
         print(f"{label:22}" + "".join(f"{c:>24}" for c in cells))
     cells = [spread([r["step_s"] for r in results[n]], "{:.2f}") for n in names]
     print(f"{'step seconds':22}" + "".join(f"{c:>24}" for c in cells))

@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 import psutil
+from _spread import spread
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -76,6 +77,24 @@ def category(cmdline: str, driver_pid: int, pid: int) -> str:
     return "other"
 
 
+def process_tree(pid: int) -> list[psutil.Process]:
+    """The process ``pid`` and every process it started (empty once it is gone)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    """User + system CPU seconds of ``proc`` (0 once it is gone)."""
+    try:
+        times = proc.cpu_times()
+    except psutil.Error:
+        return 0.0
+    return times.user + times.system
+
+
 class Sampler(threading.Thread):
     """Samples the CPU time of a process and of everything it starts, until stopped."""
 
@@ -87,37 +106,25 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.is_set():
-            try:
-                root = psutil.Process(self.root)
-                tree = [root, *root.children(recursive=True)]
-            except psutil.Error:
-                tree = []
-            for proc in tree:
+            for proc in process_tree(self.root):
                 try:
                     with proc.oneshot():
-                        times, cmdline = proc.cpu_times(), " ".join(proc.cmdline())
                         key = (proc.pid, proc.create_time())
+                        self.last[key] = (cpu_seconds(proc), " ".join(proc.cmdline()))
                 except psutil.Error:
                     continue
-                self.last[key] = (times.user + times.system, cmdline)
             time.sleep(0.2)
 
 
 def server_cpu(server: LocalPrefectServer) -> float:
     """CPU seconds of the Prefect API server's processes so far."""
-    root = psutil.Process(server.process.pid)
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += times.user + times.system
-    return total
+    return sum(cpu_seconds(proc) for proc in process_tree(server.process.pid))
 
 
-def one_run(config: str, overrides: list[str], env: dict[str, str], server) -> Counter:
-    """CPU seconds of one run by row, with its wall time and the machine's busy CPU."""
+def one_run(
+    config: str, overrides: list[str], env: dict[str, str], server
+) -> tuple[Counter, float, float]:
+    """CPU seconds of one run by row, its wall time and the machine's busy CPU meanwhile."""
     with tempfile.TemporaryDirectory(prefix="rlpipe-run-cpu-") as out:
         cmd = [sys.executable, str(ROOT / "flows" / "train.py"), "--config", config]
         cmd += [f"run.output_dir={out}", *overrides]
@@ -138,14 +145,7 @@ def one_run(config: str, overrides: list[str], env: dict[str, str], server) -> C
     for (pid, _), (cpu, cmdline) in sampler.last.items():
         rows[category(cmdline, proc.pid, pid)] += cpu
     rows["Prefect API server (shared)"] = server_cpu(server) - served
-    rows["wall"] = wall
-    rows["machine busy CPU"] = busy_seconds() - busy
-    return rows
-
-
-def spread(values: list[float]) -> str:
-    """Median and range, in seconds."""
-    return f"{statistics.median(values):6.1f} [{min(values):.1f}-{max(values):.1f}]"
+    return rows, wall, busy_seconds() - busy
 
 
 def main() -> None:
@@ -165,23 +165,23 @@ def main() -> None:
             env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",)}
             env.update(OMP_NUM_THREADS="1", PREFECT_API_URL=server.url)
             env["PREFECT_HOME"] = str(Path(home) / "client")
-            runs = []
+            runs, walls, busy = [], [], []
             for k in range(args.runs):
-                runs.append(one_run(args.config, overrides, env, server))
-                print(f"run {k + 1}: wall {runs[-1]['wall']:.1f} s", flush=True)
+                rows, wall, machine = one_run(args.config, overrides, env, server)
+                runs.append(rows)
+                walls.append(wall)
+                busy.append(machine)
+                print(f"run {k + 1}: wall {wall:.1f} s", flush=True)
         finally:
             server.stop()
     print(f"\n{args.config} {' '.join(overrides)}: CPU seconds, median [range] of {args.runs}")
-    keys = sorted({key for run in runs for key in run} - {"wall", "machine busy CPU"})
+    keys = sorted({key for run in runs for key in run})
     keys.sort(key=lambda key: -statistics.median(run[key] for run in runs))
     for key in keys:
-        print(f"  {spread([run[key] for run in runs])}  {key}")
-    counted = [
-        sum(v for k, v in run.items() if k not in ("wall", "machine busy CPU")) for run in runs
-    ]
-    print(f"  {spread(counted)}  all counted")
-    print(f"  {spread([run['machine busy CPU'] for run in runs])}  machine busy CPU (/proc/stat)")
-    print(f"  {spread([run['wall'] for run in runs])}  wall time of the run")
+        print(f"  {spread([run[key] for run in runs], '{:.1f}'):>18}  {key}")
+    print(f"  {spread([sum(run.values()) for run in runs], '{:.1f}'):>18}  all counted")
+    print(f"  {spread(busy, '{:.1f}'):>18}  machine busy CPU (/proc/stat)")
+    print(f"  {spread(walls, '{:.1f}'):>18}  wall time of the run")
 
 
 if __name__ == "__main__":
