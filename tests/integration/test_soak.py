@@ -23,6 +23,7 @@ from mlflow.tracking import MlflowClient
 from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
+from flows.orphan_runs import MESSAGE as ORPHANED
 from infra.ops.prefect_api import LocalPrefectServer
 from infra.processes import executable, free_port
 from tests.integration.conftest import ROOT, kill_process_group, training_env
@@ -173,9 +174,18 @@ def test_200_iterations_ride_out_a_prefect_restart_and_a_minute_without_mlflow(t
                 for k in range(0, ITERATIONS + 1, 100)
                 for r in api.read_flow_runs(limit=100, offset=k)
             ]
-        names = sorted(r.name for r in runs if r.name.startswith("iteration-"))
-        assert names == sorted(f"iteration-{i}" for i in range(ITERATIONS))
-        assert {r.state.type.value for r in runs} == {"COMPLETED"}
+        iterations = [r for r in runs if r.name.startswith("iteration-")]
+        assert sorted(r.name for r in iterations) == sorted(
+            f"iteration-{i}" for i in range(ITERATIONS)
+        )
+        assert {r.state.type.value for r in iterations} == {"COMPLETED"}
+        # A child the engine created just as the server stopped, then created again (the
+        # first stays Pending under a generated name): the run cancels it when it ends,
+        # saying why. It never ran; every other flow run completed.
+        others = [r for r in runs if not r.name.startswith("iteration-")]
+        orphans = [r for r in others if r.state.is_cancelled() and r.state.message == ORPHANED]
+        assert len(orphans) <= 2 and all(r.run_count == 0 for r in orphans), orphans
+        assert {r.state.type.value for r in others if r not in orphans} == {"COMPLETED"}
         # task runs are recorded from events, which Prefect says may be lost in a restart
         steps = ("weight_sync", "rollout", "reward", "advantage", "update")
         expected = {f"{step}-{i}" for step in steps for i in range(ITERATIONS)}
