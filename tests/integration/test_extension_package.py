@@ -42,7 +42,17 @@ def ext_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float = 300) -> tuple[int, str]:
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    """Exit code and output of ``cmd``; past ``timeout``, a failure showing the output so far."""
+    try:
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as exc:
+        parts = (exc.stdout, exc.stderr)  # bytes, even with text=True (on POSIX)
+        said = "".join(
+            p.decode(errors="replace") if isinstance(p, bytes) else p or "" for p in parts
+        )
+        raise AssertionError(f"still running after {timeout:.0f} s:\n{said[-4000:]}") from None
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -119,7 +129,7 @@ def test_example_config_without_ext_module_fails_before_starting(
     env = {**train_env, "PYTHONPATH": str(ext_site)}
     env.pop("RLPIPE_EXT_MODULE", None)
     cmd = train_cmd(tmp_path / "out", "--config", CONFIG, seed_store=False)
-    code, text = _run(cmd, env, timeout=120)
+    code, text = _run(cmd, env)
     assert code == 2, text[-3000:]
     assert "env.env_type = 'catch': unknown env type 'catch'; known: gym" in text
     assert "model.model_type = 'cnn_actor_critic': unknown model type" in text
@@ -135,7 +145,7 @@ def test_module_failing_inside_workers_stops_the_run_clearly(
         "RLPIPE_EXT_MODULE": "ext_fails_in_workers",
         "PYTHONPATH": str(FIXTURE_MODULES),
     }
-    code, text = _run(train_cmd(tmp_path, "run.max_iterations=2"), env, timeout=180)
+    code, text = _run(train_cmd(tmp_path, "run.max_iterations=2"), env)
     assert code == 2, text[-3000:]
     assert (
         "error: env worker 0 failed to start: infra.extensions.ExtensionError: RLPIPE_EXT_MODULE "
@@ -150,4 +160,4 @@ def test_module_failing_inside_workers_stops_the_run_clearly(
     assert len(lines) <= 10 and f"(full log: {log})" in lines[-1], text[-3000:]
     assert "(EnvWorker pid=" not in text, text[-3000:]
     logged = log.read_text()
-    assert "(EnvWorker pid=" in logged and "Extension modules:" in logged
+    assert "(EnvWorker pid=" in logged and "Extension modules:" in logged, logged[-4000:]
