@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
+from infra.cluster import worker_output
 from infra.cluster.deadlines import Liveness, Owner, StepTimeout, wait_for
 from infra.cluster.dispatch import method_spec, public_methods
 from infra.cluster.group_calls import GroupMethod
@@ -123,11 +125,14 @@ class WorkerGroup:
         self.placement = placement
         self.make_args = make_args
         self.liveness = liveness or Liveness()
+        #: When the newest worker was spawned (``time.monotonic()``).
+        self.spawned_at = time.monotonic()
         self.handles = [self._spawn(rank) for rank in range(size)]
         #: Each worker's process, recorded by ``wait_started`` (None until then).
         self.processes: list[WorkerProcess | None] = [None] * size
 
     def _spawn(self, rank: int) -> Any:
+        self.spawned_at = time.monotonic()
         args = self.make_args(rank)
         options = merge_actor_options(
             self.placement.actor_options(rank), store_access_options(self.cls, args)
@@ -218,6 +223,8 @@ class WorkerGroup:
             except Exception as exc:  # RayActorError (by attribute: see dead_ranks)
                 if not getattr(exc, "actor_init_failed", False):
                     raise
+                # keep the worker's traceback: Ray forwards it a moment after it died
+                worker_output.wait_for_crash_dump(since=self.spawned_at)
                 raise WorkerStartError(
                     f"{self.name} worker {rank} failed to start: {startup_failure_reason(exc)}"
                 ) from None

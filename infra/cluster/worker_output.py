@@ -8,12 +8,17 @@ on), :func:`install` replaces Ray's printer: a worker's lines go to the ``rlpipe
 logger, and the lines of a worker that crashed (from its first traceback or abort line on)
 are detail records (:mod:`infra.log_detail`): in the run's log file, on the terminal only
 with ``-v``. Other lines (prints, warnings) reach the terminal as before.
+
+Ray forwards those lines from the workers' log files a moment after they are printed (seconds
+on a busy machine): :func:`wait_for_crash_dump` lets a driver that is about to stop because a
+worker died keep the worker's dump.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from infra.log_detail import DETAIL
@@ -36,6 +41,8 @@ CRASH_MARKERS = (
 )
 
 _enabled = False
+#: When (``time.monotonic()``) the newest crash dump began and the newest worker line arrived.
+_arrivals = {"crash": float("-inf"), "line": float("-inf")}
 
 
 def route_worker_output() -> None:
@@ -66,10 +73,42 @@ class WorkerOutputLogger:
         prefix = f"({worker_label(data)}) " if pid not in ("raylet", "autoscaler") else ""
         for line in lines:
             with self._lock:
-                if any(marker in line for marker in CRASH_MARKERS):
+                if pid not in self._crashed and any(m in line for m in CRASH_MARKERS):
                     self._crashed.add(pid)
+                    _arrivals["crash"] = time.monotonic()
                 crashed = pid in self._crashed
             logger.info("%s%s", prefix, line, extra=DETAIL if crashed else None)
+        _arrivals["line"] = time.monotonic()
+
+
+def wait_for_crash_dump(since: float, timeout: float = 15.0, quiet: float = 1.0) -> bool:
+    """Wait until the dump of a worker that crashed after ``since`` has reached the log.
+
+    Call it before stopping because a worker died: it waits (at most ``timeout`` seconds) for
+    the first line of a crash dump begun after ``since`` (``time.monotonic()``), then until
+    the workers have printed nothing for ``quiet`` seconds (the dump's last lines: its abort
+    stack and module list). Returns at once when worker output is not routed through logging
+    (Ray then prints it itself).
+
+    Returns:
+        Whether such a dump arrived.
+    """
+    if not _enabled or not _printer_installed():
+        return False
+    deadline = time.monotonic() + timeout
+    while _arrivals["crash"] < since:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    while time.monotonic() - _arrivals["line"] < quiet and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True
+
+
+def _printer_installed() -> bool:
+    from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+
+    return PRINTER in [name for name, _ in dispatcher.handlers]
 
 
 def worker_label(data: dict[str, Any]) -> str:
