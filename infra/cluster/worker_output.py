@@ -106,9 +106,14 @@ def wait_for_crash_dump(since: float, timeout: float = 15.0, quiet: float = 1.0)
 
 
 def _printer_installed() -> bool:
+    return PRINTER in _handler_names()
+
+
+def _handler_names() -> list[str]:
+    """Names of the printers in Ray's standard-stream dispatcher."""
     from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
 
-    return PRINTER in [name for name, _ in dispatcher.handlers]
+    return [name for name, _ in dispatcher.handlers]
 
 
 def worker_label(data: dict[str, Any]) -> str:
@@ -127,7 +132,7 @@ def install() -> bool:
         return False
     from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
 
-    names = [name for name, _ in dispatcher.handlers]
+    names = _handler_names()
     if RAY_PRINTER in names:  # (each ray.init adds it again)
         dispatcher.remove_handler(RAY_PRINTER)
     elif PRINTER not in names:
@@ -147,7 +152,7 @@ def restore() -> None:
 
     global _enabled
     _enabled = False
-    names = [name for name, _ in dispatcher.handlers]
+    names = _handler_names()
     if PRINTER not in names:
         return
     dispatcher.remove_handler(PRINTER)

@@ -160,16 +160,26 @@ def train_cmd(output_dir: Path, *overrides: str, seed_store: bool = True) -> lis
 def run_process(
     cmd: list[str], env: dict[str, str], timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``cmd`` from the repository root in its own session; its output is captured."""
-    return subprocess.run(
-        cmd,
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        start_new_session=True,
-    )
+    """Run ``cmd`` from the repository root in its own session; its output is captured.
+
+    Past ``timeout`` the test fails showing the output so far.
+    """
+    try:
+        return subprocess.run(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired as exc:
+        parts = (exc.stdout, exc.stderr)  # bytes, even with text=True (on POSIX)
+        said = "".join(
+            p.decode(errors="replace") if isinstance(p, bytes) else p or "" for p in parts
+        )
+        raise AssertionError(f"still running after {timeout:.0f} s:\n{said[-4000:]}") from None
 
 
 def start_process(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:

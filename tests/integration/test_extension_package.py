@@ -15,7 +15,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import ROOT, find_run, run_train, train_cmd
+from tests.integration.conftest import ROOT, find_run, run_process, run_train, train_cmd
 
 pytestmark = pytest.mark.integration
 CONFIG = "examples/ext_policy/ppo_catch_cnn.yaml"
@@ -42,17 +42,7 @@ def ext_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float = 300) -> tuple[int, str]:
-    """Exit code and output of ``cmd``; past ``timeout``, a failure showing the output so far."""
-    try:
-        proc = subprocess.run(
-            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired as exc:
-        parts = (exc.stdout, exc.stderr)  # bytes, even with text=True (on POSIX)
-        said = "".join(
-            p.decode(errors="replace") if isinstance(p, bytes) else p or "" for p in parts
-        )
-        raise AssertionError(f"still running after {timeout:.0f} s:\n{said[-4000:]}") from None
+    proc = run_process(cmd, env, timeout)
     return proc.returncode, proc.stdout + proc.stderr
 
 
