@@ -48,23 +48,30 @@ def timing_metrics(
     }
 
 
+#: The progress line's fields after the env steps: (metric, label, format), in order; a field
+#: shows when its metric is in the iteration's metrics. ``rollout/steps_per_second`` shows
+#: only without ``rollout/tokens_per_second`` (an LLM rollout reports both).
+PROGRESS_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("env/episode_return_mean", "return", "{:.1f}"),
+    ("env/success_rate", "success", "{:.2f}"),
+    ("rollout/tokens_per_second", "", "{:.0f} tokens/s"),
+    ("rollout/steps_per_second", "", "{:.0f} steps/s"),
+    ("rollout/reward_mean", "reward", "{:.3f}"),
+    ("eval/return_mean", "eval", "{:.1f}"),
+    ("eval/success_rate", "eval success", "{:.2f}"),
+    ("eval/accuracy", "accuracy", "{:.3f}"),
+    ("eval/pairwise_accuracy", "pairwise accuracy", "{:.3f}"),
+)
+
+
 def log_progress(total: int, it: int, m: dict[str, float]) -> None:
     """One progress record per iteration (the CLI's progress display, or a line)."""
     parts = [f"env steps {int(m['env/total_steps'])}"]
-    if "env/episode_return_mean" in m:
-        parts.append(f"return {m['env/episode_return_mean']:.1f}")
-    if "rollout/tokens_per_second" in m:
-        parts.append(f"{m['rollout/tokens_per_second']:.0f} tokens/s")
-    elif "rollout/steps_per_second" in m:
-        parts.append(f"{m['rollout/steps_per_second']:.0f} steps/s")
-    if "rollout/reward_mean" in m:
-        parts.append(f"reward {m['rollout/reward_mean']:.3f}")
-    if "eval/return_mean" in m:
-        parts.append(f"eval {m['eval/return_mean']:.1f}")
-    if "eval/accuracy" in m:
-        parts.append(f"accuracy {m['eval/accuracy']:.3f}")
-    if "eval/pairwise_accuracy" in m:
-        parts.append(f"pairwise accuracy {m['eval/pairwise_accuracy']:.3f}")
+    for key, label, fmt in PROGRESS_FIELDS:
+        if key not in m or (key == "rollout/steps_per_second" and "rollout/tokens_per_second" in m):
+            continue
+        value = fmt.format(m[key])
+        parts.append(f"{label} {value}" if label else value)
     parts.append(f"orch {1000 * m['time/orchestration']:.0f} ms")
     text = " | ".join(parts)
     progress_logger.info(
