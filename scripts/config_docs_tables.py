@@ -167,7 +167,11 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("EmbodiedConfig", "_advantage_fits_model"): (
         "Embodied models need a per-step `algorithm.adv_type` (e.g. `gae`) and one trainer "
         "worker; `episode_grpo` needs `env.group_size` of 2 or more and `rollout.num_steps` "
-        "equal to `env.max_episode_steps` (one whole episode per env per rollout)."
+        "equal to `env.max_episode_steps` (one whole episode per env per rollout), so no "
+        "`env.manipulation.terminate_on_success` or `reset_on_success`."
+    ),
+    ("ManipulationConfig", "_one_end_on_success"): (
+        "`env.manipulation.terminate_on_success` and `reset_on_success` cannot both be true."
     ),
     ("ReasoningActorConfig", "_lora_fits_backend"): (
         "`actor.lora.rank` above 0 needs `actor.backend: fsdp`."

@@ -110,6 +110,17 @@ class EmbodiedConfig(RLPipeConfig):
                     "algorithm.adv_type = 'episode_grpo' compares the episodes of envs that "
                     f"share a reset seed: env.group_size must be 2 or more, got {self.env.group_size}"
                 )
+            ends = [
+                name
+                for name in ("terminate_on_success", "reset_on_success")
+                if getattr(self.env.manipulation, name)
+            ]
+            if ends:
+                raise ValueError(
+                    "algorithm.adv_type = 'episode_grpo' takes one whole episode per env per "
+                    f"rollout, but env.manipulation.{ends[0]} = true ends episodes early: set "
+                    "it to false"
+                )
             chunk = self.env.manipulation.action_chunk
             limit = self.env.max_episode_steps
             episode = None if limit is None else -(-limit // chunk)  # policy steps

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rl_core.config.sections import Section
 
@@ -76,6 +76,14 @@ class ManipulationConfig(Section):
     terminate_on_success: bool = Field(
         False, description="End the episode (terminated) on the step the task succeeds."
     )
+    reset_on_success: bool = Field(
+        False,
+        description="End the episode on the step the task succeeds as a time limit ends it "
+        "(truncated: the value bootstraps from its final observation), and start the next "
+        "one: envs reset more often, and the critic does not learn that success ends the "
+        "reward (ManiSkill's PPO baselines reset envs on success this way). Not with "
+        "`terminate_on_success`.",
+    )
     action_chunk: int = Field(
         1,
         ge=1,
@@ -103,3 +111,12 @@ class ManipulationConfig(Section):
         if repeated:
             raise ValueError(f"tasks are listed more than once: {', '.join(repeated)}")
         return names
+
+    @model_validator(mode="after")
+    def _one_end_on_success(self) -> ManipulationConfig:
+        if self.terminate_on_success and self.reset_on_success:
+            raise ValueError(
+                "env.manipulation.terminate_on_success and env.manipulation.reset_on_success "
+                "are both true: a successful step ends its episode one way, set one to false"
+            )
+        return self

@@ -79,6 +79,8 @@ class LiberoEnv(ReplayPickling, gym.Env):
         render_size: Side of the frames :meth:`render` returns; None: ``image_size``.
         reward: ``success`` (the only reward LIBERO has).
         terminate_on_success: End the episode on a successful step.
+        reset_on_success: End the episode on a successful step as a time limit does
+            (truncated, so the value bootstraps from its final observation).
         max_episode_steps: Steps before the episode is truncated; None: the suite's.
         render_mode: None or ``rgb_array``.
 
@@ -99,6 +101,7 @@ class LiberoEnv(ReplayPickling, gym.Env):
         render_size: int | None = None,
         reward: str = "success",
         terminate_on_success: bool = False,
+        reset_on_success: bool = False,
         max_episode_steps: int | None = None,
         render_mode: str | None = None,
     ) -> None:
@@ -121,6 +124,7 @@ class LiberoEnv(ReplayPickling, gym.Env):
             "render_size": render_size,
             "reward": reward,
             "terminate_on_success": terminate_on_success,
+            "reset_on_success": reset_on_success,
             "max_episode_steps": max_episode_steps,
             "render_mode": render_mode,
         }
@@ -132,6 +136,7 @@ class LiberoEnv(ReplayPickling, gym.Env):
         self.render_size = int(render_size or image_size)
         self.reward_mode = reward
         self.terminate_on_success = terminate_on_success
+        self.reset_on_success = reset_on_success
         self.render_mode = render_mode
         self.max_episode_steps = int(max_episode_steps or SUITE_EPISODE_STEPS[suite])
         self._state_dim = state_size(self.tasks) if obs_mode == "state" else PROPRIO_SIZE
@@ -205,7 +210,9 @@ class LiberoEnv(ReplayPickling, gym.Env):
         first = success and not self._succeeded
         self._succeeded = self._succeeded or success
         terminated = self.terminate_on_success and success
-        truncated = len(self._actions) >= self.max_episode_steps
+        truncated = len(self._actions) >= self.max_episode_steps or (
+            self.reset_on_success and success and not terminated
+        )
         return float(first), terminated, truncated, self._info(success)
 
     def render(self) -> np.ndarray | None:

@@ -46,6 +46,7 @@ def make_libero_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
         render_size=m.render_size,
         reward=m.reward or "success",
         terminate_on_success=m.terminate_on_success,
+        reset_on_success=m.reset_on_success,
         max_episode_steps=env_cfg.max_episode_steps,
         render_mode=render_mode,
     )

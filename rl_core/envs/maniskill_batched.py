@@ -62,6 +62,8 @@ class ManiSkillBatchedEnvs(VectorEnv):
         camera: Sensor camera of the images.
         reward: ``dense`` or ``success`` (as :class:`ManiSkillEnv`).
         terminate_on_success: End an episode on a successful step.
+        reset_on_success: End the episode on a successful step as a time limit does
+            (truncated, so the value bootstraps from its final observation).
         max_episode_steps: Steps before an episode is truncated; None: ManiSkill's.
         action_chunk: Actions per step, played in order (as
             :class:`~rl_core.envs.action_chunk.ActionChunk`: rewards add up, an env whose
@@ -84,6 +86,7 @@ class ManiSkillBatchedEnvs(VectorEnv):
         camera: str = DEFAULT_CAMERA,
         reward: str = "dense",
         terminate_on_success: bool = False,
+        reset_on_success: bool = False,
         max_episode_steps: int | None = None,
         action_chunk: int = 1,
         sim_backend: str = "physx_cuda",
@@ -105,6 +108,7 @@ class ManiSkillBatchedEnvs(VectorEnv):
             "camera": camera,
             "reward": reward,
             "terminate_on_success": terminate_on_success,
+            "reset_on_success": reset_on_success,
             "max_episode_steps": max_episode_steps,
             "action_chunk": action_chunk,
             "sim_backend": sim_backend,
@@ -115,6 +119,7 @@ class ManiSkillBatchedEnvs(VectorEnv):
         self.camera = camera
         self.reward_mode = reward
         self.terminate_on_success = terminate_on_success
+        self.reset_on_success = reset_on_success
         self.chunk = int(action_chunk)
         self.instruction = maniskill_instruction(task)
         self.max_episode_steps = int(max_episode_steps or maniskill_episode_steps(task))
@@ -202,6 +207,7 @@ class ManiSkillBatchedEnvs(VectorEnv):
                 reward_mode=self.reward_mode,
                 terminate_on_success=self.terminate_on_success,
                 max_episode_steps=self.max_episode_steps,
+                reset_on_success=self.reset_on_success,
             )
             totals[active] += rewards[active]
             chunk_success[active] |= flags(info, "success", n)[active]

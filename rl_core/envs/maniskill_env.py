@@ -107,6 +107,8 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
             ``success`` (1.0 on the step the task first succeeds in the episode).
         terminate_on_success: End the episode on a successful step (ManiSkill's own
             failure conditions always end it).
+        reset_on_success: End the episode on a successful step as a time limit does
+            (truncated, so the value bootstraps from its final observation).
         max_episode_steps: Steps before the episode is truncated; None: ManiSkill's.
         render_mode: None or ``rgb_array``.
 
@@ -126,6 +128,7 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
         render_size: int | None = None,
         reward: str = "dense",
         terminate_on_success: bool = False,
+        reset_on_success: bool = False,
         max_episode_steps: int | None = None,
         render_mode: str | None = None,
     ) -> None:
@@ -145,6 +148,7 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
             "render_size": render_size,
             "reward": reward,
             "terminate_on_success": terminate_on_success,
+            "reset_on_success": reset_on_success,
             "max_episode_steps": max_episode_steps,
             "render_mode": render_mode,
         }
@@ -156,6 +160,7 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
         self.render_size = int(render_size or image_size)
         self.reward_mode = reward
         self.terminate_on_success = terminate_on_success
+        self.reset_on_success = reset_on_success
         self.render_mode = render_mode
         self.instruction = maniskill_instruction(task)
         self.sim = self._make_sim()
@@ -228,6 +233,7 @@ class ManiSkillEnv(ReplayPickling, gym.Env):
             reward_mode=self.reward_mode,
             terminate_on_success=self.terminate_on_success,
             max_episode_steps=self.max_episode_steps,
+            reset_on_success=self.reset_on_success,
         )
         self._succeeded = bool(succeeded[0])
         return float(rewards[0]), bool(terminated[0]), bool(truncated[0]), self._info(info)

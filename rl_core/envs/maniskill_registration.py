@@ -50,6 +50,7 @@ def make_maniskill_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
         render_size=m.render_size,
         reward=m.reward or "dense",
         terminate_on_success=m.terminate_on_success,
+        reset_on_success=m.reset_on_success,
         max_episode_steps=env_cfg.max_episode_steps,
         render_mode=render_mode,
     )
@@ -91,6 +92,7 @@ def make_maniskill_batched(env_cfg: Any, num_envs: int, device: str) -> gym.vect
         camera=m.camera or DEFAULT_CAMERA,
         reward=m.reward or "dense",
         terminate_on_success=m.terminate_on_success,
+        reset_on_success=m.reset_on_success,
         max_episode_steps=env_cfg.max_episode_steps,
         action_chunk=m.action_chunk,
         sim_backend=backends[0],

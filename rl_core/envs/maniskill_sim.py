@@ -129,6 +129,7 @@ def score_steps(
     reward_mode: str,
     terminate_on_success: bool,
     max_episode_steps: int,
+    reset_on_success: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Rewards and episode ends of one simulator step of a batch of envs.
 
@@ -141,6 +142,7 @@ def score_steps(
         reward_mode: ``dense`` or ``success`` (1.0 on an episode's first successful step).
         terminate_on_success: A successful step ends the episode.
         max_episode_steps: Episode length before truncation.
+        reset_on_success: A successful step truncates the episode (a new one starts).
 
     Returns:
         ``(rewards, terminated, truncated, succeeded)``: float32 rewards, the two end flags
@@ -153,7 +155,8 @@ def score_steps(
     else:
         rewards = np.asarray(reward, dtype=np.float32)
     terminated = np.asarray(fail, dtype=bool) | (terminate_on_success & success)
-    truncated = (np.asarray(steps) >= max_episode_steps) & ~terminated
+    cut = (np.asarray(steps) >= max_episode_steps) | (reset_on_success & success)
+    truncated = cut & ~terminated
     return rewards, terminated, truncated, succeeded | success
 
 

@@ -69,6 +69,8 @@ class MetaWorldEnv(gym.Env):
         reward: ``dense`` (Meta-World's shaped reward, 0 to 10) or ``success`` (1.0 on the
             step the task first succeeds in the episode).
         terminate_on_success: End the episode on a successful step.
+        reset_on_success: End the episode on a successful step as a time limit does
+            (truncated, so the value bootstraps from its final observation).
         max_episode_steps: Steps before the episode is truncated.
         render_mode: None or ``rgb_array``.
 
@@ -88,6 +90,7 @@ class MetaWorldEnv(gym.Env):
         fast_render: bool = True,
         reward: str = "dense",
         terminate_on_success: bool = False,
+        reset_on_success: bool = False,
         max_episode_steps: int = MAX_PATH_LENGTH,
         render_mode: str | None = None,
     ) -> None:
@@ -112,6 +115,7 @@ class MetaWorldEnv(gym.Env):
         self.fast_render = fast_render
         self.reward_mode = reward
         self.terminate_on_success = terminate_on_success
+        self.reset_on_success = reset_on_success
         self.max_episode_steps = int(max_episode_steps)
         self.render_mode = render_mode
         self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -201,7 +205,9 @@ class MetaWorldEnv(gym.Env):
         self._frame = None
         reward = float(first) if self.reward_mode == "success" else self._last_reward
         terminated = bool(self.terminate_on_success and success)
-        truncated = self._steps >= self.max_episode_steps
+        truncated = self._steps >= self.max_episode_steps or (
+            self.reset_on_success and success and not terminated
+        )
         return reward, terminated, truncated, self._info(float(success))
 
     def current_observation(self) -> Any:
@@ -350,6 +356,7 @@ class MetaWorldEnv(gym.Env):
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Rebuild the current simulator and give it the saved simulation state."""
         current = state.pop("_current_sim")
+        state.setdefault("reset_on_success", False)  # envs pickled before the setting
         self.__dict__.update(state)
         if current is not None:
             task, variation, sim_state = current

@@ -40,6 +40,7 @@ def make_metaworld_env(env_cfg: Any, render_mode: str | None = None) -> gym.Env:
         fast_render=m.fast_render,
         reward=m.reward or "dense",
         terminate_on_success=m.terminate_on_success,
+        reset_on_success=m.reset_on_success,
         max_episode_steps=env_cfg.max_episode_steps or MAX_PATH_LENGTH,
         render_mode=render_mode,
     )

@@ -60,3 +60,17 @@ def test_config_needs_groups_and_one_episode_per_rollout():
     assert cfg.algorithm.adv_type == "episode_grpo"
     with pytest.raises(ConfigError, match="estimator of env episodes"):
         load_config("grpo_arith", ["algorithm.adv_type=episode_grpo"])
+
+
+@pytest.mark.parametrize("setting", ["terminate_on_success", "reset_on_success"])
+def test_config_refuses_episodes_that_end_on_success(setting):
+    with pytest.raises(ConfigError, match=f"env.manipulation.{setting} = true ends episodes"):
+        load_config("grpo_vla_metaworld", [f"env.manipulation.{setting}=true"])
+
+
+def test_success_ends_an_episode_one_way():
+    both = ["env.manipulation.terminate_on_success=true", "env.manipulation.reset_on_success=true"]
+    with pytest.raises(ConfigError, match="are both true"):
+        load_config("ppo_metaworld", both)
+    cfg = load_config("ppo_metaworld", both[1:])
+    assert cfg.env.manipulation.reset_on_success and not cfg.env.manipulation.terminate_on_success

@@ -123,6 +123,11 @@ def test_success_reward_is_paid_once_and_can_end_the_episode(state_env, monkeypa
     state_env.reset(seed=0)
     frames = play(state_env, actions(2))
     assert frames[-1][1:] == (1.0, True, False, 1.0)
+    monkeypatch.setattr(state_env, "terminate_on_success", False)
+    monkeypatch.setattr(state_env, "reset_on_success", True)
+    state_env.reset(seed=0)
+    frames = play(state_env, actions(2))
+    assert [f[1:] for f in frames] == [(0.0, False, False, 0.0), (1.0, False, True, 1.0)]
 
 
 # -- pickling: replay from seeds -------------------------------------------------------------

@@ -25,6 +25,7 @@ from rl_core.envs.action_chunk import ActionChunk  # noqa: E402
 from rl_core.envs.experts import expert_for  # noqa: E402
 from rl_core.envs.maniskill_env import ManiSkillEnv, maniskill_instruction  # noqa: E402
 from rl_core.envs.maniskill_experts import EXPERT_TASKS, expert_actions  # noqa: E402
+from rl_core.envs.maniskill_sim import score_steps  # noqa: E402
 from tests.manipulation_envs import assert_same_frames, play, random_actions  # noqa: E402
 
 
@@ -106,6 +107,46 @@ def test_success_reward_is_paid_once_and_can_end_the_episode():
     rewards, successes = play_expert(env.unwrapped, seed=0)
     assert len(rewards) == first + 1 and successes[-1] == 1.0
     env.close()
+
+
+def test_reset_on_success_truncates_the_successful_step_and_survives_pickling():
+    env = make(reset_on_success=True).unwrapped
+    env.reset(seed=0)
+    ends = []
+    for _ in range(env.max_episode_steps):
+        _, _, terminated, truncated, info = env.step(expert_actions(env)[0])
+        ends.append((terminated, truncated, info["success"]))
+        if terminated or truncated:
+            break
+    assert ends[-1] == (False, True, 1.0) and len(ends) < env.max_episode_steps
+    assert not any(t or c for t, c, _ in ends[:-1])
+    copy = cloudpickle.loads(cloudpickle.dumps(env))
+    assert copy.reset_on_success
+    env.close()
+    copy.close()
+
+
+def test_score_steps_ends_episodes_on_success_as_asked():
+    def ends(**flags):
+        _, terminated, truncated, succeeded = score_steps(
+            np.zeros(3),
+            np.array([True, True, False]),  # success
+            np.array([False, True, False]),  # fail
+            np.zeros(3, bool),
+            np.array([3, 3, 10]),
+            reward_mode="dense",
+            max_episode_steps=10,
+            **flags,
+        )
+        assert succeeded.tolist() == [True, True, False]
+        return terminated.tolist(), truncated.tolist()
+
+    plain = ends(terminate_on_success=False)
+    assert plain == ([False, True, False], [False, False, True])
+    terminate = ends(terminate_on_success=True)
+    assert terminate == ([True, True, False], [False, False, True])
+    reset = ends(terminate_on_success=False, reset_on_success=True)
+    assert reset == ([False, True, False], [True, False, True])  # a failure still terminates
 
 
 def test_instructions_of_tasks_without_an_entry_are_made_from_the_id():

@@ -183,6 +183,9 @@ def test_reward_modes_and_terminate_on_success():
     ended = play_expert(make(reward="success", terminate_on_success=True), seed=0)
     assert len(ended) == first + 1 and ended[-1] == (1.0, True, False, 1.0)
     assert not any(t for _, t, _, _ in ended[:-1])
+    reset = play_expert(make(reward="success", reset_on_success=True), seed=0)
+    assert len(reset) == first + 1 and reset[-1] == (1.0, False, True, 1.0)  # truncated
+    assert not any(t or c for _, t, c, _ in reset[:-1])
 
 
 def test_max_episode_steps_truncates_in_simulator_steps():
