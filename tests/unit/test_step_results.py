@@ -55,35 +55,37 @@ def test_timing_metrics_split_the_iteration_into_its_parts():
     assert timing["time/orch_flow_end_and_tracking"] == pytest.approx(0.25)
 
 
-def test_progress_line_shows_success_rates_of_manipulation_runs(caplog):
-    metrics = {
-        "env/total_steps": 8000.0,
-        "env/episode_return_mean": 4.9,
-        "env/success_rate": 0.25,
-        "rollout/steps_per_second": 298.0,
-        "rollout/reward_mean": 0.097,
-        "eval/return_mean": 7.1,
-        "eval/success_rate": 0.5625,
-        "time/orchestration": 0.2,
-    }
+MANIPULATION_ITERATION = {
+    "env/total_steps": 8000.0,
+    "env/episode_return_mean": 4.9,
+    "env/success_rate": 0.25,
+    "rollout/steps_per_second": 298.0,
+    "rollout/reward_mean": 0.097,
+    "eval/return_mean": 7.1,
+    "eval/success_rate": 0.5625,
+    "time/orchestration": 0.2,
+}
+LLM_ITERATION = {
+    "env/total_steps": 64.0,
+    "rollout/tokens_per_second": 1234.0,
+    "rollout/steps_per_second": 8.0,  # an LLM rollout shows tokens/s, not steps/s
+    "eval/accuracy": 0.5,
+    "time/orchestration": 0.05,
+}
+
+
+@pytest.mark.parametrize(
+    ("metrics", "line"),
+    [
+        (
+            MANIPULATION_ITERATION,
+            "iter 10/400 | env steps 8000 | return 4.9 | success 0.25 | 298 steps/s | "
+            "reward 0.097 | eval 7.1 | eval success 0.56 | orch 200 ms",
+        ),
+        (LLM_ITERATION, "iter 10/400 | env steps 64 | 1234 tokens/s | accuracy 0.500 | orch 50 ms"),
+    ],
+)
+def test_progress_line_shows_the_metrics_the_run_has(caplog, metrics, line):
     with caplog.at_level("INFO", logger=PROGRESS_LOGGER):
         log_progress(400, 9, metrics)
-    assert caplog.messages == [
-        "iter 10/400 | env steps 8000 | return 4.9 | success 0.25 | 298 steps/s | reward 0.097"
-        " | eval 7.1 | eval success 0.56 | orch 200 ms"
-    ]
-
-
-def test_progress_line_of_an_llm_run_shows_tokens_not_steps_per_second(caplog):
-    metrics = {
-        "env/total_steps": 64.0,
-        "rollout/tokens_per_second": 1234.0,
-        "rollout/steps_per_second": 8.0,
-        "eval/accuracy": 0.5,
-        "time/orchestration": 0.05,
-    }
-    with caplog.at_level("INFO", logger=PROGRESS_LOGGER):
-        log_progress(3, 0, metrics)
-    assert caplog.messages == [
-        "iter 1/3 | env steps 64 | 1234 tokens/s | accuracy 0.500 | orch 50 ms"
-    ]
+    assert caplog.messages == [line]
