@@ -1,16 +1,12 @@
 """Manipulation figures: render cost, experts, pipelining, PPO against Stable-Baselines3, SFT → GRPO.
 
-Parts (``--parts render,evaluation,experts,pipeline,ppo,recipe``; all by default):
+Parts (``--parts render,experts,pipeline,ppo,recipe``; all by default):
 
 * ``render``: milliseconds per step of one env of ``--ppo-preset``'s simulator on one core
   (Meta-World: 64×64 and 128×128, with and without ``fast_render``; ManiSkill3 and LIBERO,
   ``--ppo-preset grpo_vla_libero``: 64×64 and 128×128) against a state-only step (the bare loop: the simulator alone). Median of
   ``--repeats`` runs with the spread. ManiSkill's first camera image in a process (its
   renderer's start-up) is taken before the clock starts.
-* ``evaluation``: seconds of one evaluation of ``--ppo-preset`` (its ``eval.num_episodes``
-  episodes on ``eval.num_envs`` envs, an untrained policy, in this process) with envs built
-  and closed every time (``eval.keep_envs: false``) against envs kept from the previous
-  evaluation (the default); median of ``--repeats`` evaluations after a first one.
 * ``experts``: success rate and seconds of the ManiSkill3 scripted experts over 20 seeds.
 * ``pipeline``: env steps/s of ``ppo_metaworld``'s rollout step with 1 and 2 pipeline
   stages (``rollout.pipeline_stages``), on real Ray workers, median over iterations 1-5.
@@ -25,7 +21,7 @@ Parts (``--parts render,evaluation,experts,pipeline,ppo,recipe``; all by default
   of the cloned policy, and the best and last after RL, from the run's MLflow store; the
   medians over seeds with their range.
 
-Usage: python benchmarks/manipulation.py [--parts render,evaluation,pipeline] [--repeats 3]
+Usage: python benchmarks/manipulation.py [--parts render,pipeline] [--repeats 3]
        [--seeds 0,1,2] [--jobs 2] [--ppo-preset ppo_metaworld|ppo_pushcube|grpo_vla_libero (render only)] [--target 0.9] [--out DIR]
 """
 
@@ -109,43 +105,6 @@ def render_cost(preset: str, repeats: int, steps: int = 200) -> None:
         print(f"| {mode} | {image} | {shown} | {spread(times)} | {median / base:.1f}x |")
     if keep_renderer is not None:
         keep_renderer.close()
-
-
-def evaluation_cost(preset: str, repeats: int) -> None:
-    """Seconds of one evaluation with envs built each time against envs kept (module docs)."""
-    import torch
-
-    from kinds.embodied.episodes import run_episodes
-    from kinds.embodied.kept_envs import close_kept_envs
-    from rl_core.envs import VectorEnvAdapter
-    from rl_core.models import get_model
-    from rl_core.seeding import eval_seeds
-
-    cfg = load_config(preset, ["tracking.enabled=false"])
-    torch.manual_seed(0)
-    probe = VectorEnvAdapter(cfg.env, 1, seed=0, vectorization="sync")
-    policy = get_model(cfg.model, probe.spaces)
-    probe.close()
-    weights = {k: v.detach().numpy() for k, v in policy.state_dict().items()}
-    seeds = list(eval_seeds(cfg.run.seed, cfg.eval.num_episodes))
-    config = cfg.model_dump(mode="json")
-    times: dict[bool, list[float]] = {}
-    for keep in (False, True):
-        config["eval"]["keep_envs"] = keep
-        runs = []
-        for _ in range(repeats + 1):  # the first builds the kept envs: not counted
-            start = time.perf_counter()
-            run_episodes(config, weights, seeds)
-            runs.append(time.perf_counter() - start)
-        times[keep] = runs[1:]
-    close_kept_envs()
-    print(
-        f"{preset}: one evaluation ({cfg.eval.num_episodes} episodes on {cfg.eval.num_envs} envs)"
-    )
-    print(f"  envs built each time  {spread(times[False])} s")
-    print(f"  envs kept             {spread(times[True])} s")
-    ratio = statistics.median(times[False]) / statistics.median(times[True])
-    print(f"  built / kept: {ratio:.2f}")
 
 
 def expert_success(episodes: int = 20) -> None:
@@ -338,10 +297,7 @@ def sb3_run(preset: str, seed: int, budget: int, target: float | None) -> None:
         learning_rate=cfg.actor.lr,
         gamma=cfg.algorithm.gamma,
         gae_lambda=cfg.algorithm.gae_lambda,
-        policy_kwargs={
-            "net_arch": list(cfg.model.hidden_sizes),
-            "log_std_init": cfg.model.init_log_std,
-        },
+        policy_kwargs={"net_arch": list(cfg.model.hidden_sizes)},
         seed=seed,
         verbose=0,
     )
@@ -394,7 +350,7 @@ def recipe(out: Path, seeds: list[int], jobs: int = 1) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="render,evaluation,experts,pipeline,ppo,recipe")
+    parser.add_argument("--parts", default="render,experts,pipeline,ppo,recipe")
     parser.add_argument("--ppo-preset", default="ppo_metaworld")
     parser.add_argument("--target", type=float, default=None)
     parser.add_argument("--repeats", type=int, default=3)
@@ -412,8 +368,6 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     if "render" in parts:
         render_cost(args.ppo_preset, args.repeats)
-    if "evaluation" in parts:
-        evaluation_cost(args.ppo_preset, args.repeats)
     if "experts" in parts:
         expert_success()
     if "pipeline" in parts:

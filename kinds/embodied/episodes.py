@@ -9,7 +9,6 @@ import numpy as np
 import torch
 
 from infra.cluster.runtime_env import limit_threads
-from kinds.embodied.kept_envs import evaluation_envs
 from rl_core.config import validate_config
 from rl_core.envs import VectorEnvAdapter
 from rl_core.models import get_model
@@ -43,18 +42,19 @@ def run_episodes(
     policy = None
     for chunk_start in range(0, len(seeds), width):
         chunk = seeds[chunk_start : chunk_start + width]
-        with evaluation_envs(cfg.env, len(chunk), cfg.eval.keep_envs) as envs:
-            if policy is None:
-                policy = get_model(cfg.model, envs.spaces)
-                policy.load_state_dict(
-                    {k: torch.from_numpy(np.array(v)) for k, v in state_dict.items()}
-                )
-                policy.eval()
-            envs.reset(chunk)
-            r, n, s = _play(envs, policy, cfg.eval.deterministic, cfg.eval.max_steps)
+        envs = VectorEnvAdapter(cfg.env, len(chunk), seed=0, vectorization="sync")
+        if policy is None:
+            policy = get_model(cfg.model, envs.spaces)
+            policy.load_state_dict(
+                {k: torch.from_numpy(np.array(v)) for k, v in state_dict.items()}
+            )
+            policy.eval()
+        envs.reset(chunk)
+        r, n, s = _play(envs, policy, cfg.eval.deterministic, cfg.eval.max_steps)
         returns += r
         lengths += n
         successes += s
+        envs.close()
     return {
         "returns": returns,
         "lengths": lengths,

@@ -165,13 +165,6 @@ class EmbodiedEvalConfig(EvalConfig):
     max_steps: int = Field(
         100_000, ge=1, le=MAX_EVAL_STEPS, description="Safety cap on steps per evaluation."
     )
-    keep_envs: bool = Field(
-        True,
-        description="Keep the evaluation's envs in the process that played them, for the "
-        "next evaluation (each episode starts from its seed's reset, so results are the "
-        "same). Saves building them each time (seconds for ManiSkill3 and LIBERO); they "
-        "keep their memory meanwhile (LIBERO: about 0.9 GB per env with a camera).",
-    )
     video: bool = Field(
         True,
         description="Embodied: record one deterministic episode as a GIF "
