@@ -297,7 +297,10 @@ def sb3_run(preset: str, seed: int, budget: int, target: float | None) -> None:
         learning_rate=cfg.actor.lr,
         gamma=cfg.algorithm.gamma,
         gae_lambda=cfg.algorithm.gae_lambda,
-        policy_kwargs={"net_arch": list(cfg.model.hidden_sizes)},
+        policy_kwargs={
+            "net_arch": list(cfg.model.hidden_sizes),
+            "log_std_init": cfg.model.init_log_std,
+        },
         seed=seed,
         verbose=0,
     )
