@@ -28,8 +28,10 @@ Observations (``obs_mode``):
 Pickling (checkpoints) replays from seeds: ManiSkill's own state restore
 (``set_state_dict``) is off by about 1e-6 after a step, so a pickled env keeps the seed of
 its episode and the actions played since, and unpickling resets a new simulator with that
-seed and plays the actions again. ManiSkill's physics is deterministic and independent of
-the episodes played before a reset, so the copy continues bit for bit (tested).
+seed and plays the actions again. ManiSkill's physics is deterministic, so the copy continues
+bit for bit (tested with random actions) where the simulator's past episodes left no trace:
+PhysX's persistent contact manifolds carry contact data across a reset, so after episodes
+with contacts (a pushed cube) the copy can drift by float rounding (docs/manipulation.md).
 """
 
 from __future__ import annotations
